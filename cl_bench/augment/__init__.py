@@ -1,0 +1,1 @@
+"""View generators: text-level augmentations (seeded) and embedding-level cutoffs."""

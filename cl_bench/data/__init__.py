@@ -1,0 +1,1 @@
+"""Data readers: each turns one file format into text (sentences, pairs, documents)."""

@@ -1,0 +1,1 @@
+"""Contrastive objectives as pure tensor functions (no model, no config, no state)."""

@@ -1,0 +1,84 @@
+"""Unsupervised SimCSE (Gao, Yao & Chen, EMNLP 2021).
+
+Each sentence goes through the encoder twice in one forward pass, so the two copies get
+independent dropout masks; the other sentences' second views are the negatives (Eq. 4).
+An optional MLM auxiliary loss is added with weight ``mlm_weight`` (λ, Table D.2).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from cl_bench.methods.base import Method, MethodContext
+from cl_bench.models.encoder import special_tokens_mask
+from cl_bench.models.mlm import MLMHead
+
+
+class SimCSE(Method):
+    """Two views of each sentence, InfoNCE over in-batch negatives.
+
+    Args:
+        context: shared build context.
+        mlm_weight: λ of the auxiliary MLM loss (0 disables it and loads no MLM head).
+        mlm_probability: fraction of tokens masked for the MLM loss.
+        augment_both_views: apply the text augmentation to both views (else only to the second).
+    """
+
+    name = "simcse"
+
+    def __init__(
+        self,
+        context: MethodContext,
+        mlm_weight: float = 0.0,
+        mlm_probability: float = 0.15,
+        augment_both_views: bool = True,
+    ) -> None:
+        super().__init__(context)
+        self.mlm_weight = float(mlm_weight)
+        self.augment_both_views = augment_both_views
+        self.rng = random.Random(context.seed)
+        self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
+
+    def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
+        """Text views of the batch (identical for dropout-only SimCSE)."""
+        aug = self.augmentation
+        if aug is None or aug.embedding_level:
+            return list(sentences), list(sentences)
+        first = aug.augment_text(sentences, self.rng) if self.augment_both_views else list(sentences)
+        return first, aug.augment_text(sentences, self.rng)
+
+    def embed_views(self, first: list[str], second: list[str]) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Encode both views in one forward pass (independent dropout masks per copy)."""
+        features = self.tokenize(first + second)
+        inputs_embeds = None
+        aug = self.augmentation
+        if aug is not None and aug.embedding_level:
+            inputs_embeds = self._cutoff_embeddings(features, len(first))
+        z = self.encoder(features, inputs_embeds=inputs_embeds)
+        return z[: len(first)], z[len(first) :], features
+
+    def _cutoff_embeddings(self, features: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+        """Word embeddings with the embedding-level augmentation applied to the second view."""
+        embeddings = self.encoder.backbone.get_input_embeddings()(features["input_ids"])
+        special = special_tokens_mask(self.encoder.tokenizer, features["input_ids"])
+        generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
+        augmented = self.augmentation.augment_embeddings(
+            embeddings[n:], features["attention_mask"][n:], special[n:], generator
+        )
+        return torch.cat([embeddings[:n], augmented], dim=0)
+
+    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
+        first, second = self.make_views(batch)
+        z1, z2, features = self.embed_views(first, second)
+        contrastive = self.loss_fn(z1, z2)
+        terms = {"loss_contrastive": contrastive}
+        loss = contrastive
+        if self.mlm is not None:
+            mlm = self.mlm.loss(features)
+            terms["loss_mlm"] = mlm
+            loss = loss + self.mlm_weight * mlm
+        return {"loss": loss, **terms}
+

@@ -1,0 +1,1 @@
+"""Encoders, poolers and auxiliary heads."""

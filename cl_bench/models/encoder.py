@@ -1,0 +1,271 @@
+"""Loading a Hugging Face backbone and wrapping it as a sentence encoder.
+
+:class:`SentenceEncoder` is what training methods optimise and what evaluation scores: one
+backbone, one pooler (:mod:`cl_bench.models.poolers`) and an optional SimCSE MLP head. It is
+saved in Hugging Face format (the MLP head goes into the backbone's own pooler slot, as SimCSE's
+``simcse_to_huggingface.py`` does), plus a small ``cl_bench_encoder.json`` naming the pooler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
+
+ENCODER_META_FILE = "cl_bench_encoder.json"
+# Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.
+_HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "dropout")
+_ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout")
+
+
+class ModelLoadError(RuntimeError):
+    """Raised with a one-line, actionable message when a model cannot be loaded."""
+
+
+def is_local_path(name_or_path: str) -> bool:
+    """True when ``name_or_path`` names a local directory rather than a hub id."""
+    return os.path.isdir(name_or_path) or name_or_path.startswith((".", "/", "~"))
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False") or os.environ.get(
+        "TRANSFORMERS_OFFLINE", "0"
+    ) not in ("0", "", "false", "False")
+
+
+def _hub_hint(name_or_path: str) -> str:
+    return (
+        f"cannot load model '{name_or_path}' from the Hugging Face hub (offline or no network); "
+        "point model.name_or_path at a local Hugging Face directory, "
+        "e.g. model.name_or_path=../shared/models/all-MiniLM-L6-v2"
+    )
+
+
+def check_model_reachable(name_or_path: str) -> None:
+    """Fail fast, before any weights load, when the model can obviously not be loaded."""
+    if is_local_path(name_or_path):
+        path = Path(name_or_path).expanduser()
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}' (config.json missing)")
+        return
+    if _offline():
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name_or_path, "config.json")
+        if not isinstance(cached, str):
+            raise ModelLoadError(_hub_hint(name_or_path))
+
+
+def apply_dropout(config: Any, dropout: float | None) -> None:
+    """Set hidden and attention dropout of a transformers config to ``dropout`` (None keeps it)."""
+    if dropout is None:
+        return
+    for key in _HIDDEN_DROPOUT_KEYS + _ATTENTION_DROPOUT_KEYS:
+        if hasattr(config, key):
+            setattr(config, key, float(dropout))
+
+
+def load_backbone(name_or_path: str, dropout: float | None = None) -> tuple[nn.Module, Any]:
+    """Load an ``AutoModel`` and its tokenizer, with dropout set as asked.
+
+    Raises:
+        ModelLoadError: with a hint to use local files when the hub cannot be reached.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    check_model_reachable(name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(name_or_path)
+        apply_dropout(config, dropout)
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        backbone = AutoModel.from_pretrained(name_or_path, config=config)
+    except OSError as err:
+        if is_local_path(name_or_path):
+            raise ModelLoadError(f"model.name_or_path: cannot load '{name_or_path}': {err}") from err
+        raise ModelLoadError(_hub_hint(name_or_path)) from err
+    return backbone, tokenizer
+
+
+class SentenceEncoder(nn.Module):
+    """Backbone + pooler (+ SimCSE MLP head): text in, one vector per sentence out.
+
+    Args:
+        backbone: a Hugging Face encoder (``AutoModel``).
+        tokenizer: its tokenizer.
+        pooler: a name from :data:`cl_bench.models.poolers.POOLERS`.
+        mlp: the MLP head used by ``cls`` (None for other poolers).
+        mlp_only_train: apply the MLP in training only (SimCSE's ``--mlp_only_train``).
+        max_length: truncation length for training batches.
+        first_layer: hidden-state index used as the "first" layer by ``avg_first_last``.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer: Any,
+        pooler: str = "cls",
+        mlp: nn.Module | None = None,
+        mlp_only_train: bool = False,
+        max_length: int = 32,
+        first_layer: int = 1,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooler = pooler
+        self.mlp = mlp
+        self.mlp_only_train = mlp_only_train
+        self.max_length = max_length
+        self.first_layer = first_layer
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the pooled sentence vector."""
+        return int(self.backbone.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def tokenize(self, sentences: Sequence[str], max_length: int | None = -1) -> dict[str, torch.Tensor]:
+        """Tokenize with padding to the batch maximum.
+
+        ``max_length=-1`` uses the training length; ``None`` truncates only at the model's limit
+        (SentEval evaluation applies no length cut).
+        """
+        if max_length == -1:
+            max_length = self.max_length
+        if max_length is None:
+            max_length = min(int(getattr(self.tokenizer, "model_max_length", 512)), 512)
+        return dict(
+            self.tokenizer(
+                list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            )
+        )
+
+    def token_states(self, features: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None):
+        """Run the backbone; returns its output (with hidden_states when the pooler needs them)."""
+        kwargs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        if inputs_embeds is not None:
+            kwargs.pop("input_ids", None)
+            kwargs["inputs_embeds"] = inputs_embeds
+        return self.backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
+
+    def pool_outputs(self, outputs: Any, attention_mask: torch.Tensor, apply_mlp: bool | None = None) -> torch.Tensor:
+        """Pool backbone outputs into sentence vectors, applying the MLP head where due."""
+        vectors = pool(
+            self.pooler,
+            outputs.last_hidden_state,
+            attention_mask,
+            getattr(outputs, "hidden_states", None),
+            self.first_layer,
+        )
+        if apply_mlp is None:
+            apply_mlp = self.training or not self.mlp_only_train
+        if self.pooler == "cls" and self.mlp is not None and apply_mlp:
+            vectors = self.mlp(vectors)
+        return vectors
+
+    def forward(
+        self,
+        features: dict[str, torch.Tensor],
+        inputs_embeds: torch.Tensor | None = None,
+        apply_mlp: bool | None = None,
+    ) -> torch.Tensor:
+        """Embed a tokenized batch: (B, T) features -> (B, H) vectors."""
+        outputs = self.token_states(features, inputs_embeds)
+        return self.pool_outputs(outputs, features["attention_mask"], apply_mlp)
+
+    @torch.inference_mode()
+    def encode(self, sentences: Sequence[str], batch_size: int = 128) -> np.ndarray:
+        """Embed sentences for evaluation (eval mode, no truncation below the model limit).
+
+        Each distinct sentence is encoded once, in length-sorted batches, under inference mode
+        (bf16 autocast on CUDA). Returns float32 (N, H) in the input order.
+        """
+        was_training = self.training
+        self.eval()
+        unique = list(dict.fromkeys(sentences))
+        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+        device = self.device
+        out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            features = {k: v.to(device) for k, v in self.tokenize([unique[i] for i in idx], None).items()}
+            with autocast:
+                vectors = self(features)
+            out[idx] = vectors.float().cpu().numpy()
+        self.train(was_training)
+        position = {s: i for i, s in enumerate(unique)}
+        return out[[position[s] for s in sentences]]
+
+    def save(self, out_dir: str | Path, extra_meta: dict[str, Any] | None = None) -> None:
+        """Save in Hugging Face format; the MLP head goes into the backbone's pooler slot."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        backbone_pooler = getattr(self.backbone, "pooler", None)
+        if self.mlp is not None and backbone_pooler is not None and hasattr(backbone_pooler, "dense"):
+            backbone_pooler.dense.load_state_dict(self.mlp.dense.state_dict())
+        self.backbone.save_pretrained(out_dir)
+        self.tokenizer.save_pretrained(out_dir)
+        meta = {
+            "pooler": self.pooler,
+            "mlp_only_train": self.mlp_only_train,
+            "first_layer": self.first_layer,
+            "max_length": self.max_length,
+            **(extra_meta or {}),
+        }
+        (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+
+
+def special_tokens_mask(tokenizer: Any, input_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool mask of special tokens ([CLS], [SEP], [PAD] …) in ``input_ids``."""
+    rows = [tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True) for ids in input_ids.tolist()]
+    return torch.tensor(rows, dtype=torch.bool, device=input_ids.device)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def build_encoder(
+    name_or_path: str,
+    pooler: str = "cls",
+    dropout: float | None = None,
+    max_length: int = 32,
+    mlp_only_train: bool = False,
+    first_layer: int = 1,
+    fresh_mlp: bool = True,
+) -> SentenceEncoder:
+    """Build a :class:`SentenceEncoder` from a hub id or local directory.
+
+    For ``pooler=cls``: with ``fresh_mlp`` (training) the MLP is newly initialised as in SimCSE;
+    otherwise (evaluation) the backbone's own pooler is used as the MLP, which is what SimCSE's
+    evaluation reads as ``pooler_output`` and where :meth:`SentenceEncoder.save` stores a trained head.
+    """
+    backbone, tokenizer = load_backbone(name_or_path, dropout)
+    mlp: nn.Module | None = None
+    if pooler == "cls":
+        hidden = int(backbone.config.hidden_size)
+        mlp = MLPHead(hidden, float(getattr(backbone.config, "initializer_range", 0.02)))
+        backbone_pooler = getattr(backbone, "pooler", None)
+        if not fresh_mlp:
+            if backbone_pooler is None or not hasattr(backbone_pooler, "dense"):
+                raise ModelLoadError(
+                    f"pooler=cls: '{name_or_path}' has no pooler layer; use pooler=cls_before_pooler"
+                )
+            mlp.dense.load_state_dict(backbone_pooler.dense.state_dict())
+    return SentenceEncoder(backbone, tokenizer, pooler, mlp, mlp_only_train, max_length, first_layer)

@@ -1,0 +1,77 @@
+"""The single pooler implementation, shared by training and evaluation.
+
+Pooler names follow SimCSE's ``--pooler`` option:
+
+* ``cls``: last-layer [CLS] followed by an MLP (Linear + tanh). In training the MLP is always
+  applied; at evaluation it is applied unless ``mlp_only_train`` is set.
+* ``cls_before_pooler``: the raw last-layer [CLS] vector.
+* ``avg``: mean of the last layer over non-padding tokens.
+* ``avg_top2``: mean of the last two layers' masked means.
+* ``avg_first_last``: mean of the first *transformer* layer (``hidden_states[1]``) and the last
+  layer. SimCSE before commit 206d7ae used the embedding output (``hidden_states[0]``); set
+  ``first_layer=0`` to reproduce the paper's first-last baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
+
+
+def needs_hidden_states(pooler: str) -> bool:
+    """Whether ``pooler`` reads layers other than the last one."""
+    return pooler in ("avg_top2", "avg_first_last")
+
+
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean over the token axis of ``hidden`` (B, T, H), ignoring positions where the mask is 0."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+
+
+def pool(
+    pooler: str,
+    last_hidden: torch.Tensor,
+    attention_mask: torch.Tensor,
+    hidden_states: Sequence[torch.Tensor] | None = None,
+    first_layer: int = 1,
+) -> torch.Tensor:
+    """Pool token states into one vector per sentence (before any MLP head).
+
+    Args:
+        pooler: one of :data:`POOLERS`.
+        last_hidden: (B, T, H) last-layer token states.
+        attention_mask: (B, T) 1 for real tokens, 0 for padding.
+        hidden_states: all layers (embeddings first), needed by ``avg_top2``/``avg_first_last``.
+        first_layer: index of the "first" layer for ``avg_first_last``.
+
+    Returns:
+        (B, H) sentence vectors.
+    """
+    if pooler in ("cls", "cls_before_pooler"):
+        return last_hidden[:, 0]
+    if pooler == "avg":
+        return masked_mean(last_hidden, attention_mask)
+    if pooler in ("avg_top2", "avg_first_last"):
+        if hidden_states is None:
+            raise ValueError(f"pooler={pooler} needs the encoder's hidden_states")
+        other = hidden_states[-2] if pooler == "avg_top2" else hidden_states[first_layer]
+        return (masked_mean(other, attention_mask) + masked_mean(hidden_states[-1], attention_mask)) / 2
+    raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
+
+
+class MLPHead(nn.Module):
+    """SimCSE's MLP over [CLS]: Linear(H, H) + tanh, freshly initialised N(0, init_std), zero bias."""
+
+    def __init__(self, hidden_size: int, init_std: float = 0.02) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        nn.init.normal_(self.dense.weight, std=init_std)
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(x))
