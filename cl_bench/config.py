@@ -67,6 +67,9 @@ class TrainConfig:
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
     num_threads: int | None = None  # torch CPU threads (None = torch default)
     progress_bar: bool = True
+    checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
+    resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
+    nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
 
 
 @dataclass
@@ -196,6 +199,10 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.lr: must be > 0, got {cfg.train.lr}")
         if cfg.train.epochs < 1 and cfg.train.max_steps <= 0:
             raise ConfigError("train.epochs: must be >= 1 unless train.max_steps > 0")
+        if cfg.train.nonfinite not in ("stop", "skip"):
+            raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
+        if cfg.train.checkpoint_steps < 0:
+            raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
         check_target_node(cfg.loss, "loss")

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import io
 from collections.abc import Iterator
 from pathlib import Path
 
 
 class DataFileError(ValueError):
     """A data file is missing, empty or malformed; the message names the file (and line)."""
-
-
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, transparently gunzipping ``*.gz``; strict decoding, BOM removed."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataFileError(f"{path}: file not found")
-    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline=None)
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
@@ -45,7 +35,10 @@ def check_text_file(path: str | Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"data.train_file: corpus file not found: {path}")
-    if not any(line.strip() for _, line in iter_lines(path)):
+    non_blank = 0
+    for _, line in iter_lines(path):  # reads every line: a bad byte anywhere is reported now
+        non_blank += bool(line.strip())
+    if not non_blank:
         raise DataFileError(f"{path}: corpus is empty (no non-blank line)")
 
 

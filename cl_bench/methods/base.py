@@ -12,6 +12,7 @@ The loop then only calls :meth:`Method.read_corpus`, :meth:`Method.batches`,
 from __future__ import annotations
 
 import abc
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,9 @@ class Method(nn.Module, abc.ABC):
         self.loss_fn = context.loss
         self.augmentation = context.augmentation
         self.context = context
+        #: the method's python-side RNG (text augmentation, span sampling…); checkpoints save its
+        #: state, so use it (or torch's global RNG) for every random choice to keep resumes exact.
+        self.rng = random.Random(context.seed)
 
     # ----- data -------------------------------------------------------------------------------
     def read_corpus(self, path: str) -> Sequence[Any]:

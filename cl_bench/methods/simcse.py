@@ -7,7 +7,6 @@ An optional MLM auxiliary loss is added with weight ``mlm_weight`` (λ, Table D.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import torch
@@ -39,7 +38,6 @@ class SimCSE(Method):
         super().__init__(context)
         self.mlm_weight = float(mlm_weight)
         self.augment_both_views = augment_both_views
-        self.rng = random.Random(context.seed)
         self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
 
     def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:

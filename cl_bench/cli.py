@@ -1,0 +1,271 @@
+"""``cl-bench``: the Hydra entry point (train or evaluate, then log to the run dir and MLflow).
+
+    cl-bench method=simcse loss.tau=0.05                 # one run
+    cl-bench -m method=simcse dropout=0,0.1,0.3           # a sweep: one MLflow child run per job
+    cl-bench mode=eval model.name_or_path=DIR pooler=avg  # score any encoder
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from cl_bench.config import ConfigError, register_schemas, validate
+
+log = logging.getLogger("cl_bench")
+
+#: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
+CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
+GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
+
+register_schemas()
+
+
+def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Fail with one line when a ``group=option`` override names an option that does not exist.
+
+    Hydra would also fail, but with a multi-line message after composing; this names the key and
+    the valid options first.
+    """
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if key not in GROUPS or not value or value == "null" or "(" in value:
+            continue
+        options = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        for choice in value.split(","):
+            if choice not in options:
+                raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    try:
+        check_group_choices(sys.argv[1:])
+    except ConfigError as err:
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_main()
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    return run(cfg)
+
+
+def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict[str, str]:
+    """MLflow tags: group choices, encoder, sweep, git commit and the software environment."""
+    from cl_bench.tracking.environment import environment_tags
+
+    choices = dict(hydra_cfg.runtime.choices)
+    tags = {
+        "mode": str(cfg.mode),
+        "method": str(cfg.method.get("name", choices.get("method"))),
+        "encoder": str(cfg.model.name_or_path),
+        "pooler": str(cfg.pooler.name),
+        "loss": str(choices.get("loss")),
+        "augmentation": str(choices.get("augmentation")),
+        "data": str(cfg.data.name),
+        "experiment": str(choices.get("experiment")),
+        "overrides": hydra_cfg.job.override_dirname or "none",
+        "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else "none",
+        "run_dir": str(hydra_cfg.runtime.output_dir),
+    }
+    return {**tags, **environment_tags(device)}
+
+
+def _parent_run_id(hydra_cfg: Any) -> str | None:
+    from cl_bench.tracking.mlflow_logger import PARENT_RUN_FILE
+
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    path = Path(hydra_cfg.sweep.dir) / PARENT_RUN_FILE
+    return path.read_text().strip() if path.is_file() else None
+
+
+def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
+    """The run tracker for this job (child of the sweep's parent run in a multirun)."""
+    from cl_bench.tracking.mlflow_logger import RunTracker
+
+    name = cfg.logger.run_name
+    if not name:
+        method = cfg.method.get("name", "eval")
+        name = f"{method} {hydra_cfg.job.override_dirname}" if hydra_cfg.job.override_dirname else f"{method} {run_dir.name}"
+    return RunTracker(
+        run_dir,
+        enabled=cfg.logger.enabled,
+        tracking_uri=cfg.logger.tracking_uri,
+        experiment_name=cfg.logger.experiment_name,
+        run_name=name,
+        parent_run_id=_parent_run_id(hydra_cfg),
+        system_metrics=cfg.logger.system_metrics,
+    )
+
+
+def preflight(cfg: DictConfig) -> None:
+    """All checks that need no model: config values, files, evaluation tasks."""
+    from cl_bench.eval import check_eval_config
+
+    validate(cfg)
+    try:
+        check_eval_config(cfg.paths.data_dir, list(cfg.eval.tasks))
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+class StopSignal:
+    """SIGINT/SIGTERM handler: the first signal asks the loop to stop after the current step."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignal:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread (some launchers): default handling stays
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.signum = signum
+        log.warning("%s received: stopping after the current step (send again to stop at once)",
+                    signal.Signals(signum).name)
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+
+def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
+    """The run directory to continue (``train.resume``), or None for a fresh run."""
+    value = str(cfg.train.get("resume", "") or "")
+    if value.lower() in ("", "false", "none", "null"):
+        return None
+    path = hydra_run_dir if value.lower() in ("true", "auto") else Path(value)
+    if not path.is_dir():
+        raise ConfigError(f"train.resume: run directory not found: {path}")
+    return path
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Validate, train and/or evaluate, and record the results. Returns the sweep objective."""
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    try:
+        preflight(cfg)
+        resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
+    except ConfigError as err:
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        if not multirun:
+            sys.exit(2)
+        tracker = make_tracker(cfg, run_dir, hydra_cfg)
+        tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
+        tracker.finish("FAILED", error=str(err))
+        raise  # Hydra records the job as failed; the other jobs of the sweep go on
+    if resume_from is not None:
+        run_dir = resume_from
+    tracker = make_tracker(cfg, run_dir, hydra_cfg)
+    tracker.start(OmegaConf.to_container(cfg, resolve=True), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+    tracker.log_artifact(Path(hydra_cfg.runtime.output_dir) / ".hydra" / "config.yaml")
+    from cl_bench.train.loop import TrainingInterrupted
+
+    with StopSignal() as stop:
+        try:
+            if cfg.mode == "train":
+                results = _train_and_evaluate(cfg, run_dir, tracker, stop.requested, resume_from is not None)
+            else:
+                results = _evaluate(cfg, run_dir, tracker)
+        except TrainingInterrupted as interrupted:
+            state = interrupted.state
+            tracker.log_results(
+                {"interrupted_at_step": float(state.step), "best_step": float(state.best_step),
+                 f"best_{cfg.train.select_metric}": state.best_score},
+                state.step,
+            )
+            tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
+            log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
+            raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+        except KeyboardInterrupt:
+            tracker.finish("KILLED", error="interrupted")
+            raise SystemExit(130) from None
+        except Exception as err:
+            tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
+            raise
+    tracker.finish("FINISHED")
+    from cl_bench.eval import format_table
+
+    print(format_table(results))
+    print(f"results: {run_dir / 'results.json'}")
+    return results.get("sts_avg")
+
+
+def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
+    """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
+    from cl_bench.eval import evaluate
+    from cl_bench.models.encoder import build_encoder
+    from cl_bench.train.loop import resolve_device
+
+    encoder = build_encoder(
+        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
+    ).to(resolve_device(cfg.train.device))
+    results = evaluate(encoder, data_dir=cfg.paths.data_dir, out_dir=run_dir, **cfg.eval)
+    tracker.log_results(results)
+    _log_plots(tracker, run_dir)
+    return results
+
+
+def _train_and_evaluate(
+    cfg: DictConfig, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
+) -> dict[str, float]:
+    from cl_bench.eval import evaluate, evaluate_dev
+    from cl_bench.train.loop import BEST_MODEL_DIR, train
+
+    data_dir = cfg.paths.data_dir
+
+    def dev_eval(encoder: Any) -> dict[str, float]:
+        return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
+
+    method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
+    results = evaluate(method.eval_encoder(), data_dir=data_dir, out_dir=run_dir, **cfg.eval)
+    results.update({
+        "best_step": float(state.best_step),
+        f"best_{cfg.train.select_metric}": state.best_score,
+        "skipped_steps": float(state.skipped_steps),
+    })
+    tracker.log_results(results, state.step)
+    _log_plots(tracker, run_dir)
+    if (run_dir / BEST_MODEL_DIR).is_dir():
+        tracker.set_tags({"best_model": str(run_dir / BEST_MODEL_DIR)})
+    return results
+
+
+def _log_plots(tracker: Any, run_dir: Path) -> None:
+    for png in sorted(run_dir.glob("*.png")):
+        tracker.log_artifact(png, "plots")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""STS scoring as SentEval/SimCSE do it: cosine of raw embeddings, Spearman x 100.
+
+* STS12–16: one figure per sub-dataset, and the three SentEval aggregations over a year:
+  ``all`` (sub-datasets concatenated, one Spearman: the figure SimCSE reports, key ``sts12``),
+  ``mean`` (plain mean of sub-dataset Spearmans, key ``sts12_mean``) and ``wmean`` (mean weighted
+  by sub-dataset size, key ``sts12_wmean``). Sub-dataset keys are ``<task>_<subset>`` with the
+  SentEval subset name's ``.`` and ``-`` turned into ``_`` (``sts12_surprise_OnWN``,
+  ``sts14_deft_forum``).
+* STS-B and SICK-R: Spearman on the test split (``stsb``, ``sickr``) and on the dev split
+  (``stsb_dev``, ``sickr_dev``). No regressor is trained; train splits are read only to fit
+  BERT-whitening.
+* Optional BERT-whitening (``whitening=k``): fitted per task on every pair's two sentences of
+  all its sub-datasets / splits (BERT-whitening's ``normalized_by='target'``), then cosine.
+
+Parsed files are cached per data root, so repeated dev evaluations only re-encode.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_stsb_split, read_sts_year
+from cl_bench.eval.geometry import Whitening, cosine_rows
+from cl_bench.eval.tasks import SICK_FILES, SICK_FOLDER, STS_YEAR_FOLDERS, STSB_FILES, STSB_FOLDER
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+SPLIT_TASKS: tuple[str, ...] = ("stsb", "sickr")
+
+
+def metric_suffix(subset: str) -> str:
+    """Sub-dataset name as used in metric keys: ``surprise.OnWN`` -> ``surprise_OnWN``."""
+    return subset.replace(".", "_").replace("-", "_")
+
+
+@functools.lru_cache(maxsize=64)
+def _load_year(root: str, task: str) -> dict[str, ScoredPairs]:
+    year, folder = STS_YEAR_FOLDERS[task]
+    return read_sts_year(Path(root) / folder, STS_SUBSETS[year])
+
+
+@functools.lru_cache(maxsize=64)
+def _load_split(root: str, task: str, split: str) -> ScoredPairs:
+    if task == "stsb":
+        return read_stsb_split(Path(root) / STSB_FOLDER / STSB_FILES[split])
+    return read_sick_split(Path(root) / SICK_FOLDER / SICK_FILES[split])
+
+
+def load_sts_task(data_dir: str | Path, task: str, splits: Sequence[str] = ("dev", "test")) -> dict[str, ScoredPairs]:
+    """Parsed pairs of one STS task (cached per data root).
+
+    Args:
+        data_dir: the data root.
+        task: ``sts12`` … ``sts16``, ``stsb`` or ``sickr``.
+        splits: for ``stsb``/``sickr``, which splits to return (``train``, ``dev``, ``test``).
+
+    Returns:
+        Sub-dataset name -> pairs (STS12–16) or split name -> pairs (STS-B, SICK-R).
+    """
+    root = str(Path(data_dir).expanduser().resolve())
+    if task in STS_YEAR_FOLDERS:
+        return dict(_load_year(root, task))
+    if task in SPLIT_TASKS:
+        return {split: _load_split(root, task, split) for split in splits}
+    raise ValueError(f"not an STS task: '{task}'")
+
+
+def pair_sentences(parts: dict[str, ScoredPairs]) -> list[str]:
+    """Every first and second sentence of every part (duplicates kept)."""
+    return [text for pairs in parts.values() for text in (*pairs.sent1, *pairs.sent2)]
+
+
+def spearman100(system: np.ndarray, gold: np.ndarray) -> float:
+    """Spearman rank correlation x 100 (NaN when either side is constant)."""
+    if len(gold) < 2 or np.ptp(system) == 0 or np.ptp(gold) == 0:
+        return float("nan")
+    return float(spearmanr(system, gold)[0] * 100.0)
+
+
+def aggregate_subsets(system: dict[str, np.ndarray], gold: dict[str, np.ndarray]) -> dict[str, float]:
+    """SentEval's three aggregations of per-sub-dataset scores.
+
+    Args:
+        system: sub-dataset -> predicted similarities.
+        gold: sub-dataset -> gold scores.
+
+    Returns:
+        ``{"all": Spearman of the concatenation, "mean": mean of sub-dataset Spearmans,
+        "wmean": their mean weighted by sub-dataset size}``, all x 100.
+    """
+    names = list(gold)
+    per_subset = np.array([spearman100(system[name], gold[name]) for name in names])
+    sizes = np.array([len(gold[name]) for name in names], dtype=np.float64)
+    return {
+        "all": spearman100(np.concatenate([system[n] for n in names]), np.concatenate([gold[n] for n in names])),
+        "mean": float(np.mean(per_subset)),
+        "wmean": float(np.average(per_subset, weights=sizes)),
+    }
+
+
+def score_sts_task(
+    task: str,
+    parts: dict[str, ScoredPairs],
+    embed: Embed,
+    whitening: int | None = None,
+) -> dict[str, float]:
+    """Score one STS task with embeddings from ``embed``.
+
+    Args:
+        task: the task name (key prefix).
+        parts: from :func:`load_sts_task` (for ``stsb``/``sickr`` any of train/dev/test).
+        embed: maps sentences to (N, H) embeddings (an :class:`~cl_bench.eval.embed.EmbeddingTable`).
+        whitening: keep this many whitened dimensions (None: raw embeddings). Fitted on all ``parts``.
+
+    Returns:
+        Flat metrics (see the module docstring for the keys).
+    """
+    transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
+    if whitening is not None:
+        transform = Whitening.fit(embed(pair_sentences(parts)), whitening).transform
+    system = {name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()}
+    gold = {name: p.gold for name, p in parts.items()}
+    if task in SPLIT_TASKS:
+        results = {}
+        if "test" in parts:
+            results[task] = spearman100(system["test"], gold["test"])
+        if "dev" in parts:
+            results[f"{task}_dev"] = spearman100(system["dev"], gold["dev"])
+        return results
+    aggregations = aggregate_subsets(system, gold)
+    results = {task: aggregations["all"], f"{task}_mean": aggregations["mean"], f"{task}_wmean": aggregations["wmean"]}
+    for name in parts:
+        results[f"{task}_{metric_suffix(name)}"] = spearman100(system[name], gold[name])
+    return results

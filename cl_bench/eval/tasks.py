@@ -1,0 +1,206 @@
+"""Task names, task groups, the data files each task needs, and the pre-flight check.
+
+:func:`check_eval_config` validates ``eval.*`` options and the presence of every data file a run
+will read, before any model loads (the CLI calls it during config validation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cl_bench.data.senteval import STS_SUBSETS
+
+STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
+TASK_GROUPS: dict[str, tuple[str, ...]] = {"sts": STS_TASKS, "transfer": TRANSFER_TASKS}
+ALL_TASKS: tuple[str, ...] = STS_TASKS + TRANSFER_TASKS
+
+#: STS12–16: task name -> (SentEval year name, folder under the data root).
+STS_YEAR_FOLDERS: dict[str, tuple[str, str]] = {
+    f"sts1{year}": (f"STS1{year}", f"sts/STS1{year}-en-test") for year in "23456"
+}
+STSB_FOLDER = "sts/STSBenchmark"
+SICK_FOLDER = "sts/SICK"
+#: split name -> file name, for the two STS tasks that have splits.
+STSB_FILES: dict[str, str] = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
+SICK_FILES: dict[str, str] = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+#: transfer task -> files relative to the data root, in the order the readers take them.
+TRANSFER_FILES: dict[str, tuple[str, ...]] = {
+    "mr": ("transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg"),
+    "cr": ("transfer/CR/custrev.pos", "transfer/CR/custrev.neg"),
+    # SentEval passes the objective sentences as the positive class (label 1).
+    "subj": ("transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective"),
+    "mpqa": ("transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg"),
+    "sst2": (
+        "transfer/SST/binary/sentiment-train",
+        "transfer/SST/binary/sentiment-dev",
+        "transfer/SST/binary/sentiment-test",
+    ),
+    "trec": ("transfer/TREC/train_5500.label", "transfer/TREC/TREC_10.label"),
+    "mrpc": ("transfer/MRPC/msr_paraphrase_train.txt", "transfer/MRPC/msr_paraphrase_test.txt"),
+}
+
+#: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
+TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
+#: Dev figures that can pick the best checkpoint during training (``train.select_metric``).
+SELECT_METRICS: tuple[str, ...] = ("stsb_dev", "sts_dev_avg", "transfer_dev_avg")
+#: Which STS-B splits alignment/uniformity/anisotropy are computed on.
+GEOMETRY_SPLITS: dict[str, tuple[str, ...]] = {
+    "all": ("train", "dev", "test"),
+    "train": ("train",),
+    "dev": ("dev",),
+    "test": ("test",),
+}
+
+DATA_HINT = "get the data with `cl-bench-data download` and set CL_BENCH_DATA or paths.data_dir"
+
+
+class EvalConfigError(ValueError):
+    """An invalid ``eval.*`` value or a missing data file; the one-line message names the key or path."""
+
+
+def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
+    """Expand groups (``sts``, ``transfer``) and return the task names in canonical order.
+
+    Args:
+        tasks: group and/or task names (a single string is one name).
+
+    Returns:
+        Unique task names ordered as in :data:`ALL_TASKS`.
+
+    Raises:
+        EvalConfigError: on an unknown name or an empty list.
+    """
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not names:
+        raise EvalConfigError("eval.tasks: empty; give groups (sts, transfer) and/or task names")
+    chosen: set[str] = set()
+    for name in names:
+        key = str(name).strip().lower()
+        if key in TASK_GROUPS:
+            chosen.update(TASK_GROUPS[key])
+        elif key in ALL_TASKS:
+            chosen.add(key)
+        else:
+            valid = ", ".join((*TASK_GROUPS, *ALL_TASKS))
+            raise EvalConfigError(f"eval.tasks: unknown task '{name}'; valid: {valid}")
+    return [task for task in ALL_TASKS if task in chosen]
+
+
+def sts_split_files(task: str, splits: Sequence[str]) -> list[str]:
+    """Files (relative to the data root) of the given splits of ``stsb`` or ``sickr``."""
+    folder, files = (STSB_FOLDER, STSB_FILES) if task == "stsb" else (SICK_FOLDER, SICK_FILES)
+    return [f"{folder}/{files[split]}" for split in splits]
+
+
+def sts_year_files(task: str) -> list[str]:
+    """Input and gold files (relative to the data root) of every sub-dataset of an STS12–16 task."""
+    year, folder = STS_YEAR_FOLDERS[task]
+    return [f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[year] for kind in ("input", "gs")]
+
+
+def required_files(
+    tasks: Sequence[str],
+    align_uniform: bool = False,
+    anisotropy: bool = False,
+    align_uniform_split: str = "all",
+    whitening: int | None = None,
+) -> list[str]:
+    """Every data file (relative to the data root) an evaluation with these options reads."""
+    files: list[str] = []
+    for task in tasks:
+        if task in STS_YEAR_FOLDERS:
+            files += sts_year_files(task)
+        elif task in ("stsb", "sickr"):
+            # whitening is fitted on all of a task's sentences, train split included (BERT-whitening)
+            splits = ("train", "dev", "test") if whitening else ("dev", "test")
+            files += sts_split_files(task, splits)
+        else:
+            files += TRANSFER_FILES[task]
+    if align_uniform or anisotropy:
+        splits = ("train", "dev", "test") if whitening else GEOMETRY_SPLITS[align_uniform_split]
+        files += sts_split_files("stsb", splits)
+    return list(dict.fromkeys(files))
+
+
+def dev_required_files(select_metric: str) -> list[str]:
+    """Files read by :func:`cl_bench.eval.evaluate_dev` for ``select_metric``."""
+    files = sts_split_files("stsb", ("dev",)) + sts_split_files("sickr", ("dev",))
+    if select_metric == "transfer_dev_avg":
+        files += [path for task in TRANSFER_TASKS for path in TRANSFER_FILES[task]]
+    return files
+
+
+def check_eval_config(
+    data_dir: str | Path,
+    tasks: str | Iterable[str] = ("sts",),
+    select_metric: str | None = None,
+    batch_size: int = 128,
+    align_uniform: bool = True,
+    transfer_config: str = "full",
+    seed: int = 1111,
+    whitening: int | None = None,
+    align_uniform_split: str = "all",
+    anisotropy: bool = True,
+    **unknown: Any,
+) -> list[str]:
+    """Validate evaluation options and the presence of their data files, before any model loads.
+
+    Takes the ``eval`` config node's fields as keyword arguments (``check_eval_config(data_dir,
+    **cfg.eval, select_metric=cfg.train.select_metric)``).
+
+    Args:
+        data_dir: the data root (with ``sts/`` and ``transfer/``).
+        tasks: ``eval.tasks``: groups and/or task names.
+        select_metric: ``train.select_metric`` to check as well (None skips it).
+        batch_size: ``eval.batch_size``.
+        align_uniform: ``eval.align_uniform``.
+        transfer_config: ``eval.transfer_config`` (``full`` | ``fast``).
+        seed: ``eval.seed``.
+        whitening: ``eval.whitening`` (None or the number of kept dimensions k >= 1).
+        align_uniform_split: ``eval.align_uniform_split``.
+        anisotropy: ``eval.anisotropy``.
+        **unknown: anything else is an error (a misspelled key).
+
+    Returns:
+        The resolved task names.
+
+    Raises:
+        EvalConfigError: one line naming the key (``eval.tasks: ...``) or the missing path.
+    """
+    if unknown:
+        valid = "tasks, batch_size, align_uniform, transfer_config, seed, whitening, align_uniform_split, anisotropy"
+        raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
+    resolved = resolve_tasks(tasks)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise EvalConfigError(f"eval.batch_size: must be an integer >= 1, got {batch_size!r}")
+    if transfer_config not in TRANSFER_CONFIGS:
+        raise EvalConfigError(
+            f"eval.transfer_config: unknown '{transfer_config}'; valid: {', '.join(TRANSFER_CONFIGS)}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise EvalConfigError(f"eval.seed: must be an integer >= 0, got {seed!r}")
+    if whitening is not None and (isinstance(whitening, bool) or not isinstance(whitening, int) or whitening < 1):
+        raise EvalConfigError(f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}")
+    if align_uniform_split not in GEOMETRY_SPLITS:
+        raise EvalConfigError(
+            f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
+        )
+    if select_metric is not None and select_metric not in SELECT_METRICS:
+        raise EvalConfigError(
+            f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"
+        )
+    root = Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")
+    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, whitening)
+    if select_metric is not None:
+        files += dev_required_files(select_metric)
+    for relative in dict.fromkeys(files):
+        path = root / relative
+        if not path.is_file():
+            raise EvalConfigError(f"{path}: missing data file; {DATA_HINT}")
+    return resolved

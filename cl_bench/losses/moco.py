@@ -1,0 +1,51 @@
+"""MoCo's InfoNCE over one positive key and a queue of negative keys (He et al. 2019, Eq. 1).
+
+Unlike :func:`cl_bench.losses.infonce.info_nce`, the other queries' keys in the batch are *not*
+negatives: each query sees exactly its own key and the K queued keys (MoCo's ``l_pos``/``l_neg``).
+The similarity is the shared :func:`~cl_bench.losses.infonce.cosine_logits`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from cl_bench.losses.infonce import cosine_logits
+
+
+def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, tau: float) -> torch.Tensor:
+    """(N, 1 + K) logits: column 0 is ``s(q_i, k_i)/tau``, columns 1..K are ``s(q_i, queue_j)/tau``.
+
+    Args:
+        queries: (N, D) query embeddings (gradients flow through them).
+        keys: (N, D) positive keys, row i for query i (from the momentum encoder, no gradient).
+        queue: (K, D) negative keys.
+        tau: temperature (> 0).
+    """
+    if keys.shape != queries.shape:
+        raise ValueError(f"queries {tuple(queries.shape)} and keys {tuple(keys.shape)} must have the same shape")
+    if queue.shape[-1] != queries.shape[-1]:
+        raise ValueError(f"queue width {queue.shape[-1]} differs from the query width {queries.shape[-1]}")
+    # The (N, N) matrix is cheap at MoCo's batch sizes and keeps one similarity code path.
+    positive = torch.diagonal(cosine_logits(queries, keys, tau)).unsqueeze(1)
+    negative = cosine_logits(queries, queue.detach(), tau)
+    return torch.cat([positive, negative], dim=1)
+
+
+def queue_info_nce(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, *, tau: float = 0.07) -> torch.Tensor:
+    """MoCo loss: cross-entropy of picking the positive key (index 0) among 1 + K candidates.
+
+    ``loss = -mean_i log( e^{s(q_i,k_i)/tau} / (e^{s(q_i,k_i)/tau} + sum_j e^{s(q_i,queue_j)/tau}) )``
+
+    Args:
+        queries: (N, D) query embeddings.
+        keys: (N, D) positive keys.
+        queue: (K, D) negative keys (normalised or not; cosine similarity is used).
+        tau: temperature (MoCo/CERT: 0.07).
+
+    Returns:
+        Scalar float32 loss.
+    """
+    logits = queue_logits(queries, keys, queue, tau)
+    labels = torch.zeros(queries.shape[0], dtype=torch.long, device=queries.device)
+    return F.cross_entropy(logits, labels)

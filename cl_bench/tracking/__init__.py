@@ -1,0 +1,1 @@
+"""Experiment tracking: plain dicts to MLflow and to the run directory. Knows no method."""

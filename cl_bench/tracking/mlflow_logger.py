@@ -1,0 +1,244 @@
+"""Run tracking that never loses a number: the run directory first, MLflow second.
+
+Every metric goes to ``metrics.jsonl`` and the final figures to ``results.json`` in the Hydra
+run directory *before* MLflow is called, so a dead tracking server loses nothing; MLflow errors
+become one warning and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+RESULTS_FILE = "results.json"
+METRICS_FILE = "metrics.jsonl"
+RUN_ID_FILE = "mlflow_run_id.txt"
+PARENT_RUN_FILE = "mlflow_parent_run_id.txt"
+PARAMS_FILE = "params.json"
+TAGS_FILE = "tags.json"
+STATUS_FILE = "status.json"
+SENT_LINES_FILE = "mlflow_sent_lines.txt"  # how many metrics.jsonl lines reached MLflow
+
+
+def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
+    """``$MLFLOW_TRACKING_URI``, else MLflow's own default store ``sqlite:///mlflow.db`` in the launch dir."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
+
+
+def flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """Flatten a nested config into ``a.b.c`` keys (lists stay values), for MLflow params."""
+    return pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
+
+
+def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: str | None = None) -> str:
+    """Create the store (schema migration) and the experiment once; returns the experiment id.
+
+    Call this in the launching process before parallel jobs start: a fresh SQLite store hit by
+    several processes at once fails MLflow's table creation ("duplicate column name").
+    """
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is not None:
+        return experiment.experiment_id
+    location = None
+    if artifact_root is None and tracking_uri.startswith("sqlite:///"):
+        # Keep artifacts beside the database, where `mlflow ui` run from that directory finds them.
+        db_dir = Path(tracking_uri[len("sqlite:///") :]).parent
+        artifact_root = str(db_dir / "mlruns")
+    if artifact_root is not None:
+        location = Path(artifact_root).resolve().as_uri() + f"/{experiment_name}"
+    try:
+        return client.create_experiment(experiment_name, artifact_location=location)
+    except Exception:  # another process created it in between
+        return client.get_experiment_by_name(experiment_name).experiment_id
+
+
+class RunTracker:
+    """One tracked run: MLflow (optional) plus local files in ``run_dir``.
+
+    Args:
+        run_dir: the Hydra run directory (results.json, metrics.jsonl go here).
+        enabled: log to MLflow at all.
+        tracking_uri: MLflow store or server URI.
+        experiment_name: MLflow experiment.
+        run_name: MLflow run name.
+        parent_run_id: makes this run a child (sweeps).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        enabled: bool = True,
+        tracking_uri: str | None = None,
+        experiment_name: str = "cl-bench",
+        run_name: str | None = None,
+        parent_run_id: str | None = None,
+        system_metrics: bool = False,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.enabled = enabled
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        self.experiment_name = experiment_name
+        self.run_name = run_name
+        self.parent_run_id = parent_run_id
+        self.system_metrics = system_metrics
+        self.run_id: str | None = None
+        self._client: Any = None
+        self._mlflow_ok = enabled
+        self._metrics_path = self.run_dir / METRICS_FILE
+        self._lines_written = _count_lines(self._metrics_path)
+        sent_file = self.run_dir / SENT_LINES_FILE
+        self._lines_sent = int(sent_file.read_text()) if sent_file.is_file() else 0
+
+    # ----- MLflow guard -----------------------------------------------------------------------
+    def _mlflow(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call an MLflow client function; on failure warn once and continue without MLflow."""
+        if not self._mlflow_ok or self._client is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # tracking must never stop training
+            self._mlflow_ok = False
+            log.warning(
+                "MLflow %s failed (%s: %s); continuing with local files only in %s (upload later with cl-bench-sync)",
+                what,
+                type(err).__name__,
+                str(err).splitlines()[0][:200],
+                self.run_dir,
+            )
+            return None
+
+    def start(self, params: dict[str, Any], tags: dict[str, str], resume: bool = False) -> None:
+        """Create the MLflow run (or, with ``resume``, continue the one recorded in the run dir).
+
+        Params and tags are also written to the run directory, for ``cl-bench-sync``.
+        """
+        if not resume or not (self.run_dir / PARAMS_FILE).is_file():
+            _write_json(self.run_dir / PARAMS_FILE, flatten(params))
+            _write_json(self.run_dir / TAGS_FILE, {**tags, **({"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {})})
+        if not self.enabled:
+            return
+        import mlflow
+
+        previous = self.run_dir / RUN_ID_FILE
+        if resume and previous.is_file():
+            try:
+                self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+                self.run_id = previous.read_text().strip()
+                self._client.update_run(self.run_id, status="RUNNING")
+                log.info("continuing MLflow run %s", self.run_id)
+            except Exception as err:
+                self._client, self.run_id, self._mlflow_ok = None, None, False
+                log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
+            return
+        try:
+            self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+            experiment_id = ensure_experiment(self.tracking_uri, self.experiment_name)
+            run_tags = dict(tags)
+            if self.parent_run_id:
+                run_tags["mlflow.parentRunId"] = self.parent_run_id
+            if self.run_name:
+                run_tags["mlflow.runName"] = self.run_name
+            run = self._client.create_run(experiment_id, tags=run_tags, run_name=self.run_name)
+            self.run_id = run.info.run_id
+        except Exception as err:
+            self._client = None
+            self._mlflow_ok = False
+            log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
+            return
+        (self.run_dir / RUN_ID_FILE).write_text(self.run_id)
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for start in range(0, len(items), 100):  # MLflow's batch limit is 100 params
+            self._mlflow("log_params", self._client.log_batch, self.run_id, params=items[start : start + 100])
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Append to metrics.jsonl, then send to MLflow (non-finite values are kept locally only)."""
+        record = {"step": step, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
+        with self._metrics_path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+        self._lines_written += 1
+        if self.run_id is None or not self._mlflow_ok:
+            return
+        sent = self._mlflow("log_metrics", self._client.log_batch, self.run_id, metrics=metric_batch(record))
+        del sent  # log_batch returns None; failure shows in self._mlflow_ok
+        if self._mlflow_ok:
+            self._lines_sent = self._lines_written
+            (self.run_dir / SENT_LINES_FILE).write_text(str(self._lines_sent))
+
+    def log_results(self, results: dict[str, float], step: int | None = None) -> Path:
+        """Write results.json (always, first), then log the figures as MLflow metrics and artifact."""
+        path = self.run_dir / RESULTS_FILE
+        _write_json(path, results)
+        self.log_metrics(results, step)
+        self.log_artifact(path)
+        return path
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Upload a file to the MLflow run (no-op without MLflow)."""
+        if self.run_id is not None:
+            self._mlflow("log_artifact", self._client.log_artifact, self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Set tags on the MLflow run."""
+        for key, value in tags.items():
+            if self.run_id is not None:
+                self._mlflow("set_tag", self._client.set_tag, self.run_id, key, str(value)[:5000])
+
+    @property
+    def mlflow_ok(self) -> bool:
+        """False once MLflow failed (or was never reached): the run dir then holds what is missing."""
+        return self.run_id is not None and self._mlflow_ok
+
+    def finish(self, status: str = "FINISHED", error: str | None = None) -> None:
+        """End the run with FINISHED, FAILED or KILLED: in the run dir always, in MLflow when reachable.
+
+        When MLflow failed during the run, a warning names the ``cl-bench-sync`` command that uploads
+        the local record (and ends the MLflow run, so it is not left RUNNING).
+        """
+        _write_json(self.run_dir / STATUS_FILE, {"status": status, "error": error, "time": time.time()})
+        if self.enabled and not self.mlflow_ok:
+            log.warning("MLflow did not receive everything; upload later with: cl-bench-sync %s", self.run_dir)
+        if self.run_id is None:
+            return
+        if error:
+            self.set_tags({"error": error})
+        self._mlflow("set_terminated", self._client.set_terminated, self.run_id, status)
+
+
+def metric_batch(record: dict[str, Any]) -> list[Any]:
+    """MLflow Metric entities of one metrics.jsonl record (non-finite values stay local)."""
+    from mlflow.entities import Metric
+
+    timestamp, step = int(record["time"] * 1000), int(record.get("step") or 0)
+    return [
+        Metric(k, float(v), timestamp, step)
+        for k, v in record.items()
+        if k not in ("step", "time") and math.isfinite(float(v))
+    ]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for _ in path.open()) if path.is_file() else 0

@@ -1,0 +1,50 @@
+"""Atomic training checkpoints: everything a killed run needs to continue bit-for-bit on CPU."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CHECKPOINT_FILE = "checkpoint.pt"
+BEST_STATE_FILE = "best_state.pt"
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file, then rename: a kill never leaves a half-written file."""
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def rng_states(method_rng: random.Random) -> dict[str, Any]:
+    """Python, numpy, torch (CPU and CUDA) and the method's own RNG states."""
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "method": method_rng.getstate(),
+    }
+
+
+def restore_rng_states(states: dict[str, Any], method_rng: random.Random) -> None:
+    """Inverse of :func:`rng_states`."""
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    method_rng.setstate(states["method"])
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
+    """The run directory's checkpoint, or None when there is none."""
+    path = run_dir / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)

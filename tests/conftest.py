@@ -1,0 +1,75 @@
+"""Shared fixtures: offline environment, the real data root, tiny random BERTs built locally."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MISSING_DATA = (
+    "real data not found: set CL_BENCH_DATA to a data root with sts/, transfer/, corpus/, nli/ "
+    "(e.g. CL_BENCH_DATA=../shared/data), or fetch it with `cl-bench-data download`"
+)
+WORDS = (
+    "the a an and of to in is was for on with as by at it he she they we you this that from his her their "
+    "man woman dog cat plays playing runs running eats food music guitar piano street car house water "
+    "child children ball field red blue green big small old new good bad happy sad fast slow people two three "
+    "sits sitting walks walking table chair book reads reading sun sky tree park bike rides riding"
+).split()
+
+
+def data_root() -> Path:
+    """The real data root from CL_BENCH_DATA; fails (never skips) when it is missing."""
+    root = os.environ.get("CL_BENCH_DATA")
+    if not root or not (Path(root) / "sts").is_dir():
+        pytest.fail(MISSING_DATA)
+    return Path(root)
+
+
+def minilm_path() -> Path:
+    """The real pretrained all-MiniLM-L6-v2 (models/ beside the data root, or CL_BENCH_MINILM)."""
+    path = Path(os.environ.get("CL_BENCH_MINILM", data_root().parent / "models" / "all-MiniLM-L6-v2"))
+    if not (path / "config.json").is_file():
+        pytest.fail(f"all-MiniLM-L6-v2 not found at {path}: set CL_BENCH_MINILM to its directory")
+    return path
+
+
+def build_tiny_bert(out_dir: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Save a tiny random BertModel + WordPiece tokenizer to ``out_dir`` (no download)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"],
+             *"abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()"]
+    vocab = list(dict.fromkeys(vocab))
+    (out_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(out_dir / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(out_dir)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+        intermediate_size=hidden * 2, max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(out_dir)
+    return out_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of a tiny random BERT saved in Hugging Face format."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real data root (CL_BENCH_DATA)."""
+    return data_root()

@@ -1,0 +1,103 @@
+"""End to end: the real `cl-bench` console command, a tiny model, real STS data, a real MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import mlflow
+import pytest
+
+STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg", "align", "uniform")
+
+
+def _cl_bench(args: list[str], cwd: Path, data_dir: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    exe = shutil.which("cl-bench")
+    assert exe, "the cl-bench console script is not installed (pip install -e .)"
+    env = dict(os.environ, CL_BENCH_DATA=str(data_dir))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
+
+
+def _tiny_run_args(tiny_bert: Path) -> list[str]:
+    return [
+        f"model.name_or_path={tiny_bert}",
+        "data=wiki1m_head",
+        "data.limit=48",
+        "batch_size=8",
+        "train.max_steps=4",
+        "train.eval_steps=2",
+        "train.log_steps=1",
+        "train.progress_bar=false",
+    ]
+
+
+def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    proc = _cl_bench([*_tiny_run_args(tiny_bert), "loss.tau=0.05", "hydra.run.dir=run"], tmp_path, data_dir)
+    assert "STS12" in proc.stdout  # the SimCSE-style table row
+    run_dir = tmp_path / "run"
+    results = json.loads((run_dir / "results.json").read_text())
+    for key in STS_KEYS:
+        assert key in results and results[key] == results[key], key  # present and not NaN
+    assert -100 <= results["sts_avg"] <= 100
+    assert (run_dir / "best_model" / "config.json").is_file()
+    assert (run_dir / "metrics.jsonl").read_text().count("\n") >= 6
+
+    # MLflow's default store in the launch directory: what `mlflow ui` run there shows
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("cl-bench")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["loss.tau"] == "0.05" and params["model.name_or_path"] == str(tiny_bert)
+    assert params["train.batch_size"] == "8" and params["method._target_"] == "cl_bench.methods.simcse.SimCSE"
+    for key in STS_KEYS:
+        assert run.data.metrics[key] == pytest.approx(results[key])
+    history = client.get_metric_history(run.info.run_id, "stsb_dev")
+    assert sorted(m.step for m in history) == [2, 4]
+    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
+    assert len(client.get_metric_history(run.info.run_id, "lr")) == 4
+    tags = run.data.tags
+    assert tags["method"] == "simcse" and tags["encoder"] == str(tiny_bert) and tags["sweep"] == "none"
+    assert tags["cl_bench.git_commit"] and tags["torch.version"] and tags["transformers.version"]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"results.json", "config.yaml"} <= artifacts
+
+
+def test_eval_mode_scores_a_model_without_training(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    _cl_bench(
+        ["mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg", "hydra.run.dir=ev", "logger.enabled=false"],
+        tmp_path, data_dir,
+    )
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert set(STS_KEYS) <= set(results)
+    assert not (tmp_path / "mlflow.db").exists()  # logger disabled: nothing sent
+
+
+def test_parallel_sweep_is_one_parent_with_child_runs(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    # A fresh SQLite store and two parallel joblib workers: the store is created once, before the jobs.
+    _cl_bench(
+        ["-m", *_tiny_run_args(tiny_bert), "dropout=0,0.1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         "hydra.sweep.dir=sweep"],
+        tmp_path, data_dir,
+    )
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("cl-bench")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
+    assert len(parents) == 1
+    parent = parents[0]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.data.params["dropout"] for r in children) == ["0.0", "0.1"]
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.failed_children"] == "none"
+    assert all(r.data.tags["sweep"].endswith("sweep") for r in children)
+    for job in ("0", "1"):
+        assert (tmp_path / "sweep" / job / "results.json").is_file()

@@ -1,0 +1,135 @@
+"""Bad input fails before any model loads, with one line naming the key (or file and line)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from cl_bench.cli import CONF_DIR, check_group_choices
+from cl_bench.config import ConfigError, validate
+
+
+def _compose(data_dir: Path, overrides: list[str]):
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+@pytest.fixture()
+def corpus_root(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "sts").mkdir()
+    (root / "corpus" / "ok.txt").write_text("a man plays the guitar\nthe dog runs\n")
+    return root
+
+
+def _ok(root: Path, tiny_bert: Path) -> list[str]:
+    return [f"model.name_or_path={tiny_bert}", f"data.train_file={root}/corpus/ok.txt"]
+
+
+def test_valid_config_passes(corpus_root, tiny_bert) -> None:
+    validate(_compose(corpus_root, _ok(corpus_root, tiny_bert)))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("loss.tau=0", "loss.tau: must be > 0"),
+        ("loss.tau=-0.5", "loss.tau: must be > 0"),
+        ("batch_size=1", "batch_size: must be >= 2"),
+        ("dropout=1.0", "dropout: must be in [0, 1)"),
+        ("dropout=-0.1", "dropout: must be in [0, 1)"),
+        ("model.max_length=0", "model.max_length: must be >= 1"),
+        ("train.lr=0", "train.lr: must be > 0"),
+        ("pooler.name=max", "pooler.name: unknown pooler 'max'; valid: cls"),
+        ("method.mlm_weight=abc", "method.mlm_weight: expected"),
+        ("mode=serve", "mode: unknown mode 'serve'"),
+    ],
+)
+def test_bad_values_name_their_key(corpus_root, tiny_bert, override: str, message: str) -> None:
+    cfg = _compose(corpus_root, [*_ok(corpus_root, tiny_bert), override])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_key_in_a_target_node(corpus_root, tiny_bert) -> None:
+    cfg = _compose(corpus_root, _ok(corpus_root, tiny_bert))
+    OmegaConf.set_struct(cfg, False)
+    cfg.method.mlm_wieght = 0.1
+    with pytest.raises(ConfigError, match=r"method.mlm_wieght: unknown key .* valid keys: mlm_weight"):
+        validate(cfg)
+
+
+def test_misspelled_override_key_fails_at_composition(corpus_root) -> None:
+    with pytest.raises(Exception, match="tua"):
+        _compose(corpus_root, ["loss.tua=0.1"])
+    with pytest.raises(Exception, match="train.max_steps=abc") as err:
+        _compose(corpus_root, ["train.max_steps=abc"])
+    assert "could not be converted to Integer" in str(err.value.__cause__)
+
+
+def test_missing_files_are_named(corpus_root, tiny_bert, tmp_path) -> None:
+    cfg = _compose(corpus_root, [*_ok(corpus_root, tiny_bert), f"data.train_file={corpus_root}/corpus/nope.txt"])
+    with pytest.raises(ConfigError, match="corpus file not found: .*nope.txt"):
+        validate(cfg)
+    cfg = _compose(corpus_root, [*_ok(corpus_root, tiny_bert), f"paths.data_dir={tmp_path}/absent"])
+    with pytest.raises(ConfigError, match="paths.data_dir: data root .*absent.* not found"):
+        validate(cfg)
+    cfg = _compose(corpus_root, [f"data.train_file={corpus_root}/corpus/ok.txt", f"model.name_or_path={tmp_path}/nomodel"])
+    with pytest.raises(ConfigError, match="model.name_or_path: no Hugging Face model"):
+        validate(cfg)
+
+
+def test_empty_and_non_utf8_corpora(corpus_root, tiny_bert) -> None:
+    (corpus_root / "corpus" / "empty.txt").write_text("\n  \n")
+    cfg = _compose(corpus_root, [*_ok(corpus_root, tiny_bert), f"data.train_file={corpus_root}/corpus/empty.txt"])
+    with pytest.raises(ConfigError, match="empty.txt: corpus is empty"):
+        validate(cfg)
+    with gzip.open(corpus_root / "corpus" / "bad.txt.gz", "wb") as fh:
+        fh.write(b"fine line\nsecond line\ncaf\xe9 latin-1\n")
+    cfg = _compose(corpus_root, [*_ok(corpus_root, tiny_bert), f"data.train_file={corpus_root}/corpus/bad.txt.gz"])
+    with pytest.raises(ConfigError, match=r"bad.txt.gz:3: not valid UTF-8"):
+        validate(cfg)
+
+
+def test_hub_id_offline_fails_at_once_with_a_hint(corpus_root, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(corpus_root / "empty_hf_home"))
+    cfg = _compose(corpus_root, [f"data.train_file={corpus_root}/corpus/ok.txt", "model.name_or_path=bert-base-uncased"])
+    with pytest.raises(ConfigError, match="point model.name_or_path at a local Hugging Face directory"):
+        validate(cfg)
+
+
+def test_unknown_group_option_lists_valid_ones() -> None:
+    with pytest.raises(ConfigError, match="method: unknown method 'simcsee'; valid: .*simcse"):
+        check_group_choices(["method=simcsee"])
+    with pytest.raises(ConfigError, match="pooler: unknown pooler 'max'"):
+        check_group_choices(["-m", "pooler=avg,max"])
+    check_group_choices(["method=simcse", "loss.tau=0.1", "experiment=null"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["loss=nope"], "cl-bench: error: loss: unknown loss 'nope'; valid:"),
+        (["loss.tau=0"], "cl-bench: error: loss.tau: must be > 0, got 0"),
+    ],
+)
+def test_console_command_exits_nonzero_with_one_line(corpus_root, tiny_bert, args, message) -> None:
+    env = dict(os.environ, CL_BENCH_DATA=str(corpus_root))
+    cmd = [sys.executable, "-m", "cl_bench.cli", *_ok(corpus_root, tiny_bert), *args,
+           f"hydra.run.dir={corpus_root}/run", "logger.enabled=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("cl-bench: error:")]
+    assert len(lines) == 1 and lines[0].startswith(message), proc.stderr

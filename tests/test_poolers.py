@@ -1,0 +1,82 @@
+"""The single pooler implementation: which layers each pooler reads, and the MLP head's use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cl_bench.models.encoder import build_encoder
+from cl_bench.models.poolers import POOLERS, masked_mean, pool
+
+
+def _states(batch: int = 3, tokens: int = 5, hidden: int = 4, layers: int = 4) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [torch.randn(batch, tokens, hidden) for _ in range(layers)]
+
+
+def test_masked_mean_ignores_padding() -> None:
+    hidden = torch.tensor([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert torch.allclose(masked_mean(hidden, mask), torch.tensor([[2.0, 2.0]]))
+
+
+@pytest.mark.parametrize("name", POOLERS)
+def test_each_pooler_reads_the_documented_layers(name: str) -> None:
+    states = _states()
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    out = pool(name, states[-1], mask, states)
+    expected = {
+        "cls": states[-1][:, 0],
+        "cls_before_pooler": states[-1][:, 0],
+        "avg": masked_mean(states[-1], mask),
+        "avg_top2": (masked_mean(states[-2], mask) + masked_mean(states[-1], mask)) / 2,
+        # hidden_states[1] = first transformer layer (SimCSE >= 206d7ae), not the embeddings [0]
+        "avg_first_last": (masked_mean(states[1], mask) + masked_mean(states[-1], mask)) / 2,
+    }[name]
+    assert torch.allclose(out, expected)
+
+
+def test_first_last_can_use_the_embedding_layer() -> None:
+    states = _states()
+    mask = torch.ones(3, 5, dtype=torch.long)
+    out = pool("avg_first_last", states[-1], mask, states, first_layer=0)
+    assert torch.allclose(out, (masked_mean(states[0], mask) + masked_mean(states[-1], mask)) / 2)
+    assert not torch.allclose(out, pool("avg_first_last", states[-1], mask, states, first_layer=1))
+
+
+def test_unknown_pooler_names_valid_ones() -> None:
+    with pytest.raises(ValueError, match="valid: cls, cls_before_pooler"):
+        pool("max", torch.zeros(1, 2, 3), torch.ones(1, 2))
+
+
+def test_mlp_only_train_applies_mlp_in_training_only(tiny_bert) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="cls", mlp_only_train=True, dropout=0.0)
+    features = encoder.tokenize(["a man plays the guitar", "the dog runs"])
+    encoder.train()
+    trained = encoder(features)
+    encoder.eval()
+    evaluated = encoder(features)
+    raw = encoder.backbone(**features).last_hidden_state[:, 0]
+    assert torch.allclose(evaluated, raw, atol=1e-6)
+    assert torch.allclose(trained, torch.tanh(encoder.mlp.dense(raw)), atol=1e-6)
+
+
+def test_saved_mlp_is_reloaded_as_the_cls_pooler(tiny_bert, tmp_path) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="cls", mlp_only_train=False)
+    with torch.no_grad():
+        encoder.mlp.dense.weight.add_(0.5)  # a "trained" head, different from the checkpoint's pooler
+    encoder.save(tmp_path / "ckpt")
+    reloaded = build_encoder(str(tmp_path / "ckpt"), pooler="cls", fresh_mlp=False)
+    sentences = ["a man plays the guitar", "two dogs run in the park"]
+    assert abs(encoder.encode(sentences) - reloaded.encode(sentences)).max() < 1e-5
+
+
+def test_encode_keeps_input_order_and_dedupes(tiny_bert) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="avg")
+    sentences = ["the dog runs fast", "a cat", "the dog runs fast", "people sit at a big table in the park"]
+    batched = encoder.encode(sentences, batch_size=2)
+    one_by_one = [encoder.encode([s])[0] for s in sentences]
+    assert batched.shape == (4, encoder.hidden_size)
+    assert abs(batched - np.stack(one_by_one)).max() < 1e-5
+    assert (batched[0] == batched[2]).all()
