@@ -43,7 +43,7 @@ def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         key = key.lstrip("+~")
         if key not in GROUPS or not value or value == "null" or "(" in value:
             continue
-        options = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        options = sorted(p.relative_to(conf_dir / key).with_suffix("").as_posix() for p in (conf_dir / key).rglob("*.yaml"))
         for choice in value.split(","):
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
@@ -60,6 +60,15 @@ def main() -> None:
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
+    # --- issue 7: under torchrun, join the process group and agree on one run dir ------------------
+    from cl_bench import distributed
+
+    try:
+        sys.argv += distributed.setup_torchrun(sys.argv[1:])
+    except ValueError as err:
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    # --- end issue 7 -----------------------------------------------------------------------------------
     _hydra_main()
 
 
@@ -120,12 +129,32 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
 def preflight(cfg: DictConfig) -> None:
     """All checks that need no model: config values, files, evaluation tasks."""
     from cl_bench.eval import check_eval_config
+    from cl_bench.eval_mteb import check_mteb_tasks, split_tasks
 
     validate(cfg)
+    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     try:
-        check_eval_config(cfg.paths.data_dir, list(cfg.eval.tasks))
+        if own_tasks or not mteb_tasks:
+            check_eval_config(cfg.paths.data_dir, own_tasks)
+        if mteb_tasks:
+            check_mteb_tasks(mteb_tasks)
     except ValueError as err:
         raise ConfigError(str(err)) from err
+
+
+def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
+    """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
+    from cl_bench.eval import evaluate
+    from cl_bench.eval_mteb import run_mteb, split_tasks
+
+    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+    results: dict[str, float] = {}
+    if own_tasks:
+        results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))
+    if mteb_tasks:
+        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, batch_size=cfg.eval.batch_size))
+    return results
 
 
 class StopSignal:
@@ -185,6 +214,16 @@ def run(cfg: DictConfig) -> float | None:
         tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
         tracker.finish("FAILED", error=str(err))
         raise  # Hydra records the job as failed; the other jobs of the sweep go on
+    # --- issue 7: torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes ------------------
+    from cl_bench import distributed
+
+    if distributed.is_distributed():
+        if multirun:
+            print("cl-bench: error: torchrun runs one training job, not a multirun", file=sys.stderr)
+            sys.exit(2)
+        if not distributed.is_main_process():
+            return _train_worker(cfg, run_dir, resume_from is not None)
+    # --- end issue 7 -----------------------------------------------------------------------------------
     if resume_from is not None:
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
@@ -222,16 +261,29 @@ def run(cfg: DictConfig) -> float | None:
     return results.get("sts_avg")
 
 
+# --- issue 7 ---------------------------------------------------------------------------------------
+def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
+    """A torchrun rank > 0: train its shard of every batch; no tracking, evaluation or files."""
+    from cl_bench.train.loop import TrainingInterrupted, train
+
+    with StopSignal() as stop:
+        try:
+            train(cfg, run_dir, lambda metrics, step: None, lambda encoder: {}, stop.requested, resume)
+        except TrainingInterrupted:
+            raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+    return None
+# --- end issue 7 -----------------------------------------------------------------------------------
+
+
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
-    from cl_bench.eval import evaluate
     from cl_bench.models.encoder import build_encoder
     from cl_bench.train.loop import resolve_device
 
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
     ).to(resolve_device(cfg.train.device))
-    results = evaluate(encoder, data_dir=cfg.paths.data_dir, out_dir=run_dir, **cfg.eval)
+    results = evaluate_encoder(encoder, cfg, run_dir)
     tracker.log_results(results)
     _log_plots(tracker, run_dir)
     return results
@@ -240,7 +292,7 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
 def _train_and_evaluate(
     cfg: DictConfig, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
 ) -> dict[str, float]:
-    from cl_bench.eval import evaluate, evaluate_dev
+    from cl_bench.eval import evaluate_dev
     from cl_bench.train.loop import BEST_MODEL_DIR, train
 
     data_dir = cfg.paths.data_dir
@@ -249,7 +301,7 @@ def _train_and_evaluate(
         return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
-    results = evaluate(method.eval_encoder(), data_dir=data_dir, out_dir=run_dir, **cfg.eval)
+    results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
     results.update({
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,

@@ -70,13 +70,21 @@ class TrainConfig:
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
     nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
+    gradcache_chunk: int = 0  # issue 7: GradCache chunk size (0 = off); cl_bench/train/gradcache.py
 
 
 @dataclass
 class EvalConfig:
-    tasks: list[str] = field(default_factory=lambda: ["sts"])
-    batch_size: int = 128
-    align_uniform: bool = True
+    """Options of the final evaluation; each field is a keyword argument of ``cl_bench.eval.evaluate``."""
+
+    tasks: list[str] = field(default_factory=lambda: ["sts"])  # groups sts, transfer and/or task names
+    batch_size: int = 128  # encoding batch size
+    align_uniform: bool = True  # Wang & Isola alignment/uniformity on STS-B, as SimCSE
+    align_uniform_split: str = "all"  # STS-B split(s) for the geometry metrics: all | train | dev | test
+    anisotropy: bool = True  # singular-value spectrum + mean cosine of random pairs (+ anisotropy.png)
+    transfer_config: str = "full"  # SentEval classifier config: full (10 folds) | fast (5 folds)
+    seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
+    whitening: int | None = None  # BERT-whitening keeping k dimensions (null = raw embeddings)
 
 
 @dataclass
@@ -203,6 +211,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
+        if cfg.train.gradcache_chunk < 0:  # issue 7
+            raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
         check_target_node(cfg.loss, "loss")

@@ -42,6 +42,14 @@ def minilm_path() -> Path:
     return path
 
 
+def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """Environment for `cl-bench` subprocesses on tiny models: real data root, one torch thread
+    (tiny matrices gain nothing from a second thread and lose a lot when cores are busy)."""
+    env = dict(os.environ, CL_BENCH_DATA=str(data_dir), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **extra)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
 def build_tiny_bert(out_dir: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
     """Save a tiny random BertModel + WordPiece tokenizer to ``out_dir`` (no download)."""
     import torch
@@ -52,7 +60,7 @@ def build_tiny_bert(out_dir: Path, hidden: int = 32, layers: int = 2, seed: int 
              *"abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()"]
     vocab = list(dict.fromkeys(vocab))
     (out_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(out_dir / "vocab.txt"), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab=str(out_dir / "vocab.txt"), do_lower_case=True)  # transformers 5 ignores vocab_file=
     tokenizer.save_pretrained(out_dir)
     torch.manual_seed(seed)
     config = BertConfig(

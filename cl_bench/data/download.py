@@ -39,7 +39,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -261,7 +261,7 @@ def _fetch_once(url: str, part: Path, timeout: float, progress: bool, desc: str)
                     out.write(block)
                     written += len(block)
                     bar.update(len(block))
-            except (http.client.IncompleteRead, ConnectionError, TimeoutError, socket.timeout) as err:
+            except (http.client.IncompleteRead, ConnectionError, TimeoutError) as err:
                 raise _ConnectionCut(f"connection lost after {written} bytes ({err})") from err
         if total is not None and written < total:
             raise _ConnectionCut(f"connection closed after {written} of {total} bytes")
@@ -501,7 +501,6 @@ class _Context:
     keep_downloads: bool
     log: Callable[[str], None]
     timeout: float = 30.0
-    written: list[str] = field(default_factory=list)
 
     def remember(self, rel: str, digest: str, url: str) -> None:
         """Record a checksum measured at download for a file without a published one."""
@@ -700,34 +699,36 @@ def download(
 # ------------------------------------------------------------------------------------------------
 # verify / list
 # ------------------------------------------------------------------------------------------------
-def _scored_lines(path: Path, skip_header: bool = False) -> int:
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-        lines = fh.read().splitlines()
-    return sum(1 for line in lines[int(skip_header) :] if line.strip())
+def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Scored pairs per STS set and subset/split, read with cl-bench's own SentEval readers.
 
+    Counting with the evaluation's readers means the counts are the pairs evaluation will score
+    (STS12-16 drop unscored pairs; SICK's header row is skipped).
 
-def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Scored pairs per STS set and subset/split, counted from the files present.
-
-    STS12-16 count non-empty gold-score lines (unscored pairs are left out, as SentEval does);
-    STS-B counts rows; SICK counts rows under its header. Missing files count as absent keys.
+    Returns:
+        ``({set: {subset or split: pairs}}, [unreadable file messages])``; an unreadable subset
+        or split is left out of the counts.
     """
+    from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
+    from cl_bench.data.text import DataFileError
+
     counts: dict[str, dict[str, int]] = {}
+    errors: list[str] = []
     for name, spec in manifest["sts_pairs"].items():
         folder = root / spec["dir"]
         found: dict[str, int] = {}
-        if "subsets" in spec:
-            for subset in spec["subsets"]:
-                gs, inputs = folder / f"STS.gs.{subset}.txt", folder / f"STS.input.{subset}.txt"
-                if gs.is_file() and inputs.is_file():
-                    found[subset] = _scored_lines(gs)
-        else:
-            for split in spec["splits"]:
-                path = folder / (f"sts-{split}.csv" if name == "STSBenchmark" else f"SICK_{split}.txt")
-                if path.is_file():
-                    found[split] = _scored_lines(path, skip_header=bool(spec.get("header")))
+        for part in spec.get("subsets") or spec["splits"]:
+            try:
+                if "subsets" in spec:
+                    found[part] = len(read_sts_subset(folder, part))
+                elif name == "STSBenchmark":
+                    found[part] = len(read_stsb_split(folder / f"sts-{part}.csv"))
+                else:
+                    found[part] = len(read_sick_split(folder / f"SICK_{part}.txt"))
+            except DataFileError as err:
+                errors.append(str(err))
         counts[name] = found
-    return counts
+    return counts, errors
 
 
 @dataclass
@@ -789,7 +790,9 @@ def verify(root: str | Path, only: Iterable[str] | None = None, manifest: dict[s
             lines.append(f"ok        {name}: {verified}/{len(results)} files verified")
     pairs: dict[str, dict[str, int]] = {}
     if only is None or "senteval" in only:
-        pairs = count_sts_pairs(root, manifest)
+        pairs, unreadable = count_sts_pairs(root, manifest)
+        # missing files are already reported above; say why a present file could not be read
+        lines += [f"UNREADABLE {message}" for message in unreadable if not message.endswith("file not found")]
         for name, spec in manifest["sts_pairs"].items():
             expected = spec.get("subsets") or spec["splits"]
             got = pairs[name]

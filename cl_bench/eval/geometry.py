@@ -129,20 +129,23 @@ def plot_spectrum(spectrum: np.ndarray, metrics: dict[str, float], path: str | P
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     try:
-        ax.plot(np.arange(1, len(spectrum) + 1), spectrum / spectrum[0], lw=1.5)
+        relative = spectrum / spectrum[0]
+        ax.plot(np.arange(1, len(spectrum) + 1), relative, lw=1.5)
         ax.set_yscale("log")
+        # a few numerically-zero directions would otherwise squash the informative part
+        ax.set_ylim(bottom=max(float(relative[relative > 0].min()), 1e-4), top=1.5)
         ax.set_xlabel("singular value index")
         ax.set_ylabel("singular value / largest")
         ax.set_title(title or "singular-value spectrum of the normalised embeddings")
         ax.text(
-            0.98,
-            0.95,
+            0.03,
+            0.05,
             f"mean cos of random pairs: {metrics['anisotropy_mean_cos']:.3f}\n"
             f"top-1 energy: {metrics['anisotropy_sv_top1']:.3f}\n"
             f"effective rank: {metrics['anisotropy_effective_rank']:.1f}",
             transform=ax.transAxes,
-            ha="right",
-            va="top",
+            ha="left",
+            va="bottom",
             fontsize=9,
         )
         ax.grid(True, which="both", alpha=0.3)

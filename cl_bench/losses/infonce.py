@@ -1,18 +1,15 @@
-"""InfoNCE over in-batch negatives (SimCSE Eq. 4/5): the one implementation used everywhere."""
+"""InfoNCE over in-batch negatives (SimCSE Eq. 4/5): the one-sided form every method uses."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
+from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
 
-def cosine_logits(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tensor:
-    """Pairwise cosine similarity of rows of ``a`` (N, D) and ``b`` (M, D), divided by ``tau``."""
-    if tau <= 0:
-        raise ValueError(f"loss.tau must be > 0, got {tau}")
-    return F.normalize(a.float(), dim=-1) @ F.normalize(b.float(), dim=-1).T / tau
+__all__ = ["cosine_logits", "info_nce"]
 
 
 def info_nce(
@@ -20,6 +17,7 @@ def info_nce(
     positives: torch.Tensor,
     hard_negatives: torch.Tensor | None = None,
     *,
+    labels: torch.Tensor | Sequence[int] | None = None,
     tau: float = 0.05,
     hard_negative_alpha: float = 1.0,
 ) -> torch.Tensor:
@@ -31,21 +29,32 @@ def info_nce(
         anchors: (N, D) anchor embeddings.
         positives: (N, D) positive embeddings; row i is the positive of anchor i, the others
             are its in-batch negatives.
-        hard_negatives: optional (N, D); all of them are extra negatives for every anchor
-            (supervised SimCSE, Eq. 5).
+        hard_negatives: optional (K, D); all of them are extra negatives for every anchor
+            (supervised SimCSE, Eq. 5). ``hard_negative_alpha != 1`` needs K = N.
+        labels: optional (N,) classes; positives j with ``labels[j] == labels[i]`` are all positives
+            of anchor i, each scored against i's negatives only (mean over positive pairs).
         tau: temperature (> 0).
         hard_negative_alpha: the paper's weight alpha on an anchor's *own* hard negative (Table 7;
-            1 = unweighted). SimCSE's code takes ``log(alpha)`` as ``--hard_negative_weight``.
+            1 = unweighted, 0 = drop it). SimCSE's code takes ``log(alpha)`` as ``--hard_negative_weight``.
 
     Returns:
-        Scalar loss (float32), computed with log-sum-exp (no overflow at small tau).
+        Scalar loss (at least float32), computed with log-sum-exp (no overflow at small tau).
     """
-    logits = cosine_logits(anchors, positives, tau)
-    if hard_negatives is not None:
-        hard = cosine_logits(anchors, hard_negatives, tau)
-        if hard_negative_alpha != 1.0:
-            bias = math.log(hard_negative_alpha) if hard_negative_alpha > 0 else float("-inf")
-            hard = hard + torch.diag(torch.full((hard.shape[0],), bias, device=hard.device))
-        logits = torch.cat([logits, hard], dim=1)
-    labels = torch.arange(anchors.shape[0], device=anchors.device)
-    return F.cross_entropy(logits, labels)
+    pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
+    logits = cosine_logits(pairs.rows, pairs.columns, tau)
+    negative = pairs.negative
+    if hard_negatives is not None and hard_negative_alpha != 1.0:
+        n = pairs.num_pairs
+        if hard_negatives.shape[0] != n:
+            raise ValueError(
+                f"loss.hard_negative_alpha needs one hard negative per anchor ({n}), got {hard_negatives.shape[0]}"
+            )
+        if hard_negative_alpha < 0:
+            raise ValueError(f"loss.hard_negative_alpha must be >= 0, got {hard_negative_alpha}")
+        own = torch.zeros_like(negative)
+        own[:, n:] = torch.eye(n, dtype=torch.bool, device=own.device)
+        if hard_negative_alpha == 0:
+            negative = negative & ~own  # alpha = 0 removes the term (its log weight is -inf)
+        else:
+            logits = logits + own.to(logits.dtype) * math.log(hard_negative_alpha)
+    return multi_positive_nce(logits, pairs.positive, negative)

@@ -2,7 +2,7 @@
 
 Unlike :func:`cl_bench.losses.infonce.info_nce`, the other queries' keys in the batch are *not*
 negatives: each query sees exactly its own key and the K queued keys (MoCo's ``l_pos``/``l_neg``).
-The similarity is the shared :func:`~cl_bench.losses.infonce.cosine_logits`.
+The similarity is the shared :func:`~cl_bench.losses.similarity.cosine_logits`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses.infonce import cosine_logits
+from cl_bench.losses.similarity import cosine_logits
 
 
 def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, tau: float) -> torch.Tensor:
@@ -23,7 +23,9 @@ def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor,
         tau: temperature (> 0).
     """
     if keys.shape != queries.shape:
-        raise ValueError(f"queries {tuple(queries.shape)} and keys {tuple(keys.shape)} must have the same shape")
+        raise ValueError(
+            f"queries {tuple(queries.shape)} and keys {tuple(keys.shape)} must have the same shape"
+        )
     if queue.shape[-1] != queries.shape[-1]:
         raise ValueError(f"queue width {queue.shape[-1]} differs from the query width {queries.shape[-1]}")
     # The (N, N) matrix is cheap at MoCo's batch sizes and keeps one similarity code path.
@@ -32,7 +34,9 @@ def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor,
     return torch.cat([positive, negative], dim=1)
 
 
-def queue_info_nce(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, *, tau: float = 0.07) -> torch.Tensor:
+def queue_info_nce(
+    queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, *, tau: float = 0.07
+) -> torch.Tensor:
     """MoCo loss: cross-entropy of picking the positive key (index 0) among 1 + K candidates.
 
     ``loss = -mean_i log( e^{s(q_i,k_i)/tau} / (e^{s(q_i,k_i)/tau} + sum_j e^{s(q_i,queue_j)/tau}) )``

@@ -1,6 +1,7 @@
 """CERT (Fang et al., 2020): MoCo-v2 contrastive training of a sentence encoder.
 
-Each sentence is the query; an augmentation of it is the key (CERT: its back-translation). The
+Each sentence is the query; an augmentation of it is the key (CERT: its back-translation through
+:mod:`cl_bench.augment.back_translation`; any text augmentation, a cutoff or dropout also work). The
 key goes through a *momentum* copy of the query encoder (He et al. 2019): the key encoder gets no
 gradient and follows ``θ_k ← m·θ_k + (1−m)·θ_q`` after every optimizer step. Negatives are a FIFO
 queue of the last K keys, so the number of negatives does not depend on the batch size; the batch's
@@ -21,9 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.moco import queue_info_nce, queue_logits
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
+from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
 
@@ -136,16 +138,14 @@ class CERT(Method):
         return query, aug.augment_text(sentences, self.rng)
 
     def _embed(self, encoder: SentenceEncoder, texts: list[str], augment_embeddings: bool) -> torch.Tensor:
+        """Encode ``texts``; with an embedding-level augmentation (cutoff) and ``augment_embeddings``,
+        every row's embedding-layer output is augmented (the augmentation package's hook)."""
         features = self.tokenize(texts)
-        inputs_embeds = None
-        if augment_embeddings and self.augmentation is not None and self.augmentation.embedding_level:
-            embeddings = encoder.backbone.get_input_embeddings()(features["input_ids"])
-            special = special_tokens_mask(encoder.tokenizer, features["input_ids"])
+        aug = self.augmentation
+        if augment_embeddings and aug is not None and aug.embedding_level:
             generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
-            inputs_embeds = self.augmentation.augment_embeddings(
-                embeddings, features["attention_mask"], special, generator
-            )
-        return encoder(features, inputs_embeds=inputs_embeds)
+            return encode_with_embedding_augmentation(encoder, features, aug, 0, generator)
+        return encoder(features)
 
     # ----- training ---------------------------------------------------------------------------
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:

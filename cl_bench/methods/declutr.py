@@ -6,9 +6,12 @@ for each anchor ``num_positives`` positive spans nearby (lengths ~ Beta(2, 4): s
 overlap it, are adjacent to it, or are subsumed by it; ``sampling_strategy`` forces ``adjacent``
 or ``subsuming`` positives. An anchor's positives are averaged into one embedding. In the batch,
 the other anchors' spans are negatives: *hard* when they come from the same document, *easy* when
-from another one. The loss is NT-Xent (τ = ``loss.tau``, 0.05) over anchors and averaged positives
-plus the MLM loss (weight 1) computed on the masked anchors, in the same forward pass as the
-anchor embeddings, as the official model does.
+from another one. The contrastive term is the configured loss over anchors and averaged
+positives: ``loss=ntxent`` is the official objective (pytorch-metric-learning's NT-Xent, τ 0.05:
+every anchor and every averaged positive is a query, the other pairs' anchors *and* positives are
+its negatives; ``experiment=declutr_small`` sets it), ``loss=infonce`` the one-sided form (anchors
+against the other anchors' positives). The MLM loss (weight 1) is computed on the masked anchors,
+in the same forward pass as the anchor embeddings, as the official model does.
 
 Documents shorter than ``num_anchors × max_span_len × 2`` whitespace tokens (the official
 minimum) are skipped and counted; the count is logged and reported as the ``docs_skipped`` term.
@@ -24,9 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cl_bench.data.documents import Document, read_documents
+from cl_bench.data.documents import DOCUMENT_FORMATS, Document, read_documents
 from cl_bench.data.text import DataFileError
-from cl_bench.losses.infonce import cosine_logits
+from cl_bench.losses.similarity import cosine_logits
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.mlm import MLMHead
 
@@ -161,7 +164,7 @@ def same_document_mask(doc_index: torch.Tensor) -> torch.Tensor:
 
 
 class DeCLUTR(Method):
-    """Anchor/positive spans from documents, NT-Xent with in-batch negatives, plus MLM.
+    """Anchor/positive spans from documents, the configured contrastive loss over them, plus MLM.
 
     Args:
         context: shared build context.
@@ -173,9 +176,6 @@ class DeCLUTR(Method):
         sampling_strategy: ``any`` (default), ``adjacent`` or ``subsuming`` positives.
         mlm_weight: weight of the MLM loss on the masked anchors (DeCLUTR: 1; 0 = no MLM, unmasked anchors).
         mlm_probability: fraction of anchor tokens masked.
-        symmetric: NT-Xent as the official code (each anchor and each averaged positive is a query;
-            the other pairs' anchors *and* positives are negatives). False: one-sided InfoNCE,
-            anchors against the other anchors' positives only.
         doc_format: ``auto``, ``wikiextractor`` or ``plain`` (see :mod:`cl_bench.data.documents`).
     """
 
@@ -191,7 +191,6 @@ class DeCLUTR(Method):
         sampling_strategy: str = "any",
         mlm_weight: float = 1.0,
         mlm_probability: float = 0.15,
-        symmetric: bool = True,
         doc_format: str = "auto",
     ) -> None:
         super().__init__(context)
@@ -207,13 +206,14 @@ class DeCLUTR(Method):
             )
         if mlm_weight < 0:
             raise ValueError(f"method.mlm_weight: must be >= 0, got {mlm_weight}")
+        if doc_format not in DOCUMENT_FORMATS:
+            raise ValueError(f"method.doc_format: '{doc_format}' unknown; valid: {', '.join(DOCUMENT_FORMATS)}")
         self.num_anchors = num_anchors
         self.num_positives = num_positives
         self.min_span_len = min_span_len
         self.max_span_len = max_span_len
         self.sampling_strategy = sampling_strategy
         self.mlm_weight = float(mlm_weight)
-        self.symmetric = symmetric
         self.doc_format = doc_format
         self.docs_skipped = 0
         self.docs_read = 0
@@ -281,22 +281,11 @@ class DeCLUTR(Method):
         masked_ids, labels = self.mlm.mask(features["input_ids"])
         outputs = self.encoder.token_states(dict(features, input_ids=masked_ids))
         embeddings = self.encoder.pool_outputs(outputs, features["attention_mask"])
-        logits = self.mlm.lm_head(outputs.last_hidden_state)
-        mlm_loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        logits = self.mlm.lm_head(outputs.last_hidden_state).float()
+        if not bool((labels != -100).any()):  # nothing masked (tiny batch): 0, not the NaN of an empty mean
+            return embeddings, logits.sum() * 0.0
+        mlm_loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         return embeddings, mlm_loss
-
-    def contrastive_loss(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-        """NT-Xent (symmetric) or one-sided InfoNCE through the configured ``info_nce``.
-
-        Symmetric: anchor i must pick its positive among all positives and the *other* anchors
-        (the anchors passed as hard negatives with weight 0 on the own one, i.e. the self-similarity
-        is removed), and vice versa; the mean of both directions is pytorch-metric-learning's NT-Xent.
-        """
-        if not self.symmetric:
-            return self.loss_fn(anchors, positives)
-        forward = self.loss_fn(anchors, positives, hard_negatives=anchors, hard_negative_alpha=0.0)
-        backward = self.loss_fn(positives, anchors, hard_negatives=positives, hard_negative_alpha=0.0)
-        return (forward + backward) / 2
 
     def training_step(self, batch: list[Document]) -> dict[str, torch.Tensor]:
         anchor_texts, positive_texts, doc_index = self.sample_batch(batch)
@@ -304,7 +293,7 @@ class DeCLUTR(Method):
         positives = self.encoder(self.tokenize(positive_texts))
         # One embedding per anchor: the mean of its positives (official: reshape + mean).
         positives = positives.view(len(anchor_texts), self.num_positives, -1).mean(dim=1)
-        contrastive = self.contrastive_loss(anchors, positives)
+        contrastive = self.loss_fn(anchors, positives)
         terms: dict[str, torch.Tensor] = {"loss_contrastive": contrastive}
         loss = contrastive
         if mlm_loss is not None:

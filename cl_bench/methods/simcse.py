@@ -24,6 +24,8 @@ class SimCSE(Method):
         mlm_weight: λ of the auxiliary MLM loss (0 disables it and loads no MLM head).
         mlm_probability: fraction of tokens masked for the MLM loss.
         augment_both_views: apply the text augmentation to both views (else only to the second).
+        fixed_dropout_mask: encode the two views with the *same* dropout mask (Table 3 "fixed 0.1":
+            the views then differ only by text augmentation, if any).
     """
 
     name = "simcse"
@@ -34,10 +36,12 @@ class SimCSE(Method):
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
         augment_both_views: bool = True,
+        fixed_dropout_mask: bool = False,
     ) -> None:
         super().__init__(context)
         self.mlm_weight = float(mlm_weight)
         self.augment_both_views = augment_both_views
+        self.fixed_dropout_mask = fixed_dropout_mask
         self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
 
     def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
@@ -55,8 +59,55 @@ class SimCSE(Method):
         aug = self.augmentation
         if aug is not None and aug.embedding_level:
             inputs_embeds = self._cutoff_embeddings(features, len(first))
+        # --- issue 7: fixed dropout mask (Table 3 "fixed 0.1") -------------------------------------
+        if self.fixed_dropout_mask:
+            z1, z2 = self._encode_views_same_mask(features, inputs_embeds, len(first))
+            return z1, z2, features
+        # --- end issue 7 -----------------------------------------------------------------------------
         z = self.encoder(features, inputs_embeds=inputs_embeds)
         return z[: len(first)], z[len(first) :], features
+
+    # --- issue 7: fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py) ------------------
+    def _encode_views_same_mask(
+        self, features: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None, n: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encode rows ``[:n]`` and ``[n:]`` in two passes that replay the same RNG state.
+
+        Both halves were tokenized together, so they have the same shape; dropout then draws the
+        same mask for both. The global RNG ends where one pass would leave it.
+        """
+        halves = [{k: v[:n] for k, v in features.items()}, {k: v[n:] for k, v in features.items()}]
+        embeds = (None, None) if inputs_embeds is None else (inputs_embeds[:n], inputs_embeds[n:])
+        device = self.encoder.device
+        cuda_devices = [device] if device.type == "cuda" else []
+        cpu_state = torch.get_rng_state()
+        cuda_states = [torch.cuda.get_rng_state(d) for d in cuda_devices]
+        z1 = self.encoder(halves[0], inputs_embeds=embeds[0])
+        with torch.random.fork_rng(devices=cuda_devices):  # restores the post-z1 state on exit
+            torch.set_rng_state(cpu_state)
+            for d, state in zip(cuda_devices, cuda_states):
+                torch.cuda.set_rng_state(state, d)
+            z2 = self.encoder(halves[1], inputs_embeds=embeds[1])
+        return z1, z2
+
+    def gradcache_blocker(self) -> str | None:
+        """Why this configuration cannot train with gradient caching, or None when it can."""
+        if self.mlm is not None:
+            return "method.mlm_weight > 0 (the MLM term needs the whole batch's graph); set method.mlm_weight=0"
+        return None
+
+    def cache_embed(self, batch: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """GradCache hook: the two views' embeddings of a chunk of the batch (rows follow ``batch``)."""
+        first, second = self.make_views(batch)
+        z1, z2, _ = self.embed_views(first, second)
+        return z1, z2
+
+    def cache_loss(self, embeddings: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        """GradCache hook: the loss terms of the whole batch from its (cached) embeddings."""
+        contrastive = self.loss_fn(*embeddings)
+        return {"loss": contrastive, "loss_contrastive": contrastive}
+
+    # --- end issue 7 ---------------------------------------------------------------------------------
 
     def _cutoff_embeddings(self, features: dict[str, torch.Tensor], n: int) -> torch.Tensor:
         """Word embeddings with the embedding-level augmentation applied to the second view."""

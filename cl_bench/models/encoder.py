@@ -132,6 +132,14 @@ class SentenceEncoder(nn.Module):
         return int(self.backbone.config.hidden_size)
 
     @property
+    def model_max_length(self) -> int:
+        """Longest input the model takes: tokenizer limit, position table (RoBERTa: minus its offset), 512."""
+        positions = int(getattr(self.backbone.config, "max_position_embeddings", 512))
+        positions -= int(getattr(self.backbone.config, "pad_token_id", 0) or 0) + 1 if "roberta" in str(
+            getattr(self.backbone.config, "model_type", "")) else 0
+        return min(int(getattr(self.tokenizer, "model_max_length", 512)), positions, 512)
+
+    @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
 
@@ -144,7 +152,7 @@ class SentenceEncoder(nn.Module):
         if max_length == -1:
             max_length = self.max_length
         if max_length is None:
-            max_length = min(int(getattr(self.tokenizer, "model_max_length", 512)), 512)
+            max_length = self.model_max_length
         return dict(
             self.tokenizer(
                 list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt"

@@ -23,6 +23,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from cl_bench import distributed  # issue 7: torchrun (no-ops in one process)
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.checkpoint import (
@@ -80,7 +81,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
     augmentation.setup(encoder, cfg.model.name_or_path)
     context = MethodContext(
         encoder=encoder,
-        loss=instantiate(cfg.loss),
+        loss=distributed.gather_loss(instantiate(cfg.loss)),  # issue 7: global batch under torchrun
         augmentation=augmentation,
         model_name_or_path=cfg.model.name_or_path,
         max_length=cfg.model.max_length,
@@ -88,7 +89,8 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         data=OmegaConf.to_container(cfg.data, resolve=True),
     )
     method_cfg = OmegaConf.masked_copy(cfg.method, [k for k in cfg.method if k != "name"])
-    method: Method = instantiate(method_cfg, context=context, _convert_="all")
+    # issue 7 fix: passed as an instantiate kwarg, the MethodContext dataclass was converted to a dict
+    method: Method = instantiate(method_cfg, _partial_=True, _convert_="all")(context=context)
     return method.to(device)
 
 
@@ -158,8 +160,14 @@ def train(
     if tcfg.num_threads:
         torch.set_num_threads(int(tcfg.num_threads))
     seed_everything(cfg.seed)
-    device = resolve_device(tcfg.device)
+    device = distributed.local_device(resolve_device(tcfg.device))  # issue 7: cuda:LOCAL_RANK under torchrun
     method = build_method(cfg, device)
+    # --- issue 7: torchrun (no-ops in one process) and gradient caching ---------------------------
+    is_main = distributed.is_main_process()
+    distributed.check_batch_size(tcfg.batch_size)
+    distributed.broadcast_parameters(method)
+    distributed.seed_rank(cfg.seed, method.rng)
+    # --- end issue 7 -------------------------------------------------------------------------------
     items = method.read_corpus(cfg.data.train_file)
     batches_per_epoch = method.num_batches(len(items), tcfg.batch_size)
     if batches_per_epoch < 1:
@@ -171,6 +179,16 @@ def train(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(tcfg.warmup_ratio * total_steps), total_steps)
     amp_dtype = autocast_dtype(tcfg.precision, device)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+    # --- issue 7: gradient caching (train.gradcache_chunk > 0) --------------------------------------
+    grad_cache = None
+    if tcfg.get("gradcache_chunk", 0):
+        from cl_bench.train.gradcache import GradCache
+
+        grad_cache = GradCache(
+            method, tcfg.gradcache_chunk,
+            lambda: torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext(),
+        )
+    # --- end issue 7 -------------------------------------------------------------------------------
     state = TrainState()
     checkpoint = load_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
@@ -187,10 +205,12 @@ def train(
         batches_per_epoch, tcfg.batch_size, device,
     )
     trainable = [p for group in optimizer.param_groups for p in group["params"]]
-    progress = _progress(total_steps, tcfg.progress_bar, initial=state.step)
+    progress = _progress(total_steps, tcfg.progress_bar and is_main, initial=state.step)
     started = time.perf_counter()
 
     def save_checkpoint() -> None:
+        if not is_main:  # issue 7: rank 0 writes for all
+            return
         atomic_save(
             {
                 "method": method.state_dict(),
@@ -204,6 +224,8 @@ def train(
         )
 
     def evaluate_and_keep_best() -> None:
+        if not is_main:  # issue 7: rank 0 evaluates; the others go on to the next step
+            return
         scores = dev_eval(method.eval_encoder())
         score = scores[tcfg.select_metric]
         log_metrics({**scores, "epoch": state.epoch}, state.step)
@@ -216,22 +238,30 @@ def train(
 
     while state.step < total_steps:
         generator = torch.Generator().manual_seed(cfg.seed + state.epoch)
-        batches = method.batches(items, tcfg.batch_size, generator)
+        batches = distributed.shard_batches(method.batches(items, tcfg.batch_size, generator))  # issue 7
         if checkpoint is not None:
             # Replay the epoch's order up to the saved position, then restore the RNGs as they were.
             for _ in range(state.batch_in_epoch):
                 next(batches)
             restore_rng_states(checkpoint["rng"], method.rng)
+            distributed.seed_rank(cfg.seed, method.rng, state.step)  # issue 7: per-rank streams again
             checkpoint = None
         for batch in batches:
             method.train()
             autocast = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
             with autocast:
-                terms = method.training_step(batch)
+                terms = method.training_step(batch) if grad_cache is None else grad_cache.forward(batch)
             loss = terms["loss"]
-            finite = bool(torch.isfinite(loss))
+            finite = distributed.all_true(bool(torch.isfinite(loss)))  # issue 7: all ranks skip together
             if finite:
-                (scaler.scale(loss) if scaler else loss).backward()
+                # --- issue 7: cached backward; gradient averaging across torchrun ranks ----------------
+                scaled = scaler.scale(loss) if scaler else loss
+                if grad_cache is None:
+                    scaled.backward()
+                else:
+                    grad_cache.backward(scaled)
+                distributed.average_gradients(trainable)
+                # --- end issue 7 -----------------------------------------------------------------------
                 if scaler:
                     scaler.unscale_(optimizer)
                 grad_norm = torch.nn.utils.clip_grad_norm_(trainable, tcfg.max_grad_norm if tcfg.max_grad_norm > 0 else math.inf)
@@ -275,7 +305,7 @@ def train(
     progress.close()
     log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
              tcfg.select_metric, state.best_score, state.best_step)
-    if (run_dir / BEST_STATE_FILE).is_file():
+    if is_main and (run_dir / BEST_STATE_FILE).is_file():  # issue 7: only rank 0 evaluates after training
         method.load_state_dict(torch.load(run_dir / BEST_STATE_FILE, map_location="cpu", weights_only=True))
     return method, state
 

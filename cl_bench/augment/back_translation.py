@@ -1,0 +1,359 @@
+"""Back-translation: a round trip source -> pivot -> source through two MarianMT models.
+
+Shared by the ``back_translation`` augmentation and the CERT method (which pre-trains on
+(sentence, back-translation) pairs). Three pieces, usable on their own:
+
+* :class:`BackTranslator` runs the round trip with any pair of seq2seq models
+  (:meth:`BackTranslator.from_pretrained` loads ``Helsinki-NLP/opus-mt-{src}-{pivot}`` and back);
+* :class:`ParaphraseTable` maps each corpus sentence to a precomputed paraphrase, read from a file
+  with one paraphrase per corpus line (for machines that cannot load the translation models);
+* :func:`write_paraphrase_file` precomputes that file (``python -m cl_bench.augment.back_translation``).
+
+:class:`BackTranslation` uses the models when they load and the paraphrase file otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from cl_bench.augment.base import Augmentation
+from cl_bench.data.text import DataFileError, iter_lines
+
+log = logging.getLogger(__name__)
+SOURCES = ("auto", "models", "file")
+
+
+class BackTranslationUnavailable(RuntimeError):
+    """Neither the translation models nor a paraphrase file can be used; the message says what to set."""
+
+
+def marian_model_id(source_lang: str, target_lang: str) -> str:
+    """The Helsinki-NLP OPUS-MT model translating ``source_lang`` into ``target_lang``."""
+    return f"Helsinki-NLP/opus-mt-{source_lang}-{target_lang}"
+
+
+class BackTranslator:
+    """Round-trip translation with a forward (source -> pivot) and a backward (pivot -> source) model.
+
+    Args:
+        forward_model: seq2seq model translating into the pivot language.
+        forward_tokenizer: its tokenizer.
+        backward_model: seq2seq model translating back.
+        backward_tokenizer: its tokenizer.
+        num_beams: beam size (used when not sampling).
+        do_sample: sample translations (seeded) instead of beam search, for diverse paraphrases.
+        max_length: longest generated sequence, in tokens.
+        batch_size: sentences per generation call.
+    """
+
+    def __init__(
+        self,
+        forward_model: Any,
+        forward_tokenizer: Any,
+        backward_model: Any,
+        backward_tokenizer: Any,
+        *,
+        num_beams: int = 4,
+        do_sample: bool = False,
+        max_length: int = 128,
+        batch_size: int = 32,
+    ) -> None:
+        if num_beams < 1 or max_length < 1 or batch_size < 1:
+            raise ValueError("augmentation: num_beams, max_length and batch_size must be >= 1")
+        self.forward = (forward_model.eval(), forward_tokenizer)
+        self.backward = (backward_model.eval(), backward_tokenizer)
+        self.num_beams = num_beams
+        self.do_sample = do_sample
+        self.max_length = max_length
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source_lang: str = "en",
+        pivot_lang: str = "de",
+        forward_model: str | None = None,
+        backward_model: str | None = None,
+        device: torch.device | str = "cpu",
+        **kwargs: Any,
+    ) -> BackTranslator:
+        """Load the two translation models (OPUS-MT by default) onto ``device``.
+
+        Raises:
+            BackTranslationUnavailable: when a model or tokenizer cannot be loaded (offline, no
+                sentencepiece, wrong name), naming the model.
+        """
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        loaded = []
+        for name in (
+            forward_model or marian_model_id(source_lang, pivot_lang),
+            backward_model or marian_model_id(pivot_lang, source_lang),
+        ):
+            try:
+                model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device)
+                tokenizer = AutoTokenizer.from_pretrained(name)
+            except (OSError, ValueError, ImportError) as err:
+                first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise BackTranslationUnavailable(
+                    f"cannot load translation model '{name}': {first_line}"
+                ) from err
+            loaded += [model, tokenizer]
+        return cls(*loaded, **kwargs)
+
+    def to(self, device: torch.device | str) -> BackTranslator:
+        """Move both models to ``device``."""
+        self.forward = (self.forward[0].to(device), self.forward[1])
+        self.backward = (self.backward[0].to(device), self.backward[1])
+        return self
+
+    def translate(
+        self, sentences: Sequence[str], model: Any, tokenizer: Any, seed: int | None = None
+    ) -> list[str]:
+        """Translate ``sentences`` with one model, in batches, keeping the order."""
+        device = next(model.parameters()).device
+        out: list[str] = []
+        for start in range(0, len(sentences), self.batch_size):
+            chunk = list(sentences[start : start + self.batch_size])
+            batch = tokenizer(
+                chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
+            batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+            with (
+                torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+                torch.inference_mode(),
+            ):
+                if seed is not None:
+                    torch.manual_seed(
+                        seed + start
+                    )  # sampling draws from the global RNG: seed it, then restore it
+                generated = model.generate(
+                    **batch,
+                    max_length=self.max_length,
+                    num_beams=1 if self.do_sample else self.num_beams,
+                    do_sample=self.do_sample,
+                )
+            out += [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+        return out
+
+    def round_trip(self, sentences: Sequence[str], seed: int | None = None) -> list[str]:
+        """Back-translate each sentence; an empty translation falls back to the original sentence."""
+        pivot = self.translate(sentences, *self.forward, seed=seed)
+        back = self.translate(pivot, *self.backward, seed=None if seed is None else seed + 1)
+        return [
+            paraphrase if paraphrase else original
+            for original, paraphrase in zip(sentences, back, strict=True)
+        ]
+
+
+class ParaphraseTable:
+    """Precomputed paraphrases: ``paraphrase_file`` line i paraphrases ``corpus_file`` line i.
+
+    Blank corpus lines are skipped (as the corpus reader does), their paraphrase lines ignored.
+    """
+
+    def __init__(self, paraphrases: dict[str, str]) -> None:
+        self.paraphrases = paraphrases
+
+    @classmethod
+    def from_files(cls, corpus_file: str | Path, paraphrase_file: str | Path) -> ParaphraseTable:
+        """Read the two line-aligned files.
+
+        Raises:
+            DataFileError: missing file, different line counts, or an empty paraphrase of a
+                non-blank corpus line (naming file and line).
+        """
+        corpus_file, paraphrase_file = Path(corpus_file), Path(paraphrase_file)
+        for key, path in (
+            ("augmentation.corpus_file", corpus_file),
+            ("augmentation.paraphrase_file", paraphrase_file),
+        ):
+            if not path.is_file():
+                hint = (
+                    " (write it with: python -m cl_bench.augment.back_translation CORPUS OUT)"
+                    if "paraphrase" in key
+                    else ""
+                )
+                raise DataFileError(f"{key}: file not found: {path}{hint}")
+        corpus = list(iter_lines(corpus_file))
+        paraphrases = list(iter_lines(paraphrase_file))
+        if len(corpus) != len(paraphrases):
+            raise DataFileError(
+                f"{paraphrase_file}: {len(paraphrases)} lines, but {corpus_file} has {len(corpus)}; "
+                "the paraphrase file needs one line per corpus line"
+            )
+        table: dict[str, str] = {}
+        for (_, sentence), (line_no, paraphrase) in zip(corpus, paraphrases, strict=True):
+            if not sentence.strip():
+                continue
+            if not paraphrase.strip():
+                raise DataFileError(
+                    f"{paraphrase_file}:{line_no}: empty paraphrase of a non-empty corpus line"
+                )
+            table.setdefault(sentence.strip(), paraphrase.strip())
+        return cls(table)
+
+    def lookup(self, sentences: Sequence[str]) -> list[str]:
+        """The paraphrase of each sentence.
+
+        Raises:
+            KeyError: (one line) for a sentence that is not in the corpus file.
+        """
+        out = []
+        for sentence in sentences:
+            paraphrase = self.paraphrases.get(sentence.strip())
+            if paraphrase is None:
+                raise KeyError(
+                    f"augmentation.paraphrase_file: no paraphrase for {sentence[:60]!r} (not in corpus_file)"
+                )
+            out.append(paraphrase)
+        return out
+
+
+def write_paraphrase_file(
+    corpus_file: str | Path, out_file: str | Path, translator: BackTranslator, seed: int | None = None
+) -> int:
+    """Back-translate every line of ``corpus_file`` into ``out_file`` (blank lines stay blank).
+
+    Returns:
+        The number of sentences translated.
+    """
+    lines = [line for _, line in iter_lines(corpus_file)]
+    sentences = [line.strip() for line in lines if line.strip()]
+    paraphrases = iter(translator.round_trip(sentences, seed=seed))
+    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(out_file, "w", encoding="utf-8") as out:
+        for line in lines:
+            out.write((next(paraphrases) if line.strip() else "") + "\n")
+    return len(sentences)
+
+
+class BackTranslation(Augmentation):
+    """Back-translated views: MarianMT round trip when the models load, else a paraphrase file.
+
+    Args:
+        pivot_lang: pivot language code (OPUS-MT naming, e.g. ``de``, ``fr``).
+        source_lang: language of the corpus.
+        forward_model: model id/path for source -> pivot (default OPUS-MT).
+        backward_model: model id/path for pivot -> source (default OPUS-MT).
+        paraphrase_file: precomputed paraphrases, one per line of ``corpus_file``.
+        corpus_file: the corpus the paraphrase file is aligned with (``${data.train_file}``).
+        source: ``auto`` (models, else file), ``models`` or ``file``.
+        num_beams: beam size of the translations.
+        do_sample: sample translations (seeded by the run) for different views of one sentence.
+        max_length: longest translation, in tokens.
+        batch_size: sentences per generation call.
+    """
+
+    name = "back_translation"
+
+    def __init__(
+        self,
+        pivot_lang: str = "de",
+        source_lang: str = "en",
+        forward_model: str | None = None,
+        backward_model: str | None = None,
+        paraphrase_file: str | None = None,
+        corpus_file: str | None = None,
+        source: Literal["auto", "models", "file"] = "auto",
+        num_beams: int = 4,
+        do_sample: bool = False,
+        max_length: int = 128,
+        batch_size: int = 32,
+    ) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"augmentation.source must be one of {', '.join(SOURCES)}, got '{source}'")
+        self.pivot_lang, self.source_lang = pivot_lang, source_lang
+        self.forward_model, self.backward_model = forward_model, backward_model
+        self.paraphrase_file, self.corpus_file = paraphrase_file, corpus_file
+        self.source = source
+        self.generation = {
+            "num_beams": num_beams,
+            "do_sample": do_sample,
+            "max_length": max_length,
+            "batch_size": batch_size,
+        }
+        self.translator: BackTranslator | None = None
+        self.table: ParaphraseTable | None = None
+        self._encoder: Any = None
+
+    def setup(self, encoder: Any, model_name_or_path: str) -> None:
+        """Load the translation models, or the paraphrase table when they cannot be loaded."""
+        self._encoder = encoder
+        if self.source in ("auto", "models"):
+            try:
+                self.translator = BackTranslator.from_pretrained(
+                    self.source_lang,
+                    self.pivot_lang,
+                    self.forward_model,
+                    self.backward_model,
+                    **self.generation,
+                )
+                return
+            except BackTranslationUnavailable as err:
+                if self.source == "models" or not self.paraphrase_file:
+                    raise BackTranslationUnavailable(
+                        f"augmentation=back_translation: {err}; set augmentation.paraphrase_file to precomputed "
+                        "back-translations (python -m cl_bench.augment.back_translation CORPUS OUT on a machine with the models)"
+                    ) from err
+                log.warning("back-translation models unavailable (%s); using %s", err, self.paraphrase_file)
+        if not self.paraphrase_file or not self.corpus_file:
+            raise BackTranslationUnavailable(
+                "augmentation=back_translation with source=file needs augmentation.paraphrase_file and augmentation.corpus_file"
+            )
+        self.table = ParaphraseTable.from_files(self.corpus_file, self.paraphrase_file)
+
+    def augment_text(self, sentences: Sequence[str], rng: random.Random) -> list[str]:
+        """Back-translations of the sentences (sampling, if on, is seeded from ``rng``)."""
+        if self.translator is not None:
+            device = getattr(self._encoder, "device", None)
+            if device is not None:
+                self.translator.to(device)  # the loop moves the encoder after setup()
+            return self.translator.round_trip(sentences, seed=rng.getrandbits(62))
+        if self.table is None:
+            raise RuntimeError(
+                "augmentation=back_translation: setup(encoder, model_name_or_path) was not called"
+            )
+        return self.table.lookup(sentences)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Precompute a paraphrase file: ``python -m cl_bench.augment.back_translation CORPUS OUT``."""
+    parser = argparse.ArgumentParser(description="Back-translate a one-sentence-per-line corpus.")
+    parser.add_argument("corpus", help="corpus file (.txt or .txt.gz), one sentence per line")
+    parser.add_argument("out", help="paraphrase file to write, one line per corpus line")
+    parser.add_argument("--pivot", default="de", help="pivot language (default: de)")
+    parser.add_argument("--source", default="en", help="corpus language (default: en)")
+    parser.add_argument("--forward-model", default=None, help="source->pivot model (default: OPUS-MT)")
+    parser.add_argument("--backward-model", default=None, help="pivot->source model (default: OPUS-MT)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=128, help="longest translation, in tokens")
+    parser.add_argument("--sample", action="store_true", help="sample instead of beam search")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    translator = BackTranslator.from_pretrained(
+        args.source,
+        args.pivot,
+        args.forward_model,
+        args.backward_model,
+        device=args.device,
+        num_beams=args.num_beams,
+        do_sample=args.sample,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
+    count = write_paraphrase_file(args.corpus, args.out, translator, seed=args.seed)
+    print(f"wrote {count} back-translations to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""The evaluation entry points: :func:`evaluate` (final), :func:`evaluate_dev` (model selection)
+and :func:`format_table` (SimCSE-style rows).
+
+Every distinct sentence an evaluation needs — all requested STS and transfer tasks and the
+geometry sentences — is gathered first and encoded in **one** ``encoder.encode`` call
+(:class:`~cl_bench.eval.embed.EmbeddingTable`); tasks then only look embeddings up.
+
+Metric keys (results.json / MLflow):
+
+* STS (Spearman x 100): ``sts12`` … ``sts16`` (SentEval ``all``), ``stsb``, ``sickr`` (test split),
+  ``sts_avg`` (mean of the seven, present when all seven ran); ``<task>_mean``, ``<task>_wmean``
+  and per-sub-dataset ``<task>_<subset>`` for STS12–16; ``stsb_dev``, ``sickr_dev``.
+* Transfer (accuracy x 100): ``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec``, ``mrpc``,
+  ``mrpc_f1``, ``transfer_avg`` (mean of the seven); SentEval's dev accuracies ``<task>_dev`` and
+  ``transfer_dev_avg``.
+* Geometry on STS-B (``align_uniform_split``, default ``all`` = train + dev + test, the "whole
+  STS-B" SimCSE's authors used for their alignment/uniformity plots, princeton-nlp/SimCSE #52 and
+  #128): ``align`` over pairs with gold score > 4, ``uniform`` over the distinct sentences;
+  ``anisotropy_mean_cos``, ``anisotropy_sv_top1``, ``anisotropy_sv_top10``,
+  ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
+* With ``whitening=k`` every figure is computed on whitened embeddings, the transform being
+  fitted per task on all of that task's sentences (for the geometry: all STS-B splits).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cl_bench.data.senteval import ScoredPairs
+from cl_bench.eval.embed import EmbeddingTable, Encoder
+from cl_bench.eval.geometry import Whitening, alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task
+from cl_bench.eval.tasks import (
+    GEOMETRY_SPLITS,
+    SELECT_METRICS,
+    STS_TASKS,
+    TRANSFER_CONFIGS,
+    TRANSFER_TASKS,
+    EvalConfigError,
+    check_eval_config,
+)
+from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
+
+log = logging.getLogger(__name__)
+
+#: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
+POSITIVE_THRESHOLD = 4.0
+ANISOTROPY_PLOT = "anisotropy.png"
+#: Table columns: (header, metric key), SimCSE's order.
+STS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("STS12", "sts12"),
+    ("STS13", "sts13"),
+    ("STS14", "sts14"),
+    ("STS15", "sts15"),
+    ("STS16", "sts16"),
+    ("STS-B", "stsb"),
+    ("SICK-R", "sickr"),
+    ("Avg.", "sts_avg"),
+)
+TRANSFER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("MR", "mr"),
+    ("CR", "cr"),
+    ("SUBJ", "subj"),
+    ("MPQA", "mpqa"),
+    ("SST-2", "sst2"),
+    ("TREC", "trec"),
+    ("MRPC", "mrpc"),
+    ("Avg.", "transfer_avg"),
+)
+
+
+def _concat_pairs(parts: Iterable[ScoredPairs]) -> ScoredPairs:
+    parts = list(parts)
+    return ScoredPairs(
+        tuple(t for p in parts for t in p.sent1),
+        tuple(t for p in parts for t in p.sent2),
+        np.concatenate([p.gold for p in parts]),
+    )
+
+
+def geometry_metrics(
+    pairs: ScoredPairs,
+    embed: EmbeddingTable,
+    align_uniform: bool = True,
+    anisotropy: bool = True,
+    whitening: Whitening | None = None,
+    out_dir: str | Path | None = None,
+    suffix: str = "",
+) -> dict[str, float]:
+    """Alignment/uniformity and anisotropy of the embeddings of scored pairs (STS-B).
+
+    Args:
+        pairs: the pairs; positives are those with gold > 4, ``p_data`` their distinct sentences.
+        embed: the embedding lookup.
+        align_uniform: compute ``align`` and ``uniform``.
+        anisotropy: compute the ``anisotropy_*`` metrics (and the plot when ``out_dir`` is given).
+        whitening: a fitted transform applied first (None: raw embeddings).
+        out_dir: where ``anisotropy.png`` goes (None: no plot).
+        suffix: appended to every key (``"_dev"`` during training).
+    """
+
+    def vectors(texts: Sequence[str]) -> np.ndarray:
+        x = embed(texts)
+        return whitening.transform(x) if whitening is not None else x
+
+    results: dict[str, float] = {}
+    sentences = list(dict.fromkeys((*pairs.sent1, *pairs.sent2)))
+    if align_uniform:
+        positive = np.flatnonzero(pairs.gold > POSITIVE_THRESHOLD)
+        results[f"align{suffix}"] = alignment(
+            vectors([pairs.sent1[i] for i in positive]), vectors([pairs.sent2[i] for i in positive])
+        )
+        results[f"uniform{suffix}"] = uniformity(vectors(sentences))
+    if anisotropy:
+        metrics, spectrum = anisotropy_metrics(vectors(sentences))
+        results.update({f"{key}{suffix}": value for key, value in metrics.items()})
+        if out_dir is not None:
+            path = plot_spectrum(spectrum, metrics, Path(out_dir) / ANISOTROPY_PLOT, f"STS-B ({len(sentences)} sentences)")
+            log.info("anisotropy plot written to %s", path)
+    return results
+
+
+def _mean_if_complete(results: dict[str, float], keys: Sequence[str]) -> float | None:
+    if all(key in results for key in keys):
+        return float(np.mean([results[key] for key in keys]))
+    return None
+
+
+def evaluate(
+    encoder: Encoder,
+    data_dir: str | Path,
+    tasks: str | Sequence[str] = ("sts",),
+    batch_size: int = 128,
+    align_uniform: bool = True,
+    out_dir: str | Path | None = None,
+    transfer_config: str = "full",
+    seed: int = SENTEVAL_SEED,
+    whitening: int | None = None,
+    align_uniform_split: str = "all",
+    anisotropy: bool = True,
+) -> dict[str, float]:
+    """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
+
+    Args:
+        encoder: anything with ``encode(sentences, batch_size) -> (N, H) float32``.
+        data_dir: the data root (``sts/``, ``transfer/``).
+        tasks: groups (``sts``, ``transfer``) and/or task names.
+        batch_size: encoding batch size.
+        align_uniform: compute alignment/uniformity on STS-B.
+        out_dir: folder for artifacts (the anisotropy plot); None writes nothing.
+        transfer_config: ``full`` (10 folds) or ``fast`` (5 folds).
+        seed: transfer fold-shuffling seed (SentEval: 1111).
+        whitening: BERT-whitening with this many kept dimensions (None: off).
+        align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
+        anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
+
+    Returns:
+        Flat ``{metric name: value}`` (see the module docstring for the names).
+
+    Raises:
+        EvalConfigError: bad options or missing data files (checked before encoding).
+    """
+    started = time.perf_counter()
+    resolved = check_eval_config(
+        data_dir,
+        tasks,
+        batch_size=batch_size,
+        align_uniform=align_uniform,
+        transfer_config=transfer_config,
+        seed=seed,
+        whitening=whitening,
+        align_uniform_split=align_uniform_split,
+        anisotropy=anisotropy,
+    )
+    sts_splits = ("train", "dev", "test") if whitening else ("dev", "test")
+    sts_data = {task: load_sts_task(data_dir, task, sts_splits) for task in resolved if task in STS_TASKS}
+    transfer_data = {task: load_transfer_task(data_dir, task) for task in resolved if task in TRANSFER_TASKS}
+    geometry = align_uniform or anisotropy
+    geometry_parts = load_sts_task(data_dir, "stsb", GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
+    whitening_fit_parts = load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and whitening else {}
+
+    sentences: list[str] = []
+    for parts in sts_data.values():
+        sentences += pair_sentences(parts)
+    for parts in transfer_data.values():
+        sentences += task_sentences(parts)
+    sentences += pair_sentences(geometry_parts) + pair_sentences(whitening_fit_parts)
+    table = EmbeddingTable(encoder, sentences, batch_size)
+
+    results: dict[str, float] = {}
+    for task, parts in sts_data.items():
+        results.update(score_sts_task(task, parts, table, whitening))
+    sts_avg = _mean_if_complete(results, STS_TASKS)
+    if sts_avg is not None:
+        results["sts_avg"] = sts_avg
+    kfold = TRANSFER_CONFIGS[transfer_config]
+    for task, parts in transfer_data.items():
+        task_start = time.perf_counter()
+        results.update(run_transfer_task(task, parts, table, kfold, seed, whitening))
+        log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
+    for key, names in (("transfer_avg", TRANSFER_TASKS), ("transfer_dev_avg", [f"{t}_dev" for t in TRANSFER_TASKS])):
+        average = _mean_if_complete(results, names)
+        if average is not None:
+            results[key] = average
+    if geometry:
+        transform = Whitening.fit(table(pair_sentences(whitening_fit_parts)), whitening) if whitening else None
+        results.update(
+            geometry_metrics(_concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir)
+        )
+    log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
+    return results
+
+
+def evaluate_dev(
+    encoder: Encoder,
+    data_dir: str | Path,
+    select_metric: str = "stsb_dev",
+    batch_size: int = 128,
+    align_uniform: bool = True,
+) -> dict[str, float]:
+    """Fast dev evaluation for model selection during training (SimCSE's ``--mode dev``).
+
+    Always computes ``stsb_dev``, ``sickr_dev`` and ``sts_dev_avg`` (their mean), and, with
+    ``align_uniform``, ``align_dev``/``uniform_dev`` on the STS-B dev split (cheap: already
+    encoded). ``select_metric="transfer_dev_avg"`` adds the seven transfer tasks in SentEval's fast
+    configuration (5 folds): ``<task>_dev`` and ``transfer_dev_avg``. Parsed data is cached per
+    data root; only encoding is repeated.
+
+    Args:
+        encoder: anything with ``encode(sentences, batch_size)``.
+        data_dir: the data root.
+        select_metric: ``stsb_dev`` | ``sts_dev_avg`` | ``transfer_dev_avg``; always a key of the result.
+        batch_size: encoding batch size.
+        align_uniform: also compute ``align_dev`` and ``uniform_dev``.
+
+    Returns:
+        Flat ``{metric name: value}`` containing ``select_metric``.
+    """
+    if select_metric not in SELECT_METRICS:
+        raise EvalConfigError(f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}")
+    sts_data = {task: load_sts_task(data_dir, task, ("dev",)) for task in ("stsb", "sickr")}
+    with_transfer = select_metric == "transfer_dev_avg"
+    transfer_data = {task: load_transfer_task(data_dir, task) for task in TRANSFER_TASKS} if with_transfer else {}
+    sentences = [text for parts in sts_data.values() for text in pair_sentences(parts)]
+    for parts in transfer_data.values():
+        sentences += task_sentences(parts)
+    table = EmbeddingTable(encoder, sentences, batch_size)
+
+    results: dict[str, float] = {}
+    for task, parts in sts_data.items():
+        results.update(score_sts_task(task, parts, table))
+    results["sts_dev_avg"] = (results["stsb_dev"] + results["sickr_dev"]) / 2
+    if align_uniform:
+        results.update(geometry_metrics(sts_data["stsb"]["dev"], table, anisotropy=False, suffix="_dev"))
+    if with_transfer:
+        for task, parts in transfer_data.items():
+            scores = run_transfer_task(task, parts, table, kfold=TRANSFER_CONFIGS["fast"])
+            results[f"{task}_dev"] = scores[f"{task}_dev"]
+        results["transfer_dev_avg"] = float(np.mean([results[f"{task}_dev"] for task in TRANSFER_TASKS]))
+    return results
+
+
+def _table(columns: Sequence[tuple[str, str]], results: dict[str, float]) -> str:
+    cells = [f"{results[key]:.2f}" if key in results else "-" for _, key in columns]
+    widths = [max(len(header), len(cell)) + 2 for (header, _), cell in zip(columns, cells)]
+    rule = "+" + "+".join("-" * width for width in widths) + "+"
+    header = "|" + "|".join(name.center(width) for (name, _), width in zip(columns, widths)) + "|"
+    row = "|" + "|".join(cell.center(width) for cell, width in zip(cells, widths)) + "|"
+    return "\n".join((rule, header, rule, row, rule))
+
+
+def format_table(results: dict[str, float]) -> str:
+    """SimCSE-style result rows: ``STS12 … SICK-R Avg.`` and/or ``MR … MRPC Avg.``.
+
+    A row is printed when any of its figures is present; missing figures show as ``-``.
+
+    Args:
+        results: the dict returned by :func:`evaluate`.
+
+    Returns:
+        The table(s) as text (empty when neither group has a figure).
+    """
+    tables = [
+        _table(columns, results)
+        for columns in (STS_COLUMNS, TRANSFER_COLUMNS)
+        if any(key in results for _, key in columns)
+    ]
+    return "\n".join(tables)

@@ -1,0 +1,438 @@
+"""``cl-bench-export RUN_DIR OUT_DIR``: a trained checkpoint as a sentence-transformers model.
+
+The exported folder loads with ``sentence_transformers.SentenceTransformer(OUT_DIR)`` and gives the
+embeddings cl-bench's own :class:`~cl_bench.models.encoder.SentenceEncoder` gives (same pooler),
+and with ``transformers.AutoModel.from_pretrained(OUT_DIR)`` (the backbone sits at the top level).
+Poolers map onto stock sentence-transformers modules, so no custom code is needed to load it:
+
+* ``cls_before_pooler`` -> ``Pooling(cls)``; ``avg`` -> ``Pooling(mean)``;
+* ``cls`` -> ``Pooling(cls)`` + ``Dense(tanh)`` holding the trained MLP (left out when the model
+  was trained with ``mlp_only_train``, as cl-bench evaluates it);
+* ``avg_top2`` / ``avg_first_last`` -> ``WeightedLayerPooling`` with fixed 0/1 weights that select
+  the two layers (their average equals the average of the two layer means, the mask being the
+  same) + ``Pooling(mean)``; the backbone config gets ``output_hidden_states=true`` so the layers
+  reach the pooling module.
+
+A README.md model card states the method, hyperparameters and the run's STS/transfer figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cl_bench import __version__
+from cl_bench.models.encoder import ENCODER_META_FILE
+from cl_bench.models.poolers import POOLERS
+
+BEST_MODEL_DIR = "best_model"  # what cl_bench.train.loop writes in a run directory
+RESULTS_FILE = "results.json"
+HYDRA_CONFIG = Path(".hydra") / "config.yaml"
+#: Sentences the export check encodes with both cl-bench and sentence-transformers.
+CHECK_SENTENCES = (
+    "A man is playing a guitar.",
+    "Two dogs run across the green field.",
+    "the cat sits",
+)
+TRANSFER_TASKS = ("mr", "cr", "subj", "mpqa", "sst", "trec", "mrpc")
+
+
+class ExportError(RuntimeError):
+    """An export cannot be done; the one-line message names the path or option and the fix."""
+
+
+@dataclass
+class RunInfo:
+    """What an export reads: the model folder and, for a run directory, its config and results."""
+
+    model_dir: Path
+    run_dir: Path | None
+    meta: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, float] = field(default_factory=dict)
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    """The run's Hydra config as plain data; values that need Hydra to resolve stay as written."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    def walk(node: DictConfig) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in node.keys():
+            try:
+                value = node[key]
+            except Exception:  # e.g. ${hydra:runtime.output_dir} outside a Hydra app
+                out[str(key)] = node._get_node(key)._value()  # noqa: SLF001
+                continue
+            if isinstance(value, DictConfig):
+                out[str(key)] = walk(value)
+            elif isinstance(value, ListConfig):
+                try:
+                    out[str(key)] = OmegaConf.to_container(value, resolve=True)
+                except Exception:
+                    out[str(key)] = OmegaConf.to_container(value, resolve=False)
+            else:
+                out[str(key)] = value
+        return out
+
+    return walk(OmegaConf.load(path))
+
+
+def locate_run(path: str | Path) -> RunInfo:
+    """Find the checkpoint, config and results for a run directory or a bare model directory.
+
+    Args:
+        path: a Hydra run directory (with ``best_model/``) or a Hugging Face model directory
+            (e.g. the ``best_model`` folder itself).
+
+    Raises:
+        ExportError: neither kind of directory.
+    """
+    path = Path(path)
+    if (path / BEST_MODEL_DIR / "config.json").is_file():
+        model_dir, run_dir = path / BEST_MODEL_DIR, path
+    elif (path / "config.json").is_file():
+        model_dir = path
+        parent = path.parent
+        run_dir = parent if (parent / RESULTS_FILE).is_file() or (parent / HYDRA_CONFIG).is_file() else None
+    elif (path / RESULTS_FILE).is_file() or (path / HYDRA_CONFIG).is_file():
+        raise ExportError(
+            f"{path}: run directory without {BEST_MODEL_DIR}/ (mode=eval runs and train.save_best=false "
+            "save no checkpoint); export the evaluated model directory instead"
+        )
+    else:
+        raise ExportError(f"{path}: neither a run directory with {BEST_MODEL_DIR}/ nor a model directory with config.json")
+    info = RunInfo(model_dir, run_dir)
+    if (model_dir / ENCODER_META_FILE).is_file():
+        info.meta = json.loads((model_dir / ENCODER_META_FILE).read_text())
+    if run_dir is not None:
+        if (run_dir / HYDRA_CONFIG).is_file():
+            info.config = _load_config(run_dir / HYDRA_CONFIG)
+        if (run_dir / RESULTS_FILE).is_file():
+            info.results = json.loads((run_dir / RESULTS_FILE).read_text())
+    return info
+
+
+def pooling_settings(info: RunInfo, pooler: str | None = None) -> dict[str, Any]:
+    """Pooler, MLP use and first layer: the override, else the checkpoint's, else the run config's.
+
+    Raises:
+        ExportError: unknown pooler, or none recorded for a bare Hugging Face model.
+    """
+    cfg_pooler = info.config.get("pooler", {}) if isinstance(info.config.get("pooler"), dict) else {}
+    name = pooler or info.meta.get("pooler") or cfg_pooler.get("name")
+    if name is None:
+        raise ExportError(f"{info.model_dir}: no pooler recorded ({ENCODER_META_FILE} missing); pass --pooler")
+    if name not in POOLERS:
+        raise ExportError(f"--pooler: unknown pooler '{name}'; valid: {', '.join(POOLERS)}")
+    mlp_only_train = info.meta.get("mlp_only_train", cfg_pooler.get("mlp_only_train", False))
+    first_layer = info.meta.get("first_layer", cfg_pooler.get("first_layer", 1))
+    return {"pooler": name, "mlp_only_train": bool(mlp_only_train), "first_layer": int(first_layer)}
+
+
+def _st_modules() -> tuple[Any, Any, Any, Any]:
+    """sentence-transformers' Transformer, Pooling, Dense, WeightedLayerPooling (6.x paths, older fallback)."""
+    try:
+        from sentence_transformers.sentence_transformer.modules import (
+            Dense,
+            Pooling,
+            Transformer,
+            WeightedLayerPooling,
+        )
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.models import Dense, Pooling, Transformer, WeightedLayerPooling
+    return Transformer, Pooling, Dense, WeightedLayerPooling
+
+
+def build_sentence_transformer(
+    model_dir: str | Path, pooler: str, mlp_only_train: bool = False, first_layer: int = 1
+) -> Any:
+    """A ``SentenceTransformer`` computing what cl-bench's encoder computes at evaluation.
+
+    Args:
+        model_dir: a Hugging Face model directory (as saved by ``SentenceEncoder.save``).
+        pooler: one of :data:`cl_bench.models.poolers.POOLERS`.
+        mlp_only_train: for ``cls``: the MLP was used in training only, so it is left out.
+        first_layer: for ``avg_first_last``: hidden-state index of the "first" layer.
+
+    Returns:
+        The model, on CPU.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    transformer_cls, pooling_cls, dense_cls, weighted_cls = _st_modules()
+    try:
+        from transformers import AutoTokenizer
+
+        limit = getattr(AutoTokenizer.from_pretrained(str(model_dir)), "model_max_length", 512)
+    except OSError as err:
+        raise ExportError(f"{model_dir}: cannot load its tokenizer ({err})") from err
+    # SentenceEncoder.encode truncates only at min(model_max_length, 512): same here.
+    transformer = transformer_cls(str(model_dir), max_seq_length=int(min(limit, 512)))
+    backbone = transformer.auto_model
+    hidden = int(backbone.config.hidden_size)
+    modules: list[Any] = [transformer]
+    if pooler in ("cls", "cls_before_pooler"):
+        modules.append(pooling_cls(hidden, pooling_mode="cls"))
+        if pooler == "cls" and not mlp_only_train:
+            backbone_pooler = getattr(backbone, "pooler", None)
+            if backbone_pooler is None or not hasattr(backbone_pooler, "dense"):
+                raise ExportError(f"{model_dir}: pooler=cls needs the backbone's pooler layer (the trained MLP); none found")
+            dense = dense_cls(hidden, hidden, bias=True, activation_function=torch.nn.Tanh())
+            dense.linear.load_state_dict(backbone_pooler.dense.state_dict())
+            modules.append(dense)
+    elif pooler == "avg":
+        modules.append(pooling_cls(hidden, pooling_mode="mean"))
+    else:  # avg_top2 / avg_first_last: average two hidden layers, then mean over tokens
+        layers = int(backbone.config.num_hidden_layers)
+        start = layers - 1 if pooler == "avg_top2" else first_layer
+        weights = torch.zeros(layers + 1 - start)
+        weights[0] = weights[-1] = 1.0
+        backbone.config.output_hidden_states = True  # saved in config.json: the layers reach the pooling
+        modules.append(
+            weighted_cls(hidden, num_hidden_layers=layers, layer_start=start, layer_weights=torch.nn.Parameter(weights))
+        )
+        modules.append(pooling_cls(hidden, pooling_mode="mean"))
+    return SentenceTransformer(modules=modules, device="cpu")
+
+
+def _reference_embeddings(model_dir: Path, settings: dict[str, Any], sentences: Sequence[str]) -> np.ndarray:
+    from cl_bench.models.encoder import build_encoder
+
+    encoder = build_encoder(
+        str(model_dir), pooler=settings["pooler"], mlp_only_train=settings["mlp_only_train"],
+        first_layer=settings["first_layer"], fresh_mlp=False,
+    )
+    return encoder.encode(list(sentences), batch_size=len(sentences))
+
+
+def check_export(out_dir: Path, model_dir: Path, settings: dict[str, Any], atol: float = 1e-4) -> float:
+    """Reload the export in sentence-transformers and compare with cl-bench's encoder.
+
+    Returns:
+        The largest absolute difference over :data:`CHECK_SENTENCES`.
+
+    Raises:
+        ExportError: when it exceeds ``atol``.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    exported = SentenceTransformer(str(out_dir), device="cpu").encode(list(CHECK_SENTENCES), convert_to_numpy=True)
+    reference = _reference_embeddings(model_dir, settings, CHECK_SENTENCES)
+    diff = float(np.abs(exported - reference).max())
+    if diff > atol:
+        raise ExportError(f"{out_dir}: exported model differs from cl-bench's encoder by {diff:.2e} (> {atol:g})")
+    return diff
+
+
+# ------------------------------------------------------------------------------------------------
+# Model card
+# ------------------------------------------------------------------------------------------------
+def _group_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    groups: dict[str, dict[str, float]] = {"STS": {}, "Transfer": {}, "MTEB": {}, "Other": {}}
+    for key, value in results.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        low = key.lower()
+        if low.startswith("mteb"):
+            groups["MTEB"][key] = float(value)
+        elif "sts" in low or "sick" in low:
+            groups["STS"][key] = float(value)
+        elif low.startswith(TRANSFER_TASKS) or "transfer" in low:
+            groups["Transfer"][key] = float(value)
+        else:
+            groups["Other"][key] = float(value)
+    return groups
+
+
+def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for key in ("method", "loss", "augmentation"):
+        node = config.get(key)
+        if isinstance(node, dict):
+            for name, value in node.items():
+                if name != "_partial_":
+                    rows[f"{key}.{name}"] = value
+    for section, names in (
+        ("model", ("name_or_path", "max_length")),
+        ("pooler", ("name", "mlp_only_train", "first_layer")),
+        ("data", ("name", "train_file", "limit")),
+        ("train", ("lr", "epochs", "max_steps", "warmup_ratio", "weight_decay", "max_grad_norm", "precision",
+                   "select_metric", "eval_steps")),
+    ):
+        node = config.get(section)
+        if isinstance(node, dict):
+            rows.update({f"{section}.{n}": node[n] for n in names if n in node})
+    for name in ("batch_size", "dropout", "seed"):
+        if name in config:
+            rows[name] = config[name]
+    for name, value in meta.items():  # SentenceEncoder.save's extra_meta: step, selection score
+        if name not in ("pooler", "mlp_only_train", "first_layer", "max_length"):
+            rows[f"checkpoint.{name}"] = value
+    return rows
+
+
+def _describe(module: Any) -> str:
+    """Short module name for the card: Transformer, Pooling(cls), Dense(tanh), WeightedLayerPooling."""
+    name = type(module).__name__
+    if getattr(module, "pooling_mode", None):
+        return f"{name}({module.pooling_mode})"
+    activation = getattr(module, "activation_function", None)
+    if activation is not None:
+        return f"{name}({type(activation).__name__.lower()})"
+    return name
+
+
+def _eval_overrides(settings: dict[str, Any]) -> str:
+    """cl-bench overrides that evaluate the export as exported (mode=eval applies a cls MLP if present)."""
+    pooler = settings["pooler"]
+    if pooler == "cls" and settings["mlp_only_train"]:
+        pooler = "cls_before_pooler"  # the MLP was for training only: [CLS] as is
+    extra = f" pooler.first_layer={settings['first_layer']}" if pooler == "avg_first_last" else ""
+    return f"pooler={pooler}{extra}"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value).replace("|", "\\|")
+
+
+def model_card(info: RunInfo, settings: dict[str, Any], modules: Sequence[str], out_dir: Path) -> str:
+    """README.md text: method, base model, pooling, hyperparameters and results of the run."""
+    config = info.config
+    method = config.get("method", {}).get("name") if isinstance(config.get("method"), dict) else None
+    method = method or info.meta.get("method") or "unknown (no run config found)"
+    base = config.get("model", {}).get("name_or_path") if isinstance(config.get("model"), dict) else None
+    tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "cl-bench"]
+    if method and " " not in method:
+        tags.append(str(method))
+    front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
+    front += [f"- {t}" for t in tags]
+    if base and "/" in base and not base.startswith((".", "/", "~")):
+        front.append(f"base_model: {base}")
+    front.append("---")
+    pooler_text = settings["pooler"]
+    if settings["pooler"] == "cls":
+        pooler_text += " (MLP used in training only)" if settings["mlp_only_train"] else " (with the trained MLP)"
+    if settings["pooler"] == "avg_first_last":
+        pooler_text += f" (first layer = hidden_states[{settings['first_layer']}])"
+    lines = [
+        *front, "",
+        f"# {method} sentence encoder (cl-bench)", "",
+        f"Trained with cl-bench, method **{method}**"
+        + (f" from `{base}`" if base else "") + f"; pooler **{pooler_text}**.",
+        f"Exported as sentence-transformers modules: {' → '.join(modules)}.", "",
+        "## Usage", "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        f'model = SentenceTransformer("{out_dir}")',
+        'embeddings = model.encode(["A man is playing a guitar.", "Someone plays music."])',
+        "```", "",
+        "The backbone alone loads with `transformers.AutoModel.from_pretrained(...)` on the same folder.", "",
+    ]
+    hyper = _hyperparameters(config, info.meta)
+    lines += ["## Training", ""]
+    if hyper:
+        lines += ["| setting | value |", "|---|---|", *(f"| {k} | {_fmt(v)} |" for k, v in hyper.items()), ""]
+    else:
+        lines += ["No run configuration was found next to this checkpoint.", ""]
+    groups = _group_metrics(info.results)
+    lines += ["## Results", ""]
+    if not info.results:
+        lines += ["No results.json was found next to this checkpoint.", ""]
+    titles = {
+        "STS": "STS (Spearman correlation of cosine similarities, as in results.json)",
+        "Transfer": "Transfer tasks (accuracy, as in results.json)",
+        "MTEB": "MTEB (main score, as in results.json)",
+        "Other": "Other metrics",
+    }
+    for group, metrics in groups.items():
+        if metrics:
+            lines += [f"### {titles[group]}", "", "| metric | value |", "|---|---|"]
+            lines += [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()] + [""]
+    source = info.run_dir or info.model_dir
+    lines += [
+        "## Provenance", "",
+        f"Exported by cl-bench-export {__version__} on {_dt.date.today().isoformat()} from `{source}`.",
+        f"`{ENCODER_META_FILE}` keeps cl-bench's own pooler settings; cl-bench evaluates this folder the same "
+        f"way with `cl-bench mode=eval model.name_or_path=<this folder> {_eval_overrides(settings)}`.", "",
+    ]
+    return "\n".join(lines)
+
+
+def export(
+    path: str | Path, out_dir: str | Path, pooler: str | None = None, overwrite: bool = False, check: bool = True
+) -> Path:
+    """Export a run's best checkpoint (or a model directory) as a sentence-transformers folder.
+
+    Args:
+        path: Hydra run directory with ``best_model/``, or a model directory.
+        out_dir: where the folder goes (must be empty or absent unless ``overwrite``).
+        pooler: override the pooler recorded with the checkpoint.
+        overwrite: replace an existing ``out_dir``.
+        check: reload the export and compare its embeddings with cl-bench's encoder.
+
+    Returns:
+        ``out_dir``.
+
+    Raises:
+        ExportError: with a one-line message naming the path or option.
+    """
+    info = locate_run(path)
+    settings = pooling_settings(info, pooler)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out_dir}: exists and is not empty; pass --overwrite to replace it")
+        if out_dir.resolve() in (info.model_dir.resolve(), *(info.model_dir.resolve().parents)):
+            raise ExportError(f"{out_dir}: would overwrite the checkpoint being exported")
+        shutil.rmtree(out_dir)
+    model = build_sentence_transformer(info.model_dir, **settings)
+    model.save(str(out_dir), create_model_card=False)
+    meta = {**info.meta, **settings}
+    (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+    names = [_describe(module) for module in model]
+    (out_dir / "README.md").write_text(model_card(info, settings, names, out_dir), encoding="utf-8")
+    if check:
+        check_export(out_dir, info.model_dir, settings)
+    return out_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="cl-bench-export",
+        description="Write a run's best checkpoint as a folder loadable by sentence-transformers and "
+        "transformers.AutoModel, with a model card.",
+    )
+    parser.add_argument("run_dir", type=Path, help="Hydra run directory (with best_model/) or a model directory")
+    parser.add_argument("out_dir", type=Path, help="output folder")
+    parser.add_argument("--pooler", choices=POOLERS, help="pooler to export (default: the one recorded)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    parser.add_argument("--no-check", action="store_true", help="skip reloading and comparing the embeddings")
+    args = parser.parse_args(argv)
+    try:
+        out = export(args.run_dir, args.out_dir, args.pooler, args.overwrite, check=not args.no_check)
+    except ExportError as err:
+        print(f"cl-bench-export: error: {err}", file=sys.stderr)
+        return 1
+    print(f"exported {out} (SentenceTransformer('{out}'), AutoModel.from_pretrained('{out}'))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""IS-BERT: unsupervised sentence embeddings by mutual-information maximisation (Zhang et al., EMNLP 2020).
+
+BERT's last-layer token states feed parallel 1-D convolutions with several window sizes (1, 3, 5;
+256 channels each, "same" padding). Their per-token outputs, concatenated, are the local n-gram
+features; their mean over the real tokens is the global sentence embedding, which is also what
+evaluation scores. Training maximises the Jensen–Shannon MI estimate between each token's local
+feature and its sentence's global feature, with the other sentences of the batch as negatives
+(:func:`cl_bench.losses.jsd.jsd_mi_loss`); a discriminator T_ω scores (local, global) pairs.
+
+Paper vs official code (yanzhangnlp/IS-BERT): the paper applies ReLU after the convolutions, the
+repository's CNN module applies none (``activation: relu | none``, paper by default). The code's
+T_ω is the plain dot product of local and global feature (``discriminator: dot``, the default; the
+paper describes T_ω only as a discriminator); ``discriminator: mlp_dot`` is Deep InfoMax's
+encode-and-dot critic (a small residual MLP on each side, then the dot product).
+
+Padding: padded positions are zeroed before the convolutions (so they act like the convolution's
+own zero padding) and excluded from the mean and from the estimator, which makes a sentence's
+embedding independent of how much padding its batch has. The official code lets the padding
+positions' BERT states into the convolution windows at a sentence's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from cl_bench.data.nli import read_unlabelled_nli_sentences
+from cl_bench.losses.jsd import jsd_mi_loss
+from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.simcse_sup import reject_text_augmentation
+from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.models.poolers import masked_mean
+
+CNN_WEIGHTS_FILE = "is_bert_cnn.pt"
+ACTIVATIONS: tuple[str, ...] = ("relu", "none")
+DISCRIMINATORS: tuple[str, ...] = ("dot", "mlp_dot")
+
+
+class NGramCNN(nn.Module):
+    """Parallel "same"-padded Conv1d layers over token states, outputs concatenated per token.
+
+    Args:
+        input_size: width H of the token states.
+        channels: output channels per window size (paper: 256).
+        kernel_sizes: odd window sizes (paper: 1, 3, 5).
+        activation: ``relu`` (paper) or ``none`` (official code).
+    """
+
+    def __init__(
+        self, input_size: int, channels: int = 256, kernel_sizes: Sequence[int] = (1, 3, 5), activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        if not kernel_sizes or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
+            raise ValueError(f"method.kernel_sizes: need odd positive window sizes for 'same' padding, got {list(kernel_sizes)}")
+        if channels < 1:
+            raise ValueError(f"method.channels: must be >= 1, got {channels}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"method.activation: unknown activation '{activation}'; valid: {', '.join(ACTIVATIONS)}")
+        self.kernel_sizes = [int(k) for k in kernel_sizes]
+        self.channels = int(channels)
+        self.activation = activation
+        self.convs = nn.ModuleList(nn.Conv1d(input_size, channels, k, padding=(k - 1) // 2) for k in self.kernel_sizes)
+
+    @property
+    def output_size(self) -> int:
+        """Width of a local feature: channels × number of window sizes."""
+        return self.channels * len(self.kernel_sizes)
+
+    def forward(self, token_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) token states → (B, T, output_size) local features, zero at padding."""
+        mask = attention_mask.unsqueeze(-1).to(token_states.dtype)
+        inputs = (token_states * mask).transpose(1, 2)
+        outputs = torch.cat([conv(inputs) for conv in self.convs], dim=1).transpose(1, 2)
+        if self.activation == "relu":
+            outputs = torch.relu(outputs)
+        return outputs * mask
+
+
+class EncodeAndDot(nn.Module):
+    """Deep InfoMax's encode-and-dot critic: T(l, g) = φ_l(l) · φ_g(g), φ = residual 2-layer MLP."""
+
+    def __init__(self, input_size: int, size: int) -> None:
+        super().__init__()
+        self.local_mlp = nn.Sequential(nn.Linear(input_size, size), nn.ReLU(), nn.Linear(size, size))
+        self.local_shortcut = nn.Linear(input_size, size)
+        self.global_mlp = nn.Sequential(nn.Linear(input_size, size), nn.ReLU(), nn.Linear(size, size))
+        self.global_shortcut = nn.Linear(input_size, size)
+
+    def forward(self, local: torch.Tensor, global_: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) local, (B, D) global → (B, T, B) scores."""
+        encoded_local = self.local_mlp(local) + self.local_shortcut(local)
+        encoded_global = self.global_mlp(global_) + self.global_shortcut(global_)
+        return torch.einsum("btd,jd->btj", encoded_local, encoded_global)
+
+
+class ISBERTEncoder(SentenceEncoder):
+    """BERT + n-gram CNN + mean over real tokens: IS-BERT's sentence encoder (training and evaluation).
+
+    Saved as the backbone in Hugging Face format plus the CNN weights in ``is_bert_cnn.pt`` and
+    their configuration under ``is_bert_cnn`` in ``cl_bench_encoder.json``.
+    """
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, cnn: NGramCNN, max_length: int = 128) -> None:
+        super().__init__(backbone, tokenizer, pooler="is_bert_cnn_mean", mlp=None, max_length=max_length)
+        self.cnn = cnn
+
+    @property
+    def hidden_size(self) -> int:
+        return self.cnn.output_size
+
+    def local_features(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) CNN features of the backbone's last-layer token states."""
+        return self.cnn(outputs.last_hidden_state, attention_mask)
+
+    def pool_outputs(self, outputs: Any, attention_mask: torch.Tensor, apply_mlp: bool | None = None) -> torch.Tensor:
+        return masked_mean(self.local_features(outputs, attention_mask), attention_mask)
+
+    def save(self, out_dir: str | Path, extra_meta: dict[str, Any] | None = None) -> None:
+        cnn_meta = {
+            "kernel_sizes": self.cnn.kernel_sizes,
+            "channels": self.cnn.channels,
+            "activation": self.cnn.activation,
+            "weights": CNN_WEIGHTS_FILE,
+        }
+        super().save(out_dir, {**(extra_meta or {}), "is_bert_cnn": cnn_meta})
+        torch.save(self.cnn.state_dict(), Path(out_dir) / CNN_WEIGHTS_FILE)
+
+
+class ISBERT(Method):
+    """IS-BERT training: JSD MI between local n-gram features and the global sentence vector.
+
+    Args:
+        context: shared build context; the encoder's backbone and tokenizer are used (the
+            configured pooler and ``loss`` group are not: the sentence vector is the CNN mean and
+            the objective is the JSD estimator).
+        kernel_sizes: CNN window sizes (paper and code: 1, 3, 5).
+        channels: channels per window size (paper and code: 256, i.e. 768 in total).
+        activation: ``relu`` after the convolutions (paper) or ``none`` (official code).
+        discriminator: T_ω — ``dot`` (official code) or ``mlp_dot`` (Deep InfoMax encode-and-dot).
+        discriminator_size: width of ``mlp_dot``'s encoders (unused by ``dot``).
+        snli_splits: when ``data.train_file`` is a SentEval SNLI file (``s1.<split>[.gz]``), the
+            splits whose premises and hypotheses are read from its directory.
+    """
+
+    name = "is_bert"
+
+    def __init__(
+        self,
+        context: MethodContext,
+        kernel_sizes: list[int] | None = None,
+        channels: int = 256,
+        activation: Literal["relu", "none"] = "relu",
+        discriminator: Literal["dot", "mlp_dot"] = "dot",
+        discriminator_size: int = 512,
+        snli_splits: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(context)
+        reject_text_augmentation(context, self.name)
+        if discriminator not in DISCRIMINATORS:
+            raise ValueError(f"method.discriminator: unknown discriminator '{discriminator}'; valid: {', '.join(DISCRIMINATORS)}")
+        if discriminator == "mlp_dot" and discriminator_size < 1:
+            raise ValueError(f"method.discriminator_size: must be >= 1, got {discriminator_size}")
+        base = context.encoder
+        cnn = NGramCNN(base.hidden_size, channels, kernel_sizes or (1, 3, 5), activation)
+        # Replaces the context encoder (and any pooler MLP it carries); the backbone is shared.
+        self.encoder = ISBERTEncoder(base.backbone, base.tokenizer, cnn, base.max_length)
+        self.discriminator = EncodeAndDot(cnn.output_size, discriminator_size) if discriminator == "mlp_dot" else None
+        self.snli_splits = list(snli_splits) if snli_splits else None
+
+    def read_corpus(self, path: str) -> Sequence[str]:
+        """Distinct NLI sentences (SentEval SNLI files, SimCSE CSV, or one sentence per line)."""
+        return read_unlabelled_nli_sentences(path, self.snli_splits, limit=self.context.data.get("limit"))
+
+    def scores(self, local: torch.Tensor, global_: torch.Tensor) -> torch.Tensor:
+        """T_ω(local_{i,t}, global_j) for all pairs: (B, T, D), (B, D) → (B, T, B)."""
+        if self.discriminator is not None:
+            return self.discriminator(local, global_)
+        return torch.einsum("btd,jd->btj", local, global_)
+
+    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
+        features = self.tokenize(batch)
+        mask = features["attention_mask"]
+        outputs = self.encoder.token_states(features)
+        local = self.encoder.local_features(outputs, mask)
+        global_ = masked_mean(local, mask)
+        loss = jsd_mi_loss(self.scores(local, global_), mask)
+        return {"loss": loss, "mi_jsd": -loss.detach()}

@@ -1,0 +1,89 @@
+"""Supervised SimCSE (Gao, Yao & Chen, EMNLP 2021, §4 and Eq. 5).
+
+Training items are NLI triples (premise, entailment hypothesis, contradiction hypothesis) read
+from SimCSE's ``nli_for_simcse.csv`` format. The entailment hypothesis is the premise's
+positive; the candidates for premise i are all N entailment hypotheses of the batch plus all N
+contradiction hypotheses (the "hard negatives"). The loss is the configured one — InfoNCE
+(:func:`cl_bench.losses.infonce.info_nce`) called as ``loss(z_premise, z_entail, z_contra)`` —
+so ``loss.tau`` (0.05) and ``loss.hard_negative_alpha`` (Table 7's weight α on the anchor's own
+hard negative) apply. All sentences of a batch go through the encoder in one forward pass, as in
+SimCSE's ``cl_forward``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from cl_bench.data.nli import read_nli_triples
+from cl_bench.methods.base import Method, MethodContext
+from cl_bench.models.mlm import MLMHead
+
+
+def reject_text_augmentation(context: MethodContext, method: str) -> None:
+    """Fail when an augmentation other than dropout is configured for a method that ignores it.
+
+    Raises:
+        ValueError: naming the ``augmentation`` key, so a silently unused option cannot mislead.
+    """
+    name = getattr(context.augmentation, "name", "dropout")
+    if context.augmentation is not None and name not in ("dropout", "none"):
+        raise ValueError(
+            f"augmentation: method={method} builds its views itself and does not use augmentation={name}; "
+            "use augmentation=dropout"
+        )
+
+
+class SupervisedSimCSE(Method):
+    """Supervised SimCSE on (premise, entailment[, contradiction]) items.
+
+    Args:
+        context: shared build context (its ``loss`` is InfoNCE with ``hard_negative_alpha``).
+        use_hard_negatives: use the contradiction column as hard negatives (Eq. 5). False trains
+            on (premise, entailment) pairs only — Table 7's "w/o hard negative" row — and also
+            accepts 2-column files.
+        mlm_weight: λ of the auxiliary MLM loss on all sentences of the batch (0 = off).
+        mlm_probability: fraction of tokens masked for the MLM loss.
+    """
+
+    name = "simcse_sup"
+
+    def __init__(
+        self,
+        context: MethodContext,
+        use_hard_negatives: bool = True,
+        mlm_weight: float = 0.0,
+        mlm_probability: float = 0.15,
+    ) -> None:
+        super().__init__(context)
+        reject_text_augmentation(context, self.name)
+        if mlm_weight < 0:
+            raise ValueError(f"method.mlm_weight: must be >= 0, got {mlm_weight}")
+        self.use_hard_negatives = use_hard_negatives
+        self.mlm_weight = float(mlm_weight)
+        self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
+
+    def read_corpus(self, path: str) -> Sequence[tuple[str, ...]]:
+        """Read the NLI CSV; with hard negatives every row must have the ``hard_neg`` column."""
+        rows = read_nli_triples(path, limit=self.context.data.get("limit"))
+        if self.use_hard_negatives and len(rows[0]) != 3:
+            raise ValueError(
+                f"data.train_file: {path} has only sent0,sent1 columns but method.use_hard_negatives=true; "
+                "use a sent0,sent1,hard_neg file or set method.use_hard_negatives=false"
+            )
+        return rows
+
+    def training_step(self, batch: list[tuple[str, ...]]) -> dict[str, torch.Tensor]:
+        columns = 3 if self.use_hard_negatives else 2
+        groups = [[row[c] for row in batch] for c in range(columns)]
+        features = self.tokenize([text for group in groups for text in group])
+        embeddings = self.encoder(features).split(len(batch))
+        contrastive = self.loss_fn(*embeddings)
+        terms = {"loss_contrastive": contrastive}
+        loss = contrastive
+        if self.mlm is not None:
+            mlm = self.mlm.loss(features)
+            terms["loss_mlm"] = mlm
+            loss = loss + self.mlm_weight * mlm
+        return {"loss": loss, **terms}

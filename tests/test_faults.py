@@ -1,0 +1,179 @@
+"""Runs that survive faults: SIGKILL + resume, SIGTERM, non-finite losses, a dying tracking server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from conftest import cli_env
+
+from cl_bench.tracking.sync import main as sync_main
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    return cli_env(data_dir)
+
+
+def _args(tiny_bert: Path, run_dir: Path, db: Path, *extra: str) -> list[str]:
+    return [
+        shutil.which("cl-bench") or "cl-bench",
+        f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=160", "batch_size=8",
+        "train.max_steps=16", "train.eval_steps=2", "train.log_steps=1", "train.checkpoint_steps=4",
+        "train.progress_bar=false", "eval.align_uniform=false", f"hydra.run.dir={run_dir}",
+        f"logger.tracking_uri=sqlite:///{db}", *extra,
+    ]
+
+
+def _popen(args: list[str], data_dir: Path, log_file: Path) -> subprocess.Popen:
+    """Start cl-bench with its output in a file (a pipe could fill up and block the run)."""
+    return subprocess.Popen(args, env=_env(data_dir), stdout=log_file.open("w"), stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
+    start = time.time()
+    while not path.exists():
+        assert proc.poll() is None, f"run ended before {path.name} appeared"
+        assert time.time() - start < timeout, f"{path} did not appear"
+        time.sleep(0.02)
+
+
+def test_sigkill_then_resume_gives_the_same_final_metrics(tiny_bert, data_dir, tmp_path) -> None:
+    db = tmp_path / "mlflow.db"
+    reference = subprocess.run(_args(tiny_bert, tmp_path / "whole", db), env=_env(data_dir), capture_output=True, text=True)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+
+    killed_dir = tmp_path / "killed"
+    proc = _popen(_args(tiny_bert, killed_dir, db), data_dir, tmp_path / "killed.log")
+    _wait_for(killed_dir / "checkpoint.pt", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed_dir / "results.json").exists()  # it really died mid-training
+
+    resumed = subprocess.run(
+        _args(tiny_bert, killed_dir, db, "train.resume=true"), env=_env(data_dir), capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stdout + resumed.stderr
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    again = json.loads((killed_dir / "results.json").read_text())
+    assert again == whole  # to the last digit
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
+    assert len(runs) == 2  # the reference run and the killed-then-continued one: continued, not duplicated
+    continued = next(r for r in runs if r.info.run_id == (killed_dir / "mlflow_run_id.txt").read_text())
+    assert continued.info.status == "FINISHED"
+    assert continued.data.metrics["sts_avg"] == pytest.approx(whole["sts_avg"])
+
+
+def test_sigterm_stops_after_the_step_with_checkpoint_and_killed_status(tiny_bert, data_dir, tmp_path) -> None:
+    db, run_dir = tmp_path / "mlflow.db", tmp_path / "run"
+    proc = _popen(_args(tiny_bert, run_dir, db, "train.max_steps=400"), data_dir, tmp_path / "term.log")
+    _wait_for(run_dir / "metrics.jsonl", proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=300)
+    output = (tmp_path / "term.log").read_text()
+    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert "continue with: train.resume=" in output
+    assert (run_dir / "checkpoint.pt").is_file()
+    partial = json.loads((run_dir / "results.json").read_text())
+    assert 0 < partial["interrupted_at_step"] < 400
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "KILLED"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
+    assert run.info.status == "KILLED" and "SIGTERM" in run.data.tags["error"]
+
+
+def test_nonfinite_loss_stops_with_a_clear_message(tiny_bert, data_dir, tmp_path) -> None:
+    db, run_dir = tmp_path / "mlflow.db", tmp_path / "nan"
+    # cos/tau overflows float32 at tau=1e-39: inf logits, NaN loss on purpose
+    proc = subprocess.run(_args(tiny_bert, run_dir, db, "loss.tau=1e-39"), env=_env(data_dir), capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "step 1: non-finite loss or gradient (loss=nan, loss_contrastive=nan)" in proc.stdout + proc.stderr
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
+    assert run.info.status == "FAILED" and "NonFiniteLossError" in run.data.tags["error"]
+
+
+def test_nonfinite_steps_can_be_skipped_and_counted(tiny_bert, data_dir, tmp_path) -> None:
+    run_dir = tmp_path / "skip"
+    proc = subprocess.run(
+        _args(tiny_bert, run_dir, tmp_path / "m.db", "loss.tau=1e-39", "train.nonfinite=skip", "train.max_steps=3"),
+        env=_env(data_dir), capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["skipped_steps"] == 3.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_server(store: Path, port: int) -> subprocess.Popen:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+         "--default-artifact-root", str(store / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return server
+        except OSError:
+            time.sleep(0.5)
+    server.kill()
+    raise AssertionError("mlflow server did not start")
+
+
+def _stop_server(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGKILL)
+    server.wait()
+
+
+@pytest.mark.slow
+def test_server_dying_mid_run_loses_nothing_and_sync_uploads_later(tiny_bert, data_dir, tmp_path) -> None:
+    store, port, run_dir = tmp_path / "server", _free_port(), tmp_path / "run"
+    store.mkdir()
+    uri = f"http://127.0.0.1:{port}"
+    server = _start_server(store, port)
+    try:
+        args = _args(tiny_bert, run_dir, tmp_path / "unused.db", f"logger.tracking_uri={uri}", "train.max_steps=60")
+        proc = _popen(args, data_dir, tmp_path / "run.log")
+        _wait_for(run_dir / "mlflow_sent_lines.txt", proc)
+    finally:
+        _stop_server(server)  # the server dies mid-run
+    proc.wait(timeout=600)
+    output = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 0, output[-3000:]  # training went on
+    assert "MLflow log_metrics failed" in output and "cl-bench-sync" in output
+    results = json.loads((run_dir / "results.json").read_text())
+    local_lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert int((run_dir / "mlflow_sent_lines.txt").read_text()) < len(local_lines)
+
+    server = _start_server(store, port)  # back up: upload what it missed
+    try:
+        with pytest.raises(SystemExit) as exit_code:
+            sync_main([str(run_dir), "--tracking-uri", uri])
+        assert exit_code.value.code == 0
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
+        assert run.info.status == "FINISHED"
+        assert run.data.metrics["sts_avg"] == pytest.approx(results["sts_avg"])
+        history = client.get_metric_history(run.info.run_id, "train_loss")
+        assert sorted(m.step for m in history) == list(range(1, 61))  # every step, none twice
+    finally:
+        _stop_server(server)
