@@ -112,9 +112,13 @@ def geometry_metrics(
     sentences = list(dict.fromkeys((*pairs.sent1, *pairs.sent2)))
     if align_uniform:
         positive = np.flatnonzero(pairs.gold > POSITIVE_THRESHOLD)
-        results[f"align{suffix}"] = alignment(
-            vectors([pairs.sent1[i] for i in positive]), vectors([pairs.sent2[i] for i in positive])
-        )
+        if positive.size:
+            results[f"align{suffix}"] = alignment(
+                vectors([pairs.sent1[i] for i in positive]), vectors([pairs.sent2[i] for i in positive])
+            )
+        else:  # only possible on toy data; a training run must not die for it
+            log.warning("no STS-B pair with gold > %s: alignment is NaN", POSITIVE_THRESHOLD)
+            results[f"align{suffix}"] = float("nan")
         results[f"uniform{suffix}"] = uniformity(vectors(sentences))
     if anisotropy:
         metrics, spectrum = anisotropy_metrics(vectors(sentences))

@@ -15,7 +15,6 @@ The temperature is ``loss.tau`` (CERT: 0.07; see ``experiment=cert_bert``).
 from __future__ import annotations
 
 import copy
-import logging
 from typing import Any
 
 import torch
@@ -26,8 +25,6 @@ from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.moco import queue_info_nce, queue_logits
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import SentenceEncoder
-
-log = logging.getLogger(__name__)
 
 
 def loss_temperature(loss_fn: Any, method: str) -> float:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.models.encoder import special_tokens_mask
+from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.models.mlm import MLMHead
 
 
@@ -42,6 +42,8 @@ class SimCSE(Method):
         self.mlm_weight = float(mlm_weight)
         self.augment_both_views = augment_both_views
         self.fixed_dropout_mask = fixed_dropout_mask
+        if fixed_dropout_mask and self.augmentation is not None and self.augmentation.embedding_level:
+            raise ValueError("method.fixed_dropout_mask: cannot be combined with an embedding-level augmentation")
         self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
 
     def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
@@ -55,16 +57,18 @@ class SimCSE(Method):
     def embed_views(self, first: list[str], second: list[str]) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Encode both views in one forward pass (independent dropout masks per copy)."""
         features = self.tokenize(first + second)
-        inputs_embeds = None
         aug = self.augmentation
         if aug is not None and aug.embedding_level:
-            inputs_embeds = self._cutoff_embeddings(features, len(first))
+            # Shen et al.'s cutoffs act on the second view's embedding-layer output (and mask).
+            generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
+            z = encode_with_embedding_augmentation(self.encoder, features, aug, len(first), generator)
+            return z[: len(first)], z[len(first) :], features
         # --- issue 7: fixed dropout mask (Table 3 "fixed 0.1") -------------------------------------
         if self.fixed_dropout_mask:
-            z1, z2 = self._encode_views_same_mask(features, inputs_embeds, len(first))
+            z1, z2 = self._encode_views_same_mask(features, None, len(first))
             return z1, z2, features
         # --- end issue 7 -----------------------------------------------------------------------------
-        z = self.encoder(features, inputs_embeds=inputs_embeds)
+        z = self.encoder(features)
         return z[: len(first)], z[len(first) :], features
 
     # --- issue 7: fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py) ------------------
@@ -108,16 +112,6 @@ class SimCSE(Method):
         return {"loss": contrastive, "loss_contrastive": contrastive}
 
     # --- end issue 7 ---------------------------------------------------------------------------------
-
-    def _cutoff_embeddings(self, features: dict[str, torch.Tensor], n: int) -> torch.Tensor:
-        """Word embeddings with the embedding-level augmentation applied to the second view."""
-        embeddings = self.encoder.backbone.get_input_embeddings()(features["input_ids"])
-        special = special_tokens_mask(self.encoder.tokenizer, features["input_ids"])
-        generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
-        augmented = self.augmentation.augment_embeddings(
-            embeddings[n:], features["attention_mask"][n:], special[n:], generator
-        )
-        return torch.cat([embeddings[:n], augmented], dim=0)
 
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         first, second = self.make_views(batch)
