@@ -56,8 +56,12 @@ def naive_sts(encoder: SentenceEncoder, data_dir: Path, batch_size: int) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2"))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2")
+    )
     parser.add_argument("--pooler", default="avg")
     parser.add_argument("--data", default=os.environ.get("CL_BENCH_DATA", "../shared/data"))
     parser.add_argument("--batch-size", type=int, default=128)
@@ -71,7 +75,9 @@ def main() -> None:
         load_sts_task(data_dir, task, ("dev", "test"))
 
     start = time.perf_counter()
-    ours = evaluate(encoder, data_dir, tasks=["sts"], batch_size=args.batch_size, align_uniform=False, anisotropy=False)
+    ours = evaluate(
+        encoder, data_dir, tasks=["sts"], batch_size=args.batch_size, align_uniform=False, anisotropy=False
+    )
     ours_s = time.perf_counter() - start
     start = time.perf_counter()
     naive = naive_sts(encoder, data_dir, args.batch_size)

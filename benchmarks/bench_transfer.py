@@ -28,8 +28,12 @@ from cl_bench.models.encoder import build_encoder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2"))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2")
+    )
     parser.add_argument("--pooler", default="avg")
     parser.add_argument("--data", default=os.environ.get("CL_BENCH_DATA", "../shared/data"))
     parser.add_argument("--config", choices=sorted(TRANSFER_CONFIGS), default="full")
@@ -44,7 +48,9 @@ def main() -> None:
     data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
     sentences = [text for parts in data.values() for text in task_sentences(parts)]
     table = EmbeddingTable(encoder, sentences, args.batch_size)
-    print(f"encoding: {len(table)} distinct sentences ({len(sentences)} with repeats) in {table.seconds:.1f} s")
+    print(
+        f"encoding: {len(table)} distinct sentences ({len(sentences)} with repeats) in {table.seconds:.1f} s"
+    )
 
     results: dict[str, float] = {}
     classifier_s = 0.0
@@ -53,7 +59,9 @@ def main() -> None:
         results.update(run_transfer_task(task, parts, table, kfold=TRANSFER_CONFIGS[args.config]))
         seconds = time.perf_counter() - start
         classifier_s += seconds
-        print(f"{task:5s} acc {results[task]:6.2f}  devacc {results[task + '_dev']:6.2f}  classifier {seconds:6.1f} s")
+        print(
+            f"{task:5s} acc {results[task]:6.2f}  devacc {results[task + '_dev']:6.2f}  classifier {seconds:6.1f} s"
+        )
     if len(data) == len(TRANSFER_TASKS):
         results["transfer_avg"] = float(np.mean([results[task] for task in TRANSFER_TASKS]))
     print(format_table(results))

@@ -135,7 +135,10 @@ def preflight(cfg: DictConfig) -> None:
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     try:
         if own_tasks or not mteb_tasks:
-            check_eval_config(cfg.paths.data_dir, own_tasks)
+            # all eval.* options and the dev data of train.select_metric, so that nothing fails after training
+            options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+            select_metric = cfg.train.select_metric if cfg.mode == "train" else None
+            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, **options)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
     except ValueError as err:

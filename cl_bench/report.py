@@ -186,10 +186,10 @@ def markdown_table(table: AblationTable) -> str:
     shown = pd.DataFrame({
         "point": frame["point"],
         "runs": frame["runs"],
-        f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"])],
+        f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
         "paper": [_fmt(v, 1) for v in frame["paper"]],
         "difference": [("—" if math.isnan(v) else f"{v:+.2f}") for v in frame["difference"]],
-        "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"])],
+        "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
     return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right", "right"))
 

@@ -67,13 +67,18 @@ def write_sts_fixture(root: Path, pairs_per_part: int = 8, seed: int = 0) -> Pat
         rows = []
         for i in range(pairs_per_part * 2):
             score = 4.5 if i % 3 == 0 else rng.uniform(0, 4)
-            rows.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score:.3f}\t{_sentence(rng)}\t{_sentence(rng)}")
+            rows.append(
+                f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score:.3f}\t{_sentence(rng)}\t{_sentence(rng)}"
+            )
         (stsb / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
     sick = root / "sts/SICK"
     sick.mkdir(parents=True, exist_ok=True)
     for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
         rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-        rows += [f"{i}\t{_sentence(rng)}\t{_sentence(rng)}\t{rng.uniform(1, 5):.1f}\tNEUTRAL" for i in range(pairs_per_part)]
+        rows += [
+            f"{i}\t{_sentence(rng)}\t{_sentence(rng)}\t{rng.uniform(1, 5):.1f}\tNEUTRAL"
+            for i in range(pairs_per_part)
+        ]
         # SICK_test_annotated.txt has CRLF line ends in the distributed data
         newline = "\r\n" if name == "SICK_test_annotated.txt" else "\n"
         (sick / name).write_bytes((newline.join(rows) + newline).encode())
@@ -184,9 +189,22 @@ def test_evaluate_encodes_every_sentence_once_and_reports_all_keys(sts_root: Pat
     assert len(encoder.calls[0]) == len(set(encoder.calls[0]))
     for task in ("sts12", "sts13", "sts14", "sts15", "sts16"):
         assert {task, f"{task}_mean", f"{task}_wmean"} <= results.keys()
-    assert {"sts12_MSRpar", "sts12_surprise_OnWN", "sts14_deft_forum", "sts16_question_question"} <= results.keys()
+    assert {
+        "sts12_MSRpar",
+        "sts12_surprise_OnWN",
+        "sts14_deft_forum",
+        "sts16_question_question",
+    } <= results.keys()
     assert "sts13_SMT" not in results
-    assert {"stsb", "stsb_dev", "sickr", "sickr_dev", "align", "uniform", "anisotropy_mean_cos"} <= results.keys()
+    assert {
+        "stsb",
+        "stsb_dev",
+        "sickr",
+        "sickr_dev",
+        "align",
+        "uniform",
+        "anisotropy_mean_cos",
+    } <= results.keys()
     seven = [results[t] for t in ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")]
     assert results["sts_avg"] == pytest.approx(np.mean(seven))
     assert all(-100 <= v <= 100 for v in seven)
@@ -195,7 +213,14 @@ def test_evaluate_encodes_every_sentence_once_and_reports_all_keys(sts_root: Pat
 
 def test_evaluate_single_task_has_no_average_and_skips_geometry(sts_root: Path) -> None:
     results = evaluate(HashEncoder(), sts_root, tasks=["sts13"], align_uniform=False, anisotropy=False)
-    assert set(results) == {"sts13", "sts13_mean", "sts13_wmean", "sts13_FNWN", "sts13_headlines", "sts13_OnWN"}
+    assert set(results) == {
+        "sts13",
+        "sts13_mean",
+        "sts13_wmean",
+        "sts13_FNWN",
+        "sts13_headlines",
+        "sts13_OnWN",
+    }
 
 
 def test_evaluate_with_tiny_bert_and_dev_selection(sts_root: Path, tiny_bert: Path) -> None:
@@ -210,6 +235,7 @@ def test_evaluate_with_tiny_bert_and_dev_selection(sts_root: Path, tiny_bert: Pa
         dev = evaluate_dev(encoder, sts_root, select_metric=metric, batch_size=16)
         assert metric in dev and np.isfinite(dev[metric])
     assert dev["sts_dev_avg"] == pytest.approx((dev["stsb_dev"] + dev["sickr_dev"]) / 2)
+    assert {"align_dev", "uniform_dev", "anisotropy_mean_cos_dev", "anisotropy_sv_top1_dev"} <= dev.keys()
     assert dev["stsb_dev"] == pytest.approx(results["stsb_dev"], abs=1e-4)
 
 
@@ -224,7 +250,9 @@ def test_evaluate_dev_caches_parsed_data(tmp_path: Path) -> None:
 
 def test_whitening_changes_sts_scores(sts_root: Path) -> None:
     raw = evaluate(HashEncoder(), sts_root, tasks=["stsb"], align_uniform=False, anisotropy=False)
-    white = evaluate(HashEncoder(), sts_root, tasks=["stsb"], whitening=8, align_uniform=False, anisotropy=False)
+    white = evaluate(
+        HashEncoder(), sts_root, tasks=["stsb"], whitening=8, align_uniform=False, anisotropy=False
+    )
     assert raw["stsb"] != white["stsb"]
     with pytest.raises(ValueError, match="eval.whitening: k=32"):
         evaluate(HashEncoder(width=16), sts_root, tasks=["stsb"], whitening=32)
@@ -280,13 +308,21 @@ def test_resolve_tasks_and_unknown_names() -> None:
     assert resolve_tasks(["stsb", "sts12"]) == ["sts12", "stsb"]
     assert resolve_tasks("transfer") == ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc"]
     assert len(resolve_tasks(["sts", "transfer", "sts12"])) == 14
-    with pytest.raises(EvalConfigError, match=r"eval.tasks: unknown task 'sts17'; valid: sts, transfer, sts12"):
+    with pytest.raises(
+        EvalConfigError, match=r"eval.tasks: unknown task 'sts17'; valid: sts, transfer, sts12"
+    ):
         resolve_tasks(["sts17"])
 
 
 def test_check_eval_config_before_model_load(sts_root: Path, tmp_path: Path) -> None:
     assert check_eval_config(sts_root, ["sts"], select_metric="sts_dev_avg") == [
-        "sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"
+        "sts12",
+        "sts13",
+        "sts14",
+        "sts15",
+        "sts16",
+        "stsb",
+        "sickr",
     ]
     with pytest.raises(EvalConfigError, match=r"transfer/MR/rt-polarity\.pos: missing data file"):
         check_eval_config(sts_root, ["mr"])
@@ -317,3 +353,21 @@ def test_format_table_rows() -> None:
     assert "72.37" in lines[3] and "82.03" in lines[3] and "77.00" in lines[3] and " - " in lines[3]
     assert "MRPC" in table and "80.00" in table
     assert "MR" not in format_table({"sts12": 1.0})
+
+
+def test_geometry_without_positives_is_nan_and_bad_encoder_output_is_an_error(sts_root: Path) -> None:
+    from cl_bench.data.senteval import ScoredPairs
+    from cl_bench.eval.embed import EmbeddingTable
+    from cl_bench.eval.suite import geometry_metrics
+
+    pairs = ScoredPairs(("a b", "c d"), ("e f", "g h"), np.array([1.0, 3.0]))
+    table = EmbeddingTable(HashEncoder(), [*pairs.sent1, *pairs.sent2], batch_size=8)
+    metrics = geometry_metrics(pairs, table, anisotropy=False)
+    assert math.isnan(metrics["align"]) and np.isfinite(metrics["uniform"])
+
+    class Broken:
+        def encode(self, sentences: Sequence[str], batch_size: int = 128) -> np.ndarray:
+            return np.zeros((len(sentences) + 1, 4), dtype=np.float32)
+
+    with pytest.raises(ValueError, match=r"encoder.encode returned shape \(3, 4\) for 2 sentences"):
+        EmbeddingTable(Broken(), ["x", "y"], batch_size=8)

@@ -3,8 +3,8 @@ grid, the C <-> L2 mapping, determinism, and evaluate(tasks=[transfer]) on a sma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,13 @@ import torch
 from sklearn.model_selection import StratifiedKFold
 
 import cl_bench.eval.transfer as transfer
-from cl_bench.data.senteval import read_binary_task, read_latin1_samples, read_mrpc_file, read_sst_split, read_trec_file
+from cl_bench.data.senteval import (
+    read_binary_task,
+    read_latin1_samples,
+    read_mrpc_file,
+    read_sst_split,
+    read_trec_file,
+)
 from cl_bench.eval import evaluate, evaluate_dev
 from cl_bench.eval.transfer import (
     L2_GRID,
@@ -68,7 +74,9 @@ def write_transfer_fixture(root: Path, per_class: int = 30, seed: int = 0) -> Pa
     classes = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
     cues = [(cue,) for cue in TREC_CUES]
     for name, n in (("train_5500.label", 12), ("TREC_10.label", 4)):
-        rows = [f"{c}:x {_sentence(rng, cue)}" for c, cue in zip(classes, cues) for _ in range(n)]
+        rows = [
+            f"{c}:x {_sentence(rng, cue)}" for c, cue in zip(classes, cues, strict=True) for _ in range(n)
+        ]
         write(f"transfer/TREC/{name}", rows, "latin-1")
     for split, n in (("train", 40), ("test", 20)):
         rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
@@ -79,10 +87,16 @@ def write_transfer_fixture(root: Path, per_class: int = 30, seed: int = 0) -> Pa
         write(f"transfer/MRPC/msr_paraphrase_{split}.txt", rows)
     write(
         "sts/STSBenchmark/sts-dev.csv",
-        [f"g\tf\ty\t{i}\t{i % 5}.0\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}" for i in range(10)],
+        [
+            f"g\tf\ty\t{i}\t{i % 5}.0\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}"
+            for i in range(10)
+        ],
     )
     sick = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-    sick += [f"{i}\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}\t{1 + i % 4}.5\tNEUTRAL" for i in range(10)]
+    sick += [
+        f"{i}\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}\t{1 + i % 4}.5\tNEUTRAL"
+        for i in range(10)
+    ]
     write("sts/SICK/SICK_trial.txt", sick)
     return root
 
@@ -209,7 +223,10 @@ def test_same_seed_same_accuracy_other_seed_other_folds() -> None:
     first, again = inner_kfold_probe(x, y, 3, seed=1111), inner_kfold_probe(x, y, 3, seed=1111)
     assert first == again
     other = [test for _, test in stratified_folds(y, 3, 1234)]
-    assert any(not np.array_equal(a, b) for a, b in zip(other, (t for _, t in stratified_folds(y, 3, 1111))))
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(other, (t for _, t in stratified_folds(y, 3, 1111)), strict=True)
+    )
 
 
 def test_probes_learn_separable_data() -> None:
@@ -231,20 +248,37 @@ def one_penalty(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(transfer, "L2_GRID", (1e-3,))
 
 
-def test_evaluate_transfer_configs(transfer_root: Path, one_penalty: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evaluate_transfer_configs(
+    transfer_root: Path, one_penalty: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folds_seen: list[int] = []
     original = transfer.stratified_folds
-    monkeypatch.setattr(transfer, "stratified_folds", lambda y, k, seed: folds_seen.append(k) or original(y, k, seed))
+    monkeypatch.setattr(
+        transfer, "stratified_folds", lambda y, k, seed: folds_seen.append(k) or original(y, k, seed)
+    )
     encoder = CueEncoder()
     results = evaluate(
-        encoder, transfer_root, tasks=["transfer"], align_uniform=False, anisotropy=False, transfer_config="fast"
+        encoder,
+        transfer_root,
+        tasks=["transfer"],
+        align_uniform=False,
+        anisotropy=False,
+        transfer_config="fast",
     )
     assert encoder.calls == 1 and set(folds_seen) == {5}
     tasks = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
-    assert {*tasks, *(f"{t}_dev" for t in tasks), "mrpc_f1", "transfer_avg", "transfer_dev_avg"} <= results.keys()
+    assert {
+        *tasks,
+        *(f"{t}_dev" for t in tasks),
+        "mrpc_f1",
+        "transfer_avg",
+        "transfer_dev_avg",
+    } <= results.keys()
     assert results["transfer_avg"] == pytest.approx(np.mean([results[t] for t in tasks]))
     assert results["transfer_dev_avg"] == pytest.approx(np.mean([results[f"{t}_dev"] for t in tasks]))
-    assert min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 70  # 7 in 8 carry their cue word (chance: 50)
+    assert (
+        min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 70
+    )  # 7 in 8 carry their cue word (chance: 50)
     assert results["trec"] > 75 and results["mrpc"] > 60 and 0 <= results["mrpc_f1"] <= 100
     folds_seen.clear()
     full = evaluate(encoder, transfer_root, tasks=["trec"], align_uniform=False, anisotropy=False)

@@ -54,9 +54,16 @@ def _populate(uri: str) -> tuple[str, dict[str, list[float]]]:
     return parent, scores
 
 
-def test_report_from_a_populated_store(tmp_path: Path) -> None:
-    uri = _store(tmp_path)
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, list[float]]]:
+    """One store for the fast tests (creating an SQLite MLflow store takes seconds)."""
+    uri = _store(tmp_path_factory.mktemp("store"))
     parent, scores = _populate(uri)
+    return uri, parent, scores
+
+
+def test_report_from_a_populated_store(populated: tuple, tmp_path: Path) -> None:
+    uri, parent, scores = populated
     out = tmp_path / "report"
     assert report_main(["--experiment", "ablation_dropout", "--tracking-uri", uri, "--out", str(out)]) == 0
 
@@ -90,9 +97,10 @@ def test_report_from_a_populated_store(tmp_path: Path) -> None:
     assert {"dropout.png", "align_uniform.png", "report.md", "dropout.csv", "runs.csv"} <= attached
 
 
-def test_report_by_parent_run_and_forced_table(tmp_path: Path) -> None:
-    uri = _store(tmp_path)
-    parent, _ = _populate(uri)
+def test_report_by_parent_run_and_forced_table(populated: tuple, tmp_path: Path) -> None:
+    uri, parent, _ = populated
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    attached_before = {a.path for a in client.list_artifacts(parent, "report")}
     out = tmp_path / "by_parent"
     assert report_main(["--parent-run", parent, "--tracking-uri", uri, "--out", str(out), "--ablation", "tau",
                         "--no-attach"]) == 0
@@ -100,13 +108,11 @@ def test_report_by_parent_run_and_forced_table(tmp_path: Path) -> None:
     assert tau.loc["tau = 0.05", "runs"] == 3 and tau.loc["tau = 0.1", "runs"] == 1  # dropout 0.1, no fixed mask
     assert tau.loc["tau = 0.1", "mean"] == 60.0 and tau.loc["tau = 0.1", "paper"] == 82.0
     assert not (out / "dropout.csv").exists()
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    assert not client.list_artifacts(parent, "report")  # --no-attach
+    assert {a.path for a in client.list_artifacts(parent, "report")} == attached_before  # --no-attach: nothing logged
 
 
-def test_report_errors_name_what_to_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    uri = _store(tmp_path)
-    _populate(uri)
+def test_report_errors_name_what_to_pass(populated: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = populated[0]
     assert report_main(["--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 2
     assert "--experiment: no MLflow experiment 'nope'" in capsys.readouterr().err
     assert report_main(["--experiment", "ablation_dropout", "--tracking-uri", uri, "--ablation", "typo"]) == 2

@@ -127,7 +127,9 @@ def _int(value: str, path: Path, line_no: int, what: str) -> int:
 def _columns(line: str, path: Path, line_no: int, needed: int) -> list[str]:
     fields = line.strip().split("\t")
     if len(fields) < needed:
-        raise DataFileError(f"{path}:{line_no}: expected at least {needed} tab-separated columns, got {len(fields)}")
+        raise DataFileError(
+            f"{path}:{line_no}: expected at least {needed} tab-separated columns, got {len(fields)}"
+        )
     return fields
 
 
@@ -153,16 +155,20 @@ def read_sts_subset(folder: str | Path, subset: str) -> ScoredPairs:
     input_lines = _read_text(input_path, "utf-8").splitlines()
     gold_lines = _read_text(gold_path, "utf-8").splitlines()
     if len(input_lines) != len(gold_lines):
-        raise DataFileError(f"{gold_path}: {len(gold_lines)} lines, but {input_path.name} has {len(input_lines)}")
+        raise DataFileError(
+            f"{gold_path}: {len(gold_lines)} lines, but {input_path.name} has {len(input_lines)}"
+        )
     sent1: list[str] = []
     sent2: list[str] = []
     gold: list[float] = []
-    for line_no, (line, score) in enumerate(zip(input_lines, gold_lines), start=1):
+    for line_no, (line, score) in enumerate(zip(input_lines, gold_lines, strict=True), start=1):
         if not score.strip():
             continue
         fields = line.split("\t")
         if len(fields) != 2:
-            raise DataFileError(f"{input_path}:{line_no}: expected 2 tab-separated sentences, got {len(fields)} fields")
+            raise DataFileError(
+                f"{input_path}:{line_no}: expected 2 tab-separated sentences, got {len(fields)} fields"
+            )
         sent1.append(join_words(fields[0]))
         sent2.append(join_words(fields[1]))
         gold.append(_float(score, gold_path, line_no, "gold score"))
@@ -257,9 +263,13 @@ def read_trec_file(path: str | Path) -> LabeledTexts:
         target, sep, rest = line.strip().partition(":")
         question = rest.split(" ", 1)
         if not sep or len(question) < 2:
-            raise DataFileError(f"{path}:{line_no}: expected 'COARSE:fine question', got {line.strip()[:60]!r}")
+            raise DataFileError(
+                f"{path}:{line_no}: expected 'COARSE:fine question', got {line.strip()[:60]!r}"
+            )
         if target not in class_index:
-            raise DataFileError(f"{path}:{line_no}: unknown TREC class {target!r}; valid: {', '.join(TREC_CLASSES)}")
+            raise DataFileError(
+                f"{path}:{line_no}: unknown TREC class {target!r}; valid: {', '.join(TREC_CLASSES)}"
+            )
         texts.append(join_words(question[1]))
         labels.append(class_index[target])
     if not labels:

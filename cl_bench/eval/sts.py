@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_stsb_split, read_sts_year
+from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_sts_year, read_stsb_split
 from cl_bench.eval.geometry import Whitening, cosine_rows
 from cl_bench.eval.tasks import SICK_FILES, SICK_FOLDER, STS_YEAR_FOLDERS, STSB_FILES, STSB_FOLDER
 
@@ -50,7 +50,9 @@ def _load_split(root: str, task: str, split: str) -> ScoredPairs:
     return read_sick_split(Path(root) / SICK_FOLDER / SICK_FILES[split])
 
 
-def load_sts_task(data_dir: str | Path, task: str, splits: Sequence[str] = ("dev", "test")) -> dict[str, ScoredPairs]:
+def load_sts_task(
+    data_dir: str | Path, task: str, splits: Sequence[str] = ("dev", "test")
+) -> dict[str, ScoredPairs]:
     """Parsed pairs of one STS task (cached per data root).
 
     Args:
@@ -96,7 +98,9 @@ def aggregate_subsets(system: dict[str, np.ndarray], gold: dict[str, np.ndarray]
     per_subset = np.array([spearman100(system[name], gold[name]) for name in names])
     sizes = np.array([len(gold[name]) for name in names], dtype=np.float64)
     return {
-        "all": spearman100(np.concatenate([system[n] for n in names]), np.concatenate([gold[n] for n in names])),
+        "all": spearman100(
+            np.concatenate([system[n] for n in names]), np.concatenate([gold[n] for n in names])
+        ),
         "mean": float(np.mean(per_subset)),
         "wmean": float(np.average(per_subset, weights=sizes)),
     }
@@ -122,7 +126,9 @@ def score_sts_task(
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
     if whitening is not None:
         transform = Whitening.fit(embed(pair_sentences(parts)), whitening).transform
-    system = {name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()}
+    system = {
+        name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()
+    }
     gold = {name: p.gold for name, p in parts.items()}
     if task in SPLIT_TASKS:
         results = {}
@@ -132,7 +138,11 @@ def score_sts_task(
             results[f"{task}_dev"] = spearman100(system["dev"], gold["dev"])
         return results
     aggregations = aggregate_subsets(system, gold)
-    results = {task: aggregations["all"], f"{task}_mean": aggregations["mean"], f"{task}_wmean": aggregations["wmean"]}
+    results = {
+        task: aggregations["all"],
+        f"{task}_mean": aggregations["mean"],
+        f"{task}_wmean": aggregations["wmean"],
+    }
     for name in parts:
         results[f"{task}_{metric_suffix(name)}"] = spearman100(system[name], gold[name])
     return results

@@ -124,7 +124,9 @@ def geometry_metrics(
         metrics, spectrum = anisotropy_metrics(vectors(sentences))
         results.update({f"{key}{suffix}": value for key, value in metrics.items()})
         if out_dir is not None:
-            path = plot_spectrum(spectrum, metrics, Path(out_dir) / ANISOTROPY_PLOT, f"STS-B ({len(sentences)} sentences)")
+            path = plot_spectrum(
+                spectrum, metrics, Path(out_dir) / ANISOTROPY_PLOT, f"STS-B ({len(sentences)} sentences)"
+            )
             log.info("anisotropy plot written to %s", path)
     return results
 
@@ -186,7 +188,9 @@ def evaluate(
     transfer_data = {task: load_transfer_task(data_dir, task) for task in resolved if task in TRANSFER_TASKS}
     geometry = align_uniform or anisotropy
     geometry_parts = load_sts_task(data_dir, "stsb", GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
-    whitening_fit_parts = load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and whitening else {}
+    whitening_fit_parts = (
+        load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and whitening else {}
+    )
 
     sentences: list[str] = []
     for parts in sts_data.values():
@@ -207,14 +211,21 @@ def evaluate(
         task_start = time.perf_counter()
         results.update(run_transfer_task(task, parts, table, kfold, seed, whitening))
         log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
-    for key, names in (("transfer_avg", TRANSFER_TASKS), ("transfer_dev_avg", [f"{t}_dev" for t in TRANSFER_TASKS])):
+    for key, names in (
+        ("transfer_avg", TRANSFER_TASKS),
+        ("transfer_dev_avg", [f"{t}_dev" for t in TRANSFER_TASKS]),
+    ):
         average = _mean_if_complete(results, names)
         if average is not None:
             results[key] = average
     if geometry:
-        transform = Whitening.fit(table(pair_sentences(whitening_fit_parts)), whitening) if whitening else None
+        transform = (
+            Whitening.fit(table(pair_sentences(whitening_fit_parts)), whitening) if whitening else None
+        )
         results.update(
-            geometry_metrics(_concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir)
+            geometry_metrics(
+                _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir
+            )
         )
     log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
     return results
@@ -226,12 +237,13 @@ def evaluate_dev(
     select_metric: str = "stsb_dev",
     batch_size: int = 128,
     align_uniform: bool = True,
+    anisotropy: bool = True,
 ) -> dict[str, float]:
     """Fast dev evaluation for model selection during training (SimCSE's ``--mode dev``).
 
-    Always computes ``stsb_dev``, ``sickr_dev`` and ``sts_dev_avg`` (their mean), and, with
-    ``align_uniform``, ``align_dev``/``uniform_dev`` on the STS-B dev split (cheap: already
-    encoded). ``select_metric="transfer_dev_avg"`` adds the seven transfer tasks in SentEval's fast
+    Always computes ``stsb_dev``, ``sickr_dev`` and ``sts_dev_avg`` (their mean), and the geometry
+    of the STS-B dev split (cheap: already encoded): ``align_dev``/``uniform_dev`` with
+    ``align_uniform``, ``anisotropy_*_dev`` with ``anisotropy`` (no plot). ``select_metric="transfer_dev_avg"`` adds the seven transfer tasks in SentEval's fast
     configuration (5 folds): ``<task>_dev`` and ``transfer_dev_avg``. Parsed data is cached per
     data root; only encoding is repeated.
 
@@ -241,15 +253,20 @@ def evaluate_dev(
         select_metric: ``stsb_dev`` | ``sts_dev_avg`` | ``transfer_dev_avg``; always a key of the result.
         batch_size: encoding batch size.
         align_uniform: also compute ``align_dev`` and ``uniform_dev``.
+        anisotropy: also compute ``anisotropy_mean_cos_dev`` and the spectrum summaries.
 
     Returns:
         Flat ``{metric name: value}`` containing ``select_metric``.
     """
     if select_metric not in SELECT_METRICS:
-        raise EvalConfigError(f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}")
+        raise EvalConfigError(
+            f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"
+        )
     sts_data = {task: load_sts_task(data_dir, task, ("dev",)) for task in ("stsb", "sickr")}
     with_transfer = select_metric == "transfer_dev_avg"
-    transfer_data = {task: load_transfer_task(data_dir, task) for task in TRANSFER_TASKS} if with_transfer else {}
+    transfer_data = (
+        {task: load_transfer_task(data_dir, task) for task in TRANSFER_TASKS} if with_transfer else {}
+    )
     sentences = [text for parts in sts_data.values() for text in pair_sentences(parts)]
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
@@ -259,8 +276,10 @@ def evaluate_dev(
     for task, parts in sts_data.items():
         results.update(score_sts_task(task, parts, table))
     results["sts_dev_avg"] = (results["stsb_dev"] + results["sickr_dev"]) / 2
-    if align_uniform:
-        results.update(geometry_metrics(sts_data["stsb"]["dev"], table, anisotropy=False, suffix="_dev"))
+    if align_uniform or anisotropy:
+        results.update(
+            geometry_metrics(sts_data["stsb"]["dev"], table, align_uniform, anisotropy, suffix="_dev")
+        )
     if with_transfer:
         for task, parts in transfer_data.items():
             scores = run_transfer_task(task, parts, table, kfold=TRANSFER_CONFIGS["fast"])
@@ -271,10 +290,12 @@ def evaluate_dev(
 
 def _table(columns: Sequence[tuple[str, str]], results: dict[str, float]) -> str:
     cells = [f"{results[key]:.2f}" if key in results else "-" for _, key in columns]
-    widths = [max(len(header), len(cell)) + 2 for (header, _), cell in zip(columns, cells)]
+    widths = [max(len(header), len(cell)) + 2 for (header, _), cell in zip(columns, cells, strict=True)]
     rule = "+" + "+".join("-" * width for width in widths) + "+"
-    header = "|" + "|".join(name.center(width) for (name, _), width in zip(columns, widths)) + "|"
-    row = "|" + "|".join(cell.center(width) for cell, width in zip(cells, widths)) + "|"
+    header = (
+        "|" + "|".join(name.center(width) for (name, _), width in zip(columns, widths, strict=True)) + "|"
+    )
+    row = "|" + "|".join(cell.center(width) for cell, width in zip(cells, widths, strict=True)) + "|"
     return "\n".join((rule, header, rule, row, rule))
 
 

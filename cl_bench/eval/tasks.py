@@ -25,7 +25,11 @@ STSB_FOLDER = "sts/STSBenchmark"
 SICK_FOLDER = "sts/SICK"
 #: split name -> file name, for the two STS tasks that have splits.
 STSB_FILES: dict[str, str] = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
-SICK_FILES: dict[str, str] = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+SICK_FILES: dict[str, str] = {
+    "train": "SICK_train.txt",
+    "dev": "SICK_trial.txt",
+    "test": "SICK_test_annotated.txt",
+}
 
 #: transfer task -> files relative to the data root, in the order the readers take them.
 TRANSFER_FILES: dict[str, tuple[str, ...]] = {
@@ -183,8 +187,12 @@ def check_eval_config(
         )
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise EvalConfigError(f"eval.seed: must be an integer >= 0, got {seed!r}")
-    if whitening is not None and (isinstance(whitening, bool) or not isinstance(whitening, int) or whitening < 1):
-        raise EvalConfigError(f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}")
+    if whitening is not None and (
+        isinstance(whitening, bool) or not isinstance(whitening, int) or whitening < 1
+    ):
+        raise EvalConfigError(
+            f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}"
+        )
     if align_uniform_split not in GEOMETRY_SPLITS:
         raise EvalConfigError(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"

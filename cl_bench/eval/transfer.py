@@ -180,12 +180,19 @@ def inner_kfold_probe(x: np.ndarray, y: np.ndarray, kfold: int, seed: int = SENT
         chosen.append(L2_GRID[best])
         model = fit_logistic_regression(x_train, y_train, L2_GRID[best], seed, init=last)
         test_scores.append(round(accuracy100(model, x[test_idx], y[test_idx]), 2))
-    return ProbeResult(round(float(np.mean(dev_scores)), 2), round(float(np.mean(test_scores)), 2), tuple(chosen))
+    return ProbeResult(
+        round(float(np.mean(dev_scores)), 2), round(float(np.mean(test_scores)), 2), tuple(chosen)
+    )
 
 
 @single_threaded
 def kfold_probe(
-    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, kfold: int, seed: int = SENTEVAL_SEED
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    kfold: int,
+    seed: int = SENTEVAL_SEED,
 ) -> ProbeResult:
     """k-fold on train picks the penalty, refit on all train, score test (SentEval ``KFoldClassifier``)."""
     scores, last = _cv_scores(x_train, y_train, stratified_folds(y_train, kfold, seed), seed)
@@ -215,7 +222,9 @@ def split_probe(
     scores = [round(accuracy100(model, x_dev, y_dev), 2) for model in models]
     best = int(np.argmax(scores))
     model = models[best]  # SentEval refits the chosen penalty on train: this is that fit
-    return ProbeResult(scores[best], round(accuracy100(model, x_test, y_test), 2), (L2_GRID[best],), model.predict(x_test))
+    return ProbeResult(
+        scores[best], round(accuracy100(model, x_test, y_test), 2), (L2_GRID[best],), model.predict(x_test)
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -235,9 +244,12 @@ def sentevals_order(texts: Sequence[str], labels: np.ndarray) -> LabeledTexts:
 def sentevals_pair_order(pairs: LabeledPairs) -> LabeledPairs:
     """MRPC's SentEval order: stable sort by (words in A, words in B, label)."""
     order = sorted(
-        range(len(pairs)), key=lambda i: (n_words(pairs.sent1[i]), n_words(pairs.sent2[i]), int(pairs.labels[i]))
+        range(len(pairs)),
+        key=lambda i: (n_words(pairs.sent1[i]), n_words(pairs.sent2[i]), int(pairs.labels[i])),
     )
-    return LabeledPairs(tuple(pairs.sent1[i] for i in order), tuple(pairs.sent2[i] for i in order), pairs.labels[order])
+    return LabeledPairs(
+        tuple(pairs.sent1[i] for i in order), tuple(pairs.sent2[i] for i in order), pairs.labels[order]
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -248,12 +260,21 @@ def _load(root: str, task: str) -> dict[str, LabeledTexts | LabeledPairs]:
         return {"all": sentevals_order(data.texts, data.labels)}
     if task == "sst2":
         splits = [read_sst_split(path) for path in files]
-        return {name: sentevals_order(d.texts, d.labels) for name, d in zip(("train", "dev", "test"), splits)}
+        return {
+            name: sentevals_order(d.texts, d.labels)
+            for name, d in zip(("train", "dev", "test"), splits, strict=True)
+        }
     if task == "trec":
         splits = [read_trec_file(path) for path in files]
-        return {name: sentevals_order(d.texts, d.labels) for name, d in zip(("train", "test"), splits)}
+        return {
+            name: sentevals_order(d.texts, d.labels)
+            for name, d in zip(("train", "test"), splits, strict=True)
+        }
     if task == "mrpc":
-        return {name: sentevals_pair_order(read_mrpc_file(path)) for name, path in zip(("train", "test"), files)}
+        return {
+            name: sentevals_pair_order(read_mrpc_file(path))
+            for name, path in zip(("train", "test"), files, strict=True)
+        }
     raise ValueError(f"not a transfer task: '{task}'")
 
 
@@ -321,7 +342,9 @@ def run_transfer_task(
             return np.concatenate([np.abs(a - b), a * b], axis=1)
 
         train, test = parts["train"], parts["test"]
-        result = kfold_probe(pair_features(train), train.labels, pair_features(test), test.labels, kfold, seed)
+        result = kfold_probe(
+            pair_features(train), train.labels, pair_features(test), test.labels, kfold, seed
+        )
         f1 = round(100.0 * float(f1_score(test.labels, result.predictions)), 2)
         return {task: result.acc, f"{task}_dev": result.devacc, f"{task}_f1": f1}
     else:

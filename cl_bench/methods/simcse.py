@@ -65,33 +65,30 @@ class SimCSE(Method):
             return z[: len(first)], z[len(first) :], features
         # --- issue 7: fixed dropout mask (Table 3 "fixed 0.1") -------------------------------------
         if self.fixed_dropout_mask:
-            z1, z2 = self._encode_views_same_mask(features, None, len(first))
+            z1, z2 = self._encode_views_same_mask(features, len(first))
             return z1, z2, features
         # --- end issue 7 -----------------------------------------------------------------------------
         z = self.encoder(features)
         return z[: len(first)], z[len(first) :], features
 
     # --- issue 7: fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py) ------------------
-    def _encode_views_same_mask(
-        self, features: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None, n: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode_views_same_mask(self, features: dict[str, torch.Tensor], n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Encode rows ``[:n]`` and ``[n:]`` in two passes that replay the same RNG state.
 
         Both halves were tokenized together, so they have the same shape; dropout then draws the
         same mask for both. The global RNG ends where one pass would leave it.
         """
         halves = [{k: v[:n] for k, v in features.items()}, {k: v[n:] for k, v in features.items()}]
-        embeds = (None, None) if inputs_embeds is None else (inputs_embeds[:n], inputs_embeds[n:])
         device = self.encoder.device
         cuda_devices = [device] if device.type == "cuda" else []
         cpu_state = torch.get_rng_state()
         cuda_states = [torch.cuda.get_rng_state(d) for d in cuda_devices]
-        z1 = self.encoder(halves[0], inputs_embeds=embeds[0])
+        z1 = self.encoder(halves[0])
         with torch.random.fork_rng(devices=cuda_devices):  # restores the post-z1 state on exit
             torch.set_rng_state(cpu_state)
-            for d, state in zip(cuda_devices, cuda_states):
+            for d, state in zip(cuda_devices, cuda_states, strict=True):
                 torch.cuda.set_rng_state(state, d)
-            z2 = self.encoder(halves[1], inputs_embeds=embeds[1])
+            z2 = self.encoder(halves[1])
         return z1, z2
 
     def gradcache_blocker(self) -> str | None:

@@ -148,7 +148,7 @@ class GradCache:
         rng = getattr(self.method, "rng", None)
         offsets = [0] * len(grads)
         try:
-            for index, (chunk, state) in enumerate(zip(self._chunks, self._states)):
+            for index, (chunk, state) in enumerate(zip(self._chunks, self._states, strict=True)):
                 state.restore(rng)  # the same dropout masks and augmentations as in pass 1
                 with self.autocast():
                     outputs = tuple(self.method.cache_embed(list(chunk)))

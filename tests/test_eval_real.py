@@ -1,0 +1,85 @@
+"""Real SentEval data (CL_BENCH_DATA) and the real all-MiniLM-L6-v2: file reading as SentEval does
+it, STS equal to the published MTEB figures, and a measured accuracy band on CR.
+
+These tests fail (never skip) with a message naming ``cl-bench-data download`` when the data is absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import minilm_path
+
+from cl_bench.eval import evaluate
+from cl_bench.eval.sts import load_sts_task
+from cl_bench.eval.transfer import load_transfer_task
+
+#: all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100); MTEB scores each STS year on all
+#: its pairs at once, i.e. SentEval's "all" aggregation, and STS-B on its test split.
+MTEB_MINILM_L6 = {
+    "sts12": 72.37,
+    "sts13": 80.60,
+    "sts14": 75.59,
+    "sts15": 85.39,
+    "sts16": 78.99,
+    "stsb": 82.03,
+}
+
+
+def test_real_files_are_read_as_senteval_reads_them(data_dir: Path) -> None:
+    # scored pairs per STS year (STS13 without SMT; STS15/16 without their unscored lines)
+    expected_pairs = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186}
+    for task, pairs in expected_pairs.items():
+        assert sum(len(part) for part in load_sts_task(data_dir, task).values()) == pairs
+    assert "SMT" not in load_sts_task(data_dir, "sts13")
+    stsb = load_sts_task(data_dir, "stsb", ("train", "dev", "test"))
+    assert [len(stsb[s]) for s in ("train", "dev", "test")] == [5749, 1500, 1379]
+    sick = load_sts_task(data_dir, "sickr", ("train", "dev", "test"))  # test file has CRLF ends
+    assert [len(sick[s]) for s in ("train", "dev", "test")] == [4500, 500, 4927]
+    assert not any("\r" in text for text in sick["test"].sent2)
+    # latin-1 + str.splitlines(): byte 0x85 splits lines, as in SentEval (5331 newline-terminated lines)
+    mr = load_transfer_task(data_dir, "mr")["all"]
+    assert len(mr) == 5344 + 5341 and int(mr.labels.sum()) == 5344
+    subj = load_transfer_task(data_dir, "subj")["all"]
+    assert len(subj) == 5000 + 5021 and int(subj.labels.sum()) == 5000  # objective = label 1
+    assert any("\u00e9" in text for text in mr.texts)  # latin-1 bytes decoded, e.g. "clichés"
+    sst = load_transfer_task(data_dir, "sst2")
+    assert [len(sst[s]) for s in ("train", "dev", "test")] == [67349, 872, 1821]
+    trec = load_transfer_task(data_dir, "trec")
+    assert [len(trec[s]) for s in ("train", "test")] == [5452, 500]
+    mrpc = load_transfer_task(data_dir, "mrpc")
+    assert [len(mrpc[s]) for s in ("train", "test")] == [4076, 1725]
+    assert int(mrpc["test"].labels.sum()) == 1147
+    # SentEval's order: sorted by number of words, then label
+    lengths = [len(text.split()) for text in mr.texts]
+    assert lengths == sorted(lengths)
+
+
+@pytest.mark.slow
+def test_minilm_sts_equals_published_mteb_figures(data_dir: Path) -> None:
+    from cl_bench.models.encoder import build_encoder
+
+    encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
+    results = evaluate(encoder, data_dir, tasks=list(MTEB_MINILM_L6), align_uniform=False, anisotropy=False)
+    differences = {task: round(results[task] - published, 4) for task, published in MTEB_MINILM_L6.items()}
+    assert all(abs(d) <= 0.01 for d in differences.values()), differences
+
+
+@pytest.mark.slow
+def test_minilm_cr_accuracy_in_measured_band(data_dir: Path) -> None:
+    """CR, full config (10 outer x 10 inner folds), all-MiniLM-L6-v2 with mean pooling.
+
+    Measured (benchmarks/bench_transfer.py --tasks cr, 2 CPU threads): 80.69 with SentEval's
+    seed 1111; seeds 1, 2, 3, 4 give 80.4-80.8 (fold shuffles move CR's 10-fold mean by ~0.2).
+    The band 79.7-81.7 is the seed-1111 figure +/- 1 point: far wider than seed noise, narrower than
+    the shift a broken protocol produces (penalty mapped without the 1/n factor, unsorted
+    folds, a wrong class order all move it by more than a point).
+    """
+    from cl_bench.models.encoder import build_encoder
+
+    encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
+    results = evaluate(encoder, data_dir, tasks=["cr"], align_uniform=False, anisotropy=False)
+    assert 79.7 <= results["cr"] <= 81.7, results
+    assert np.isfinite(results["cr_dev"]) and 75 <= results["cr_dev"] <= 90
