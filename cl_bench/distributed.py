@@ -299,6 +299,8 @@ class GatheredLoss:
         return self.loss_fn(*bound.args, **bound.kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "loss_fn":  # not yet set (copy/unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.loss_fn, name)
 
 

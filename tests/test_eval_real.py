@@ -71,15 +71,16 @@ def test_minilm_sts_equals_published_mteb_figures(data_dir: Path) -> None:
 def test_minilm_cr_accuracy_in_measured_band(data_dir: Path) -> None:
     """CR, full config (10 outer x 10 inner folds), all-MiniLM-L6-v2 with mean pooling.
 
-    Measured (benchmarks/bench_transfer.py --tasks cr, 2 CPU threads): 80.69 with SentEval's
-    seed 1111; seeds 1, 2, 3, 4 give 80.4-80.8 (fold shuffles move CR's 10-fold mean by ~0.2).
-    The band 79.7-81.7 is the seed-1111 figure +/- 1 point: far wider than seed noise, narrower than
-    the shift a broken protocol produces (penalty mapped without the 1/n factor, unsorted
-    folds, a wrong class order all move it by more than a point).
+    Measured on the project machine (fold seed 1111, SentEval's): accuracy 82.23, devacc 82.44.
+    Other fold seeds (1-6) give 81.91-82.86 (std 0.35): that is the protocol's own noise. The run is
+    deterministic, so the band only has to absorb float differences across platforms (a few
+    flipped predictions, ~0.03 each) and is one seed-std wide: 82.0-82.5. It rejects a mis-mapped
+    penalty, measured on the same embeddings: C = 1/l2 (no 1/n: almost unregularised) gives 81.91,
+    C = l2 (over-regularised) 80.27.
     """
     from cl_bench.models.encoder import build_encoder
 
     encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
     results = evaluate(encoder, data_dir, tasks=["cr"], align_uniform=False, anisotropy=False)
-    assert 79.7 <= results["cr"] <= 81.7, results
-    assert np.isfinite(results["cr_dev"]) and 75 <= results["cr_dev"] <= 90
+    assert 82.0 <= results["cr"] <= 82.5, results
+    assert 81.5 <= results["cr_dev"] <= 83.5, results

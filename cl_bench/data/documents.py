@@ -4,7 +4,8 @@ Two formats are read, chosen automatically from the file's first non-blank line:
 
 * **WikiExtractor** output (``<doc id=".." url=".." title="..">``, the title line, a blank line,
   one paragraph per line, ``</doc>``), e.g. ``corpus/enwiki_wikiextractor_AA.txt.gz``.
-  The title line WikiExtractor repeats as the first body line is dropped.
+  The title line WikiExtractor repeats as the first body line is dropped; HTML entities it leaves
+  in the text (``&amp;``, ``&quot;``) are unescaped.
 * **Plain text** with blank lines between documents (one or more lines per document).
 
 A document's text is its paragraphs joined by single spaces with whitespace runs collapsed (the
@@ -96,7 +97,7 @@ def iter_wikiextractor_documents(path: str | Path) -> Iterator[Document]:
                 yield Document(attrs.get("id", f"{Path(path).name}:{open_line}"), title, text, open_line)
             body = None
         elif body is not None:
-            body.append(line)
+            body.append(html.unescape(line))  # WikiExtractor leaves entities such as &amp; in the text
         elif line:
             raise DataFileError(f"{path}:{line_no}: text outside <doc> ... </doc> in a WikiExtractor file")
     if body is not None:

@@ -46,7 +46,7 @@ def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
     return float(np.mean(distances**alpha))
 
 
-def uniformity(x: np.ndarray, t: float = 2.0, block_rows: int = 2048) -> float:
+def uniformity(x: np.ndarray, t: float = 2.0, block_rows: int = 1024) -> float:
     """Wang & Isola uniformity: ``log`` of the mean of ``exp(-t ||x_i - x_j||^2)`` over pairs i < j.
 
     Computed block-wise from the Gram matrix (``||a - b||^2 = 2 - 2 a.b`` for unit vectors), so

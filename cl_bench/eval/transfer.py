@@ -13,18 +13,22 @@ Protocol (SentEval ``tools/validation.py``, SimCSE's configurations):
   (words in A, words in B, label) — because SentEval sorts before it builds the folds.
 * Penalty grid: SentEval's PyTorch grid ``{1e-5, 1e-4, 1e-3, 1e-2}`` (``usepytorch: True``, as in
   SimCSE); scores are rounded to 2 decimals before the argmax, as SentEval does.
-* ``full`` config: k = 10; ``fast``: k = 5 (SimCSE ``--mode fasttest``/``dev``).
+* ``full`` config: k = 10; ``fast``: k = 5 (SimCSE ``--mode fasttest``/``dev``). SentEval's fast
+  config also swaps Adam for RMSprop with fewer epochs; a converged solver has no counterpart.
 
 The classifier is scikit-learn's ``LogisticRegression`` (lbfgs, run to convergence) instead of
 SentEval's PyTorch ``nn.Linear`` trained by Adam/RMSprop with early stopping on a validation part.
 Mapping of the penalty: SentEval minimises ``mean cross-entropy + (l2/2) ||W||^2`` (Adam's
-``weight_decay=l2`` on a softmax layer with one row per class); scikit-learn minimises
+``weight_decay=l2`` on a softmax layer with one row per class; its ``loss_fn.size_average = False``
+is set after construction, which PyTorch >= 0.4, used by SimCSE, ignores); scikit-learn minimises
 ``C * sum cross-entropy + ||w||^2 / 2``. For k > 2 classes (TREC) the two agree when
 ``C = 1 / (l2 * n_train)``. For two classes scikit-learn fits one weight vector ``w = W_1 - W_0``
 and the optimum of SentEval's two-row penalty is ``W_1 = -W_0 = w / 2``, i.e. ``(l2/4) ||w||^2``,
 so ``C = 2 / (l2 * n_train)``. Differences that remain: scikit-learn leaves the intercept
 unpenalised and trains to convergence (no early stopping, no 5% validation hold-out in the final
-fit), so accuracies differ from SentEval's by a few tenths, while being deterministic.
+fit), so accuracies need not equal SentEval's stochastic PyTorch figures to the decimal (no
+SentEval run was available to compare with); they are deterministic (the solves run on one
+BLAS/OpenMP thread, so results do not depend on the machine's core count).
 """
 
 from __future__ import annotations
