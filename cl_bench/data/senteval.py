@@ -22,6 +22,8 @@ on are applied by :mod:`cl_bench.eval.transfer`. Malformed lines raise
 
 from __future__ import annotations
 
+import io
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,25 +91,26 @@ def join_words(text: str) -> str:
     return " ".join(text.split())
 
 
-def _read_text(path: Path, encoding: str) -> str:
+def _decode(path: Path, encoding: str) -> str:
+    """The whole file decoded; a decoding error names the file and line."""
     if not path.is_file():
         raise DataFileError(f"{path}: file not found")
+    raw = path.read_bytes()
     try:
-        with open(path, encoding=encoding, newline="") as handle:
-            return handle.read()
+        return raw.decode(encoding)
     except UnicodeDecodeError as err:
-        raise DataFileError(f"{path}: not valid {encoding} ({err.reason} at byte {err.start})") from err
+        line_no = raw.count(b"\n", 0, err.start) + 1
+        raise DataFileError(f"{path}:{line_no}: not valid {encoding} ({err.reason} at byte {err.start})") from err
+
+
+def _read_text(path: Path, encoding: str) -> str:
+    """File text with line ends untouched (``open(..., newline="")``)."""
+    return _decode(path, encoding)
 
 
 def _read_lines(path: Path, encoding: str) -> list[str]:
     """File lines as ``for line in io.open(path)`` yields them (universal newlines), ends kept."""
-    if not path.is_file():
-        raise DataFileError(f"{path}: file not found")
-    try:
-        with open(path, encoding=encoding) as handle:
-            return list(handle)
-    except UnicodeDecodeError as err:
-        raise DataFileError(f"{path}: not valid {encoding} ({err.reason} at byte {err.start})") from err
+    return list(io.StringIO(_decode(path, encoding), newline=None))
 
 
 def _float(value: str, path: Path, line_no: int, what: str) -> float:
