@@ -79,6 +79,7 @@ def main() -> None:
         encoder, data_dir, tasks=["sts"], batch_size=args.batch_size, align_uniform=False, anisotropy=False
     )
     ours_s = time.perf_counter() - start
+    print(f"cl-bench evaluate(tasks=[sts]): {ours_s:.1f} s", flush=True)
     start = time.perf_counter()
     naive = naive_sts(encoder, data_dir, args.batch_size)
     naive_s = time.perf_counter() - start

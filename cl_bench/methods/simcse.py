@@ -13,7 +13,7 @@ import torch
 
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.models.mlm import MLMHead
+from cl_bench.models.mlm import MLMHead, with_mlm_term
 
 
 class SimCSE(Method):
@@ -113,12 +113,5 @@ class SimCSE(Method):
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         first, second = self.make_views(batch)
         z1, z2, features = self.embed_views(first, second)
-        contrastive = self.loss_fn(z1, z2)
-        terms = {"loss_contrastive": contrastive}
-        loss = contrastive
-        if self.mlm is not None:
-            mlm = self.mlm.loss(features)
-            terms["loss_mlm"] = mlm
-            loss = loss + self.mlm_weight * mlm
-        return {"loss": loss, **terms}
+        return with_mlm_term(self.loss_fn(z1, z2), self.mlm, self.mlm_weight, features)
 

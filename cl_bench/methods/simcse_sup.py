@@ -18,7 +18,7 @@ import torch
 
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.models.mlm import MLMHead
+from cl_bench.models.mlm import MLMHead, with_mlm_term
 
 
 def reject_text_augmentation(context: MethodContext, method: str) -> None:
@@ -79,11 +79,4 @@ class SupervisedSimCSE(Method):
         groups = [[row[c] for row in batch] for c in range(columns)]
         features = self.tokenize([text for group in groups for text in group])
         embeddings = self.encoder(features).split(len(batch))
-        contrastive = self.loss_fn(*embeddings)
-        terms = {"loss_contrastive": contrastive}
-        loss = contrastive
-        if self.mlm is not None:
-            mlm = self.mlm.loss(features)
-            terms["loss_mlm"] = mlm
-            loss = loss + self.mlm_weight * mlm
-        return {"loss": loss, **terms}
+        return with_mlm_term(self.loss_fn(*embeddings), self.mlm, self.mlm_weight, features)

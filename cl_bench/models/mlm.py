@@ -44,6 +44,17 @@ class MLMHead(nn.Module):
         return outputs.loss
 
 
+def with_mlm_term(
+    contrastive: torch.Tensor, mlm: MLMHead | None, weight: float, features: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Loss terms ``{"loss", "loss_contrastive"[, "loss_mlm"]}``: contrastive + weight × MLM (when a head is set)."""
+    terms = {"loss": contrastive, "loss_contrastive": contrastive}
+    if mlm is not None:
+        terms["loss_mlm"] = mlm.loss(features)
+        terms["loss"] = contrastive + weight * terms["loss_mlm"]
+    return terms
+
+
 def _lm_head_module(mlm_model: nn.Module) -> nn.Module:
     for name in ("cls", "lm_head", "vocab_projector", "predictions"):
         if hasattr(mlm_model, name):
