@@ -12,7 +12,7 @@ os.environ.setdefault("CL_BENCH_DATA", os.path.abspath("../shared/data"))
 
 def _install(session: nox.Session) -> None:
     session.install("torch==2.13.0")
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,mteb]")
 
 
 @nox.session(python="3.11")

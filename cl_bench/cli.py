@@ -129,7 +129,7 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
 def preflight(cfg: DictConfig) -> None:
     """All checks that need no model: config values, files, evaluation tasks."""
     from cl_bench.eval import check_eval_config
-    from cl_bench.eval_mteb import check_mteb_tasks, split_tasks
+    from cl_bench.eval.mteb import check_mteb_tasks, split_tasks
 
     validate(cfg)
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
@@ -148,7 +148,7 @@ def preflight(cfg: DictConfig) -> None:
 def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
     from cl_bench.eval import evaluate
-    from cl_bench.eval_mteb import run_mteb, split_tasks
+    from cl_bench.eval.mteb import run_mteb, split_tasks
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}

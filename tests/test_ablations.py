@@ -81,7 +81,7 @@ def test_pooling_grid_is_table_6(data_dir: Path, tiny_bert: Path) -> None:
 @pytest.mark.parametrize(
     ("experiment", "key", "values"),
     [
-        ("ablation_batch_size", "train.batch_size", [32, 64, 128, 256, 512]),
+        ("ablation_batch_size", "batch_size", [32, 64, 128, 256, 512]),
         ("ablation_mlm_weight", "method.mlm_weight", [0.0, 0.01, 0.1, 1.0]),
         ("ablation_tau", "loss.tau", [0.001, 0.01, 0.05, 0.1, 1.0]),
     ],
@@ -118,6 +118,21 @@ def test_cpu_repro_is_the_union_of_the_dropout_and_tau_grids(data_dir: Path, tin
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=cpu_repro"])
     assert Path(cfg.model.name_or_path).resolve() == (data_dir / ".." / "models" / "all-MiniLM-L6-v2").resolve()
+
+
+@pytest.mark.parametrize(
+    ("experiment", "seed", "batch_size"),
+    [("simcse_sup_bert", 42, 512), ("sg_opt_bert", 1, 16), ("cpu_repro", 42, 32), ("quickthoughts_bert", 42, 400)],
+)
+def test_presets_set_top_level_shortcuts_and_the_command_line_wins(
+    experiment: str, seed: int, batch_size: int, data_dir: Path, tiny_bert: Path
+) -> None:
+    # `_self_` comes first in config.yaml, so a preset's seed/batch_size/dropout override its defaults,
+    # the logged shortcut and the trained value agree, and the command line still wins over the preset.
+    cfg = job_config([f"experiment={experiment}"], data_dir, tiny_bert)
+    assert (cfg.seed, cfg.batch_size, cfg.train.batch_size) == (seed, batch_size, batch_size)
+    cfg = job_config([f"experiment={experiment}", "batch_size=8", "seed=7", "dropout=0.2"], data_dir, tiny_bert)
+    assert (cfg.seed, cfg.train.batch_size, cfg.model.dropout) == (7, 8, 0.2)
 
 
 def test_every_point_of_every_grid_has_a_paper_row(data_dir: Path, tiny_bert: Path) -> None:

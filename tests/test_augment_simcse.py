@@ -157,6 +157,7 @@ def test_table1_preset_is_one_sweep_over_the_paper_rows(tiny_bert, data_root) ->
         assert row_cfg.method.augment_both_views is False  # x vs augmented x
         assert row_cfg.model.name_or_path == "bert-base-uncased" and row_cfg.train.batch_size == 64
         assert row_cfg.model.dropout == (0.0 if row == "delete_one_word_no_dropout" else 0.1)
+        assert row_cfg.dropout == row_cfg.model.dropout  # the logged shortcut says what was trained
         if row in expected:
             target, values = expected[row]
             assert row_cfg.augmentation._target_ == target

@@ -14,7 +14,7 @@ import torch
 from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import paired_cosine_distances
 
-from cl_bench import eval_mteb as em
+from cl_bench.eval import mteb as em
 from cl_bench.models.encoder import build_encoder
 
 

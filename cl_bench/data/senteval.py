@@ -23,7 +23,6 @@ on are applied by :mod:`cl_bench.eval.transfer`. Malformed lines raise
 from __future__ import annotations
 
 import io
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path

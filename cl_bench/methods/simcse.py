@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from cl_bench.methods.base import Method, MethodContext
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
+from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.mlm import MLMHead, with_mlm_term
 
 
