@@ -60,7 +60,7 @@ def main() -> None:
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    # --- issue 7: under torchrun, join the process group and agree on one run dir ------------------
+    # under torchrun, join the process group and agree on one run dir
     from cl_bench import distributed
 
     try:
@@ -68,7 +68,6 @@ def main() -> None:
     except ValueError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    # --- end issue 7 -----------------------------------------------------------------------------------
     _hydra_main()
 
 
@@ -217,7 +216,7 @@ def run(cfg: DictConfig) -> float | None:
         tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
         tracker.finish("FAILED", error=str(err))
         raise  # Hydra records the job as failed; the other jobs of the sweep go on
-    # --- issue 7: torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes ------------------
+    # torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes
     from cl_bench import distributed
 
     if distributed.is_distributed():
@@ -226,7 +225,6 @@ def run(cfg: DictConfig) -> float | None:
             sys.exit(2)
         if not distributed.is_main_process():
             return _train_worker(cfg, run_dir, resume_from is not None)
-    # --- end issue 7 -----------------------------------------------------------------------------------
     if resume_from is not None:
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
@@ -264,7 +262,6 @@ def run(cfg: DictConfig) -> float | None:
     return results.get("sts_avg")
 
 
-# --- issue 7 ---------------------------------------------------------------------------------------
 def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
     """A torchrun rank > 0: train its shard of every batch; no tracking, evaluation or files."""
     from cl_bench.train.loop import TrainingInterrupted, train
@@ -275,7 +272,6 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
         except TrainingInterrupted:
             raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
     return None
-# --- end issue 7 -----------------------------------------------------------------------------------
 
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
@@ -309,6 +305,7 @@ def _train_and_evaluate(
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,
         "skipped_steps": float(state.skipped_steps),
+        "stopped_early": float(state.stopped_early),
     })
     tracker.log_results(results, state.step)
     _log_plots(tracker, run_dir)

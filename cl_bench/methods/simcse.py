@@ -63,15 +63,14 @@ class SimCSE(Method):
             generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
             z = encode_with_embedding_augmentation(self.encoder, features, aug, len(first), generator)
             return z[: len(first)], z[len(first) :], features
-        # --- issue 7: fixed dropout mask (Table 3 "fixed 0.1") -------------------------------------
+        # fixed dropout mask (Table 3 "fixed 0.1")
         if self.fixed_dropout_mask:
             z1, z2 = self._encode_views_same_mask(features, len(first))
             return z1, z2, features
-        # --- end issue 7 -----------------------------------------------------------------------------
         z = self.encoder(features)
         return z[: len(first)], z[len(first) :], features
 
-    # --- issue 7: fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py) ------------------
+    # fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py)
     def _encode_views_same_mask(self, features: dict[str, torch.Tensor], n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Encode rows ``[:n]`` and ``[n:]`` in two passes that replay the same RNG state.
 
@@ -108,7 +107,6 @@ class SimCSE(Method):
         contrastive = self.loss_fn(*embeddings)
         return {"loss": contrastive, "loss_contrastive": contrastive}
 
-    # --- end issue 7 ---------------------------------------------------------------------------------
 
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         first, second = self.make_views(batch)

@@ -23,7 +23,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from cl_bench import distributed  # issue 7: torchrun (no-ops in one process)
+from cl_bench import distributed  # torchrun (no-ops in one process)
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.checkpoint import (
@@ -81,7 +81,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
     augmentation.setup(encoder, cfg.model.name_or_path)
     context = MethodContext(
         encoder=encoder,
-        loss=distributed.gather_loss(instantiate(cfg.loss)),  # issue 7: global batch under torchrun
+        loss=distributed.gather_loss(instantiate(cfg.loss)),  # global batch under torchrun
         augmentation=augmentation,
         model_name_or_path=cfg.model.name_or_path,
         max_length=cfg.model.max_length,
@@ -89,7 +89,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         data=OmegaConf.to_container(cfg.data, resolve=True),
     )
     method_cfg = OmegaConf.masked_copy(cfg.method, [k for k in cfg.method if k != "name"])
-    # issue 7 fix: passed as an instantiate kwarg, the MethodContext dataclass was converted to a dict
+    # passed as an instantiate kwarg, the MethodContext dataclass was converted to a dict
     method: Method = instantiate(method_cfg, _partial_=True, _convert_="all")(context=context)
     return method.to(device)
 
@@ -120,6 +120,8 @@ class TrainState:
     best_score: float = -math.inf
     best_step: int = -1
     skipped_steps: int = 0
+    evals_since_best: int = 0  # dev evaluations without a new best (early stopping)
+    stopped_early: bool = False
 
 
 class TrainingInterrupted(Exception):
@@ -160,14 +162,13 @@ def train(
     if tcfg.num_threads:
         torch.set_num_threads(int(tcfg.num_threads))
     seed_everything(cfg.seed)
-    device = distributed.local_device(resolve_device(tcfg.device))  # issue 7: cuda:LOCAL_RANK under torchrun
+    device = distributed.local_device(resolve_device(tcfg.device))  # cuda:LOCAL_RANK under torchrun
     method = build_method(cfg, device)
-    # --- issue 7: torchrun (no-ops in one process) and gradient caching ---------------------------
+    # torchrun (no-ops in one process) and gradient caching
     is_main = distributed.is_main_process()
     distributed.check_batch_size(tcfg.batch_size)
     distributed.broadcast_parameters(method)
     distributed.seed_rank(cfg.seed, method.rng)
-    # --- end issue 7 -------------------------------------------------------------------------------
     items = method.read_corpus(cfg.data.train_file)
     batches_per_epoch = method.num_batches(len(items), tcfg.batch_size)
     if batches_per_epoch < 1:
@@ -179,7 +180,7 @@ def train(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(tcfg.warmup_ratio * total_steps), total_steps)
     amp_dtype = autocast_dtype(tcfg.precision, device)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    # --- issue 7: gradient caching (train.gradcache_chunk > 0) --------------------------------------
+    # gradient caching (train.gradcache_chunk > 0)
     grad_cache = None
     if tcfg.get("gradcache_chunk", 0):
         from cl_bench.train.gradcache import GradCache
@@ -188,7 +189,6 @@ def train(
             method, tcfg.gradcache_chunk,
             lambda: torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext(),
         )
-    # --- end issue 7 -------------------------------------------------------------------------------
     state = TrainState()
     checkpoint = load_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
@@ -209,7 +209,7 @@ def train(
     started = time.perf_counter()
 
     def save_checkpoint() -> None:
-        if not is_main:  # issue 7: rank 0 writes for all
+        if not is_main:  # rank 0 writes for all
             return
         atomic_save(
             {
@@ -224,27 +224,34 @@ def train(
         )
 
     def evaluate_and_keep_best() -> None:
-        if not is_main:  # issue 7: rank 0 evaluates; the others go on to the next step
+        if not is_main:  # rank 0 evaluates; the others go on to the next step
             return
         scores = dev_eval(method.eval_encoder())
         score = scores[tcfg.select_metric]
         log_metrics({**scores, "epoch": state.epoch}, state.step)
         log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
         if score > state.best_score:
-            state.best_score, state.best_step = score, state.step
+            state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
             atomic_save(method.state_dict(), run_dir / BEST_STATE_FILE)
             if tcfg.save_best:
                 method.eval_encoder().save(run_dir / BEST_MODEL_DIR, {"step": state.step, tcfg.select_metric: score})
+        else:
+            state.evals_since_best += 1
 
-    while state.step < total_steps:
+    def patience_ran_out() -> bool:
+        # Only rank 0 evaluates; the others vote "go on", so the all-reduce carries rank 0's decision.
+        patience = tcfg.early_stopping_patience
+        return patience > 0 and not distributed.all_true(state.evals_since_best < patience)
+
+    while state.step < total_steps and not state.stopped_early:
         generator = torch.Generator().manual_seed(cfg.seed + state.epoch)
-        batches = distributed.shard_batches(method.batches(items, tcfg.batch_size, generator))  # issue 7
+        batches = distributed.shard_batches(method.batches(items, tcfg.batch_size, generator))
         if checkpoint is not None:
             # Replay the epoch's order up to the saved position, then restore the RNGs as they were.
             for _ in range(state.batch_in_epoch):
                 next(batches)
             restore_rng_states(checkpoint["rng"], method.rng)
-            distributed.seed_rank(cfg.seed, method.rng, state.step)  # issue 7: per-rank streams again
+            distributed.seed_rank(cfg.seed, method.rng, state.step)  # per-rank streams again
             checkpoint = None
         for batch in batches:
             method.train()
@@ -252,16 +259,15 @@ def train(
             with autocast:
                 terms = method.training_step(batch) if grad_cache is None else grad_cache.forward(batch)
             loss = terms["loss"]
-            finite = distributed.all_true(bool(torch.isfinite(loss)))  # issue 7: all ranks skip together
+            finite = distributed.all_true(bool(torch.isfinite(loss)))  # all ranks skip together
             if finite:
-                # --- issue 7: cached backward; gradient averaging across torchrun ranks ----------------
+                # cached backward; gradient averaging across torchrun ranks
                 scaled = scaler.scale(loss) if scaler else loss
                 if grad_cache is None:
                     scaled.backward()
                 else:
                     grad_cache.backward(scaled)
                 distributed.average_gradients(trainable)
-                # --- end issue 7 -----------------------------------------------------------------------
                 if scaler:
                     scaler.unscale_(optimizer)
                 grad_norm = torch.nn.utils.clip_grad_norm_(trainable, tcfg.max_grad_norm if tcfg.max_grad_norm > 0 else math.inf)
@@ -291,13 +297,17 @@ def train(
                 log_metrics(metrics, state.step)
             if (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or state.step == total_steps:
                 evaluate_and_keep_best()
+                if state.step < total_steps and patience_ran_out():
+                    state.stopped_early = True
+                    log.info("early stopping at step %d: no better %s in %d evaluations",
+                             state.step, tcfg.select_metric, tcfg.early_stopping_patience)
             if tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and state.step < total_steps:
                 save_checkpoint()
             if stop_requested():
                 save_checkpoint()
                 progress.close()
                 raise TrainingInterrupted(state)
-            if state.step >= total_steps:
+            if state.step >= total_steps or state.stopped_early:
                 break
         else:
             state.epoch += 1
@@ -305,7 +315,7 @@ def train(
     progress.close()
     log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
              tcfg.select_metric, state.best_score, state.best_step)
-    if is_main and (run_dir / BEST_STATE_FILE).is_file():  # issue 7: only rank 0 evaluates after training
+    if is_main and (run_dir / BEST_STATE_FILE).is_file():  # only rank 0 evaluates after training
         method.load_state_dict(torch.load(run_dir / BEST_STATE_FILE, map_location="cpu", weights_only=True))
     return method, state
 
