@@ -157,6 +157,15 @@ def test_save_writes_cnn_weights_that_reproduce_the_embeddings(tiny_bert: Path, 
     torch.testing.assert_close(
         torch.from_numpy(reloaded.encoder.encode(SENTENCES)), torch.from_numpy(method.encoder.encode(SENTENCES))
     )
+    # evaluation (mode=eval, cl-bench-export's check) rebuilds the CNN encoder from the folder alone,
+    # whatever pooler is asked for: scoring the bare backbone would be another model
+    evaluated = build_encoder(str(tmp_path / "best"), pooler="cls", fresh_mlp=False)
+    assert type(evaluated).__name__ == "ISBERTEncoder" and evaluated.hidden_size == 12
+    torch.testing.assert_close(
+        torch.from_numpy(evaluated.encode(SENTENCES)), torch.from_numpy(method.encoder.encode(SENTENCES))
+    )
+    # training from the folder starts from its backbone, as from any checkpoint
+    assert type(build_encoder(str(tmp_path / "best"), pooler="avg")).__name__ == "SentenceEncoder"
 
 
 def test_rejects_a_text_augmentation_it_would_ignore(tiny_bert: Path) -> None:

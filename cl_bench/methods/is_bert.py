@@ -21,6 +21,7 @@ positions' BERT states into the convolution windows at a sentence's end.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +33,7 @@ from cl_bench.data.nli import read_unlabelled_nli_sentences
 from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.methods.simcse_sup import reject_text_augmentation
-from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.models.encoder import ENCODER_META_FILE, SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 
 CNN_WEIGHTS_FILE = "is_bert_cnn.pt"
@@ -118,6 +119,15 @@ class ISBERTEncoder(SentenceEncoder):
 
     def pool_outputs(self, outputs: Any, attention_mask: torch.Tensor, apply_mlp: bool | None = None) -> torch.Tensor:
         return masked_mean(self.local_features(outputs, attention_mask), attention_mask)
+
+    @classmethod
+    def from_saved(cls, base: SentenceEncoder, model_dir: Path) -> ISBERTEncoder:
+        """The saved CNN (configuration and weights) on top of ``base``'s backbone."""
+        meta = json.loads((model_dir / ENCODER_META_FILE).read_text())
+        cnn_meta = meta["is_bert_cnn"]
+        cnn = NGramCNN(base.hidden_size, cnn_meta["channels"], tuple(cnn_meta["kernel_sizes"]), cnn_meta["activation"])
+        cnn.load_state_dict(torch.load(model_dir / cnn_meta["weights"], map_location="cpu", weights_only=True))
+        return cls(base.backbone, base.tokenizer, cnn, int(meta.get("max_length", base.max_length)))
 
     def save(self, out_dir: str | Path, extra_meta: dict[str, Any] | None = None) -> None:
         cnn_meta = {

@@ -9,6 +9,7 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from torch import nn
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 
 ENCODER_META_FILE = "cl_bench_encoder.json"
+
+log = logging.getLogger(__name__)
 # Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.
 _HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "dropout")
 _ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout")
@@ -220,6 +223,15 @@ class SentenceEncoder(nn.Module):
         position = {s: i for i, s in enumerate(unique)}
         return out[[position[s] for s in sentences]]
 
+    @classmethod
+    def from_saved(cls, base: SentenceEncoder, model_dir: Path) -> SentenceEncoder:
+        """Rebuild an encoder saved by this class around ``base``'s backbone and tokenizer.
+
+        Subclasses with modules of their own (IS-BERT's CNN) override it to load them from
+        ``model_dir``; the plain encoder is ``base`` itself.
+        """
+        return base
+
     def save(self, out_dir: str | Path, extra_meta: dict[str, Any] | None = None) -> None:
         """Save in Hugging Face format; the MLP head goes into the backbone's pooler slot."""
         out_dir = Path(out_dir)
@@ -230,6 +242,7 @@ class SentenceEncoder(nn.Module):
         self.backbone.save_pretrained(out_dir)
         self.tokenizer.save_pretrained(out_dir)
         meta = {
+            "encoder_class": f"{type(self).__module__}.{type(self).__qualname__}",
             "pooler": self.pooler,
             "mlp_only_train": self.mlp_only_train,
             "first_layer": self.first_layer,
@@ -267,8 +280,18 @@ def build_encoder(
     For ``pooler=cls``: with ``fresh_mlp`` (training) the MLP is newly initialised as in SimCSE;
     otherwise (evaluation) the backbone's own pooler is used as the MLP, which is what SimCSE's
     evaluation reads as ``pooler_output`` and where :meth:`SentenceEncoder.save` stores a trained head.
+
+    For evaluation (``fresh_mlp=False``), a folder saved by a :class:`SentenceEncoder` subclass
+    (``encoder_class`` in ``cl_bench_encoder.json``, e.g. IS-BERT's CNN encoder) is rebuilt as that
+    class, whose own pooling replaces ``pooler``: scoring its backbone alone would be another model.
     """
     backbone, tokenizer = load_backbone(name_or_path, dropout)
+    saved_class = None if fresh_mlp else _saved_encoder_class(name_or_path)
+    if saved_class is not None:
+        log.info("%s was saved by %s: rebuilding it (its pooling replaces pooler=%s)",
+                 name_or_path, saved_class.__qualname__, pooler)
+        base = SentenceEncoder(backbone, tokenizer, "avg", None, False, max_length, first_layer)
+        return saved_class.from_saved(base, Path(name_or_path))
     mlp: nn.Module | None = None
     if pooler == "cls":
         hidden = int(backbone.config.hidden_size)
@@ -281,3 +304,19 @@ def build_encoder(
                 )
             mlp.dense.load_state_dict(backbone_pooler.dense.state_dict())
     return SentenceEncoder(backbone, tokenizer, pooler, mlp, mlp_only_train, max_length, first_layer)
+
+
+def _saved_encoder_class(name_or_path: str) -> type[SentenceEncoder] | None:
+    """The :class:`SentenceEncoder` subclass that saved a local folder, or None (plain encoder, hub id)."""
+    meta_path = Path(name_or_path) / ENCODER_META_FILE
+    if not meta_path.is_file():
+        return None
+    class_path = json.loads(meta_path.read_text()).get("encoder_class")
+    if not class_path or class_path == f"{SentenceEncoder.__module__}.{SentenceEncoder.__qualname__}":
+        return None
+    from hydra.utils import get_class  # a method's encoder class, imported by name: models/ imports no method
+
+    encoder_class = get_class(class_path)
+    if not (isinstance(encoder_class, type) and issubclass(encoder_class, SentenceEncoder)):
+        raise ModelLoadError(f"{meta_path}: encoder_class '{class_path}' is not a SentenceEncoder")
+    return encoder_class
