@@ -70,7 +70,7 @@ class TrainConfig:
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
     nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
-    early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10)
+    early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10); needs train.eval_steps > 0
     gradcache_chunk: int = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
 
 
@@ -212,8 +212,6 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
         if cfg.train.early_stopping_patience < 0:
             raise ConfigError(f"train.early_stopping_patience: must be >= 0 (0 = off), got {cfg.train.early_stopping_patience}")
-        if cfg.train.early_stopping_patience > 0 and cfg.train.eval_steps <= 0:
-            raise ConfigError("train.early_stopping_patience: needs dev evaluations (train.eval_steps > 0)")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
         if cfg.train.gradcache_chunk < 0:
