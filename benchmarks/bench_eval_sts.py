@@ -24,19 +24,18 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from _common import encoder_parser, load_encoder
 
 from cl_bench.eval import STS_TASKS, evaluate
 from cl_bench.eval.geometry import cosine_rows
 from cl_bench.eval.sts import load_sts_task, spearman100
-from cl_bench.models.encoder import SentenceEncoder, build_encoder
+from cl_bench.models.encoder import SentenceEncoder
 
 DEV_TASKS = ("stsb", "sickr")  # the STS tasks with a dev split
 
@@ -91,20 +90,8 @@ def timed(function, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2")
-    )
-    parser.add_argument("--pooler", default="avg")
-    parser.add_argument("--data", default=os.environ.get("CL_BENCH_DATA", "../shared/data"))
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
-    encoder = build_encoder(args.model, pooler=args.pooler, fresh_mlp=False)
+    args = encoder_parser(__doc__).parse_args()
+    encoder = load_encoder(args)
     data_dir = Path(args.data)
     for task in STS_TASKS:  # parse once up front so neither timing includes file reading
         load_sts_task(data_dir, task, ("dev", "test"))

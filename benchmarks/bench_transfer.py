@@ -12,38 +12,24 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
+from _common import encoder_parser, load_encoder
 
 from cl_bench.eval import TRANSFER_TASKS, format_table
 from cl_bench.eval.embed import EmbeddingTable
 from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
-from cl_bench.models.encoder import build_encoder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2")
-    )
-    parser.add_argument("--pooler", default="avg")
-    parser.add_argument("--data", default=os.environ.get("CL_BENCH_DATA", "../shared/data"))
+    parser = encoder_parser(__doc__)
     parser.add_argument("--config", choices=sorted(TRANSFER_CONFIGS), default="full")
     parser.add_argument("--tasks", nargs="+", default=list(TRANSFER_TASKS), choices=TRANSFER_TASKS)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = parser.parse_args()
-
-    torch.set_num_threads(args.threads)
-    encoder = build_encoder(args.model, pooler=args.pooler, fresh_mlp=False)
+    encoder = load_encoder(args)
     total_wall, total_cpu = time.perf_counter(), time.process_time()
     data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
     sentences = [text for parts in data.values() for text in task_sentences(parts)]

@@ -197,13 +197,29 @@ def markdown_table(table: AblationTable) -> str:
 # ------------------------------------------------------------------------------------------------
 # Plots
 # ------------------------------------------------------------------------------------------------
-def plot_table(table: AblationTable, path: Path) -> Path:
-    """The compared metric against the ablated value (mean ± std over seeds), with the paper's figures."""
+def _pyplot():  # noqa: ANN202
+    """matplotlib's pyplot on the file-only Agg backend (reports are written on headless machines)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _finish(fig, ax, path: Path) -> Path:  # noqa: ANN001
+    """Grid, legend, layout; write ``path`` and free the figure."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def plot_table(table: AblationTable, path: Path) -> Path:
+    """The compared metric against the ablated value (mean ± std over seeds), with the paper's figures."""
+    plt = _pyplot()
     frame = table.points
     x = list(range(len(frame)))
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(frame) + 2), 4))
@@ -215,21 +231,12 @@ def plot_table(table: AblationTable, path: Path) -> Path:
     ax.set_xticks(x, [textwrap.fill(label, 24) for label in frame["point"]], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(table.spec.paper_metric)
     ax.set_title(f"{table.spec.title}\n{table.spec.source}", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path)
 
 
 def plot_align_uniform(tables: Sequence[AblationTable], path: Path) -> Path | None:
     """SimCSE Figure 2's axes: one point per run, x = uniformity, y = alignment (lower is better)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     points = []
     seen: set[str] = set()
     for table in tables:
@@ -249,12 +256,7 @@ def plot_align_uniform(tables: Sequence[AblationTable], path: Path) -> Path | No
     ax.set_xlabel("uniformity  ℓ_uniform (lower is better)")
     ax.set_ylabel("alignment  ℓ_align (lower is better)")
     ax.set_title("Alignment vs uniformity, one point per run (SimCSE Fig. 2 axes)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,20 +16,29 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses.similarity import ContrastPairs, contrast_pairs, cosine_logits, masked_logsumexp
+from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
 
 
 def debiased_estimate_loss(
-    logits: torch.Tensor, pairs: ContrastPairs, tau: float, tau_plus: float, beta: float = 0.0
+    anchors: torch.Tensor,
+    positives: torch.Tensor,
+    hard_negatives: torch.Tensor | None,
+    labels: torch.Tensor | Sequence[int] | None,
+    tau: float,
+    tau_plus: float,
+    beta: float,
+    symmetric: bool,
 ) -> torch.Tensor:
     """Mean over positive pairs (i, p) of ``-log( e^{l_ip} / (e^{l_ip} + N_i g_i) )``, in log space.
 
+    The body of :func:`debiased` (β = 0) and :func:`cl_bench.losses.hard_negative.hard_negative`.
+
     Args:
-        logits: (R, C) cosine similarities / tau.
-        pairs: the pair structure the logits were computed on.
-        tau: the temperature (for the clamp ``N e^{-1/tau}``).
+        anchors, positives, hard_negatives, labels: the views, as the losses take them.
+        tau: the temperature (also for the clamp ``N e^{-1/tau}``).
         tau_plus: class prior τ⁺ in [0, 1); 0 = no debiasing.
         beta: hardness concentration β >= 0 (0 = uniform weights over negatives).
+        symmetric: every view is an anchor against the other 2N-1; False = one-sided.
 
     Returns:
         Scalar loss; a row without negatives contributes 0.
@@ -38,6 +47,11 @@ def debiased_estimate_loss(
         raise ValueError(f"loss.tau_plus must be in [0, 1), got {tau_plus}")
     if beta < 0:
         raise ValueError(f"loss.beta must be >= 0, got {beta}")
+    side = "both" if symmetric else None
+    pairs = contrast_pairs(
+        anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"
+    )
+    logits = cosine_logits(pairs.rows, pairs.columns, tau)
     positive, negative = pairs.positive, pairs.negative
     num_neg = negative.sum(dim=1).to(logits.dtype)
     num_pos = positive.sum(dim=1).to(logits.dtype)
@@ -93,9 +107,4 @@ def debiased(
     Returns:
         Scalar loss.
     """
-    side = "both" if symmetric else None
-    pairs = contrast_pairs(
-        anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"
-    )
-    logits = cosine_logits(pairs.rows, pairs.columns, tau)
-    return debiased_estimate_loss(logits, pairs, tau, tau_plus)
+    return debiased_estimate_loss(anchors, positives, hard_negatives, labels, tau, tau_plus, 0.0, symmetric)

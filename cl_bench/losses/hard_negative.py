@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import torch
 
 from cl_bench.losses.debiased import debiased_estimate_loss
-from cl_bench.losses.similarity import contrast_pairs, cosine_logits
 
 
 def hard_negative(
@@ -42,9 +41,4 @@ def hard_negative(
     Returns:
         Scalar loss.
     """
-    side = "both" if symmetric else None
-    pairs = contrast_pairs(
-        anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"
-    )
-    logits = cosine_logits(pairs.rows, pairs.columns, tau)
-    return debiased_estimate_loss(logits, pairs, tau, tau_plus, beta)
+    return debiased_estimate_loss(anchors, positives, hard_negatives, labels, tau, tau_plus, beta, symmetric)

@@ -242,7 +242,7 @@ class SentenceEncoder(nn.Module):
         self.backbone.save_pretrained(out_dir)
         self.tokenizer.save_pretrained(out_dir)
         meta = {
-            "encoder_class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "encoder_class": _class_path(type(self)),
             "pooler": self.pooler,
             "mlp_only_train": self.mlp_only_train,
             "first_layer": self.first_layer,
@@ -306,13 +306,18 @@ def build_encoder(
     return SentenceEncoder(backbone, tokenizer, pooler, mlp, mlp_only_train, max_length, first_layer)
 
 
+def _class_path(cls: type) -> str:
+    """``module.QualName``, as ``encoder_class`` records it and ``hydra.utils.get_class`` reads it."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _saved_encoder_class(name_or_path: str) -> type[SentenceEncoder] | None:
     """The :class:`SentenceEncoder` subclass that saved a local folder, or None (plain encoder, hub id)."""
     meta_path = Path(name_or_path) / ENCODER_META_FILE
     if not meta_path.is_file():
         return None
     class_path = json.loads(meta_path.read_text()).get("encoder_class")
-    if not class_path or class_path == f"{SentenceEncoder.__module__}.{SentenceEncoder.__qualname__}":
+    if not class_path or class_path == _class_path(SentenceEncoder):
         return None
     from hydra.utils import get_class  # a method's encoder class, imported by name: models/ imports no method
 
