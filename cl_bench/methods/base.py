@@ -54,6 +54,14 @@ class Method(nn.Module, abc.ABC):
 
     #: the name used in ``conf/method/<name>.yaml`` and MLflow tags
     name: str = "base"
+    #: config groups whose choice acts on this method's training: a group left out here is rejected
+    #: when overridden and left out of the run's params and tags (``cl_bench.config.validate``)
+    uses: frozenset[str] = frozenset({"loss", "augmentation", "pooler"})
+    #: the loss calls this method makes (``cl_bench.losses.loss_kind``); other losses are rejected
+    loss_kinds: tuple[str, ...] = ("pair",)
+    #: inputs the method passes to its loss besides the views (``hard_negatives``, ``labels``): a loss
+    #: hyperparameter that needs one of them (``loss_kind(needs=...)``) acts only when it is supplied
+    supplies: frozenset[str] = frozenset()
 
     def __init__(self, context: MethodContext) -> None:
         super().__init__()
