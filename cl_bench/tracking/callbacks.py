@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import atexit
 import json
-import re
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
