@@ -100,6 +100,25 @@ def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: 
     assert not (tmp_path / "sweep2" / "0").exists()
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for(url: str, server: subprocess.Popen, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert server.poll() is None, f"mlflow server exited with {server.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"mlflow server not up at {url} after {seconds}s")
+
+
 @pytest.mark.slow
 def test_run_is_sent_to_a_real_mlflow_server(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     mlflow_exe = Path(sys.executable).with_name("mlflow")
