@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import signal
@@ -48,6 +49,71 @@ def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         for choice in value.split(","):
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
+    check_override_keys(argv, conf_dir)
+
+
+def _is_group(key: str) -> bool:
+    """``method``, ``experiment/points``, ``hydra/launcher``: a config group, not a key."""
+    return key in GROUPS or "/" in key
+
+
+def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Fail with one line, naming the closest valid key, when a ``key=value`` override names no key.
+
+    Hydra would fail too, with several lines suggesting ``+key``. The keys of ``method``, ``loss``
+    and ``augmentation`` depend on the chosen options, so the config is composed with the group
+    choices of ``argv`` (one composition per option of a swept group; the union of their keys is
+    valid). Nothing is composed when no plain key is overridden. ``+key`` (add) and ``~key``
+    (delete) are Hydra's to judge; so is anything that does not compose.
+    """
+    keys, groups = [], []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        raw_key, value = arg.split("=", 1)
+        key = raw_key.lstrip("+~")
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+            continue
+        if _is_group(key):
+            groups.append((raw_key, [value] if "(" in value or not value else value.split(",")))
+        elif raw_key == key:
+            keys.append(key)
+    if not keys:
+        return
+    variants = [[f"{raw}={options[0]}" for raw, options in groups]]
+    for index, (raw, options) in enumerate(groups):
+        for option in options[1:]:
+            variant = list(variants[0])
+            variant[index] = f"{raw}={option}"
+            variants.append(variant)
+    valid: set[str] = set()
+    try:
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            for overrides in variants:
+                valid |= _dotted_keys(OmegaConf.to_container(compose("config", overrides=overrides), resolve=False))
+    except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
+        return
+    for key in keys:
+        if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
+            continue
+        closest = difflib.get_close_matches(key, sorted(k for k in valid if not k.endswith("[]")), n=1, cutoff=0.5)
+        hint = f"; closest valid key: {closest[0]}" if closest else ""
+        raise ConfigError(f"{key}: unknown key{hint}")
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
+    """Every key path of a nested config (``train``, ``train.lr``, …); a list value adds ``path[]``."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        for name, value in node.items():
+            path = f"{prefix}{name}"
+            keys.add(path)
+            keys |= _dotted_keys(value, f"{path}.")
+    elif isinstance(node, list) and prefix:
+        keys.add(prefix[:-1] + "[]")  # list items are addressed as path.0, path.1, …
+    return keys
 
 
 def main() -> None:
