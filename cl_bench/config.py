@@ -122,8 +122,13 @@ class CLBenchConfig:
 
 
 def register_schemas() -> None:
-    """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them)."""
+    """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
+    ``cl_bench.data_dir`` resolver: the default data root, defined once in
+    :func:`cl_bench.data.download.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    from cl_bench.data.download import default_data_dir
+
     ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
+    OmegaConf.register_new_resolver("cl_bench.data_dir", lambda: str(default_data_dir()), replace=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -188,6 +193,7 @@ def validate(cfg: DictConfig) -> None:
     Raises:
         ConfigError: one line naming the offending key (or file and line).
     """
+    from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.encoder import ModelLoadError, check_model_reachable
 
@@ -221,6 +227,11 @@ def validate(cfg: DictConfig) -> None:
         check_target_node(cfg.loss, "loss")
         check_target_node(cfg.augmentation, "augmentation")
         check_target_node(cfg.method, "method", skip=("name",))
+    try:
+        check_model_reachable(cfg.model.name_or_path)
+        ensure_data(cfg.paths.data_dir, needed_sources(cfg))  # first use: fetch before any model loads
+    except (ModelLoadError, DataDownloadError) as err:
+        raise ConfigError(str(err)) from err
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
         raise ConfigError(
@@ -230,6 +241,26 @@ def validate(cfg: DictConfig) -> None:
     try:
         if cfg.mode == "train":
             check_text_file(cfg.data.train_file)
-        check_model_reachable(cfg.model.name_or_path)
-    except (DataFileError, ModelLoadError) as err:
+    except DataFileError as err:
         raise ConfigError(str(err)) from err
+
+
+def needed_sources(cfg: DictConfig) -> list[tuple[str, str]]:
+    """``(config key, data source)`` pairs a run reads from the data root (see ``cl-bench-data list``).
+
+    SentEval's data for any own evaluation task (and the dev evaluation of training); the source
+    that ships ``data.train_file`` when training on a file of the data root.
+    """
+    from cl_bench.data.download import load_manifest, source_of
+    from cl_bench.eval.mteb import split_tasks
+
+    wanted: list[tuple[str, str]] = []
+    if cfg.mode == "train" or split_tasks(cfg.eval.tasks)[0]:
+        wanted.append(("paths.data_dir", "senteval"))
+    if cfg.mode == "train":
+        root, train_file = Path(cfg.paths.data_dir).absolute(), Path(cfg.data.train_file).absolute()
+        if train_file.is_relative_to(root):
+            source = source_of(train_file.relative_to(root).as_posix(), load_manifest())
+            if source is not None:
+                wanted.insert(0, ("data.train_file", source["name"]))
+    return wanted

@@ -4,7 +4,7 @@
     cl-bench-data verify [--data-dir DIR]                               # checksums + STS pair counts
     cl-bench-data list [--data-dir DIR]                                 # what is there
 
-The data root (``paths.data_dir``; default ``$CL_BENCH_DATA``, else ``./data``) holds SentEval's
+The data root (``paths.data_dir``; default ``$CL_BENCH_DATA``, else ``~/.cache/cl-bench/data``) holds SentEval's
 STS sets under ``sts/``, the transfer sets under ``transfer/``, training corpora under ``corpus/``
 and NLI data under ``nli/``. What each source is, where it comes from, which files it yields and
 their SHA-256 checksums is recorded in ``manifest.json`` beside this module.
@@ -36,6 +36,7 @@ import socket
 import sys
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -88,8 +89,14 @@ def load_manifest(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def default_data_dir() -> Path:
-    """The data root: ``$CL_BENCH_DATA`` if set, else ``./data`` (as ``conf/paths/default.yaml``)."""
-    return Path(os.environ.get("CL_BENCH_DATA") or "data")
+    """The data root: ``$CL_BENCH_DATA`` if set, else ``cl-bench/data`` in the user's cache directory.
+
+    The cache directory is ``$XDG_CACHE_HOME``, else ``~/.cache`` (where transformers keeps its
+    models). ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``).
+    """
+    if os.environ.get("CL_BENCH_DATA"):
+        return Path(os.environ["CL_BENCH_DATA"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cl-bench" / "data"
 
 
 def sha256_file(path: str | Path, decompress: bool = False) -> str:
@@ -697,6 +704,103 @@ def download(
 
 
 # ------------------------------------------------------------------------------------------------
+# First use: fetch what a run needs
+# ------------------------------------------------------------------------------------------------
+#: Set to 1 to never fetch data on first use (also implied by HF_HUB_OFFLINE: the sources are on the hub).
+DATA_OFFLINE_ENV = "CL_BENCH_DATA_OFFLINE"
+
+
+def source_of(rel: str, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The source whose files include the root-relative path ``rel`` (None: no source ships it)."""
+    return next((s for s in manifest["sources"] if rel in s["yields"]), None)
+
+
+def _absent(root: Path, source: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """The source's required files that are not in the root (presence only: no hashing on every run)."""
+    files = manifest["files"]
+    return [rel for rel in source["yields"] if not files.get(rel, {}).get("optional") and not (root / rel).is_file()]
+
+
+def _with_needs(names: Iterable[str], manifest: dict[str, Any]) -> list[str]:
+    """The sources and, for derived ones, the sources they are built from (download skips present ones)."""
+    by_name = {s["name"]: s for s in manifest["sources"]}
+    out: list[str] = []
+    for name in names:
+        out += [*_with_needs(by_name[name].get("needs", []), manifest), name]
+    return list(dict.fromkeys(out))
+
+
+def _offline_switch() -> str | None:
+    """The environment variable that turns first-use downloads off, if one is set."""
+    return next((var for var in (DATA_OFFLINE_ENV, "HF_HUB_OFFLINE")
+                 if os.environ.get(var, "0").lower() not in ("0", "", "false")), None)
+
+
+def ensure_data(
+    root: str | Path,
+    wanted: Sequence[tuple[str, str]],
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    progress: bool = True,
+    manifest: dict[str, Any] | None = None,
+) -> list[str]:
+    """Fetch the sources a run needs that are missing from the data root (the main job's first use).
+
+    Runs before any model loads. Missing files are fetched with :func:`download` (progress bar,
+    checksums, resume from ``.part`` files) when the sources' hosts answer a quick probe; offline
+    (``CL_BENCH_DATA_OFFLINE=1``, ``HF_HUB_OFFLINE=1`` or no answer) nothing waits on the network.
+
+    Args:
+        root: the data root (``paths.data_dir``).
+        wanted: ``(config key, source name)`` pairs, e.g. ``("data.train_file", "wiki1m")``.
+        log: where progress lines go (stderr).
+        progress: tqdm progress bars.
+        manifest: a manifest dict (default: the shipped one).
+
+    Returns:
+        The sources fetched or built (empty when everything was there).
+
+    Raises:
+        DataDownloadError: one line starting with the config key: the missing file, the
+            ``cl-bench-data download --only …`` command, and what to do offline.
+    """
+    from cl_bench.network import host_reachable
+
+    root = Path(root)
+    manifest = manifest or load_manifest()
+    by_name = {s["name"]: s for s in manifest["sources"]}
+    pending = [(key, by_name[name]) for key, name in wanted if _absent(root, by_name[name], manifest)]
+    if not pending:
+        return []
+    names = _with_needs(dict.fromkeys(source["name"] for _, source in pending), manifest)
+    command = f"`cl-bench-data download --only {' '.join(names)} --data-dir {root}`"
+    for key, source in pending:
+        if source["kind"] == "local":
+            raise DataDownloadError(f"{key}: {_absent(root, source, manifest)[0]} is not in the data root {root}; "
+                                    f"{source['how']}")
+    fetched = [by_name[n] for n in names if by_name[n]["kind"] != "derived" and _absent(root, by_name[n], manifest)]
+    hosts = {urllib.parse.urlsplit(source_base_url(s)).netloc: source_base_url(s) for s in fetched}
+    switch = _offline_switch()
+    unreachable = f"downloads are off ({switch}=1)" if switch else next(
+        (f"{host} cannot be reached" for host, url in hosts.items() if not host_reachable(url)), None)
+    if unreachable:
+        key, source = pending[0]
+        missing = _absent(root, source, manifest)
+        what = missing[0] if len(missing) == 1 else f"{len(missing)} files of {source['name']} (e.g. {missing[-1]})"
+        where = f"data root '{root}' not found" if not root.is_dir() else f"{what} not in the data root {root}"
+        offline_use = ("train on a corpus you have: data=wiki1m_head (in a data root that has it) or "
+                       "data.train_file=FILE") if key == "data.train_file" else \
+            "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
+        raise DataDownloadError(f"{key}: {where} and {unreachable}: fetch it with {command} on a connected "
+                                f"machine, or offline {offline_use}")
+    log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
+    try:
+        done = download(root, names, progress=progress, log=log, manifest=manifest)
+    except DataDownloadError as err:
+        raise DataDownloadError(f"{pending[0][0]}: {str(err).splitlines()[0]}") from err
+    return [name for name, state in done.items() if state in ("downloaded", "built")]
+
+
+# ------------------------------------------------------------------------------------------------
 # verify / list
 # ------------------------------------------------------------------------------------------------
 def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dict[str, int]], list[str]]:
@@ -847,7 +951,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--data-dir", type=Path, default=None,
-        help="data root (default: $CL_BENCH_DATA, else ./data)",
+        help="data root (default: $CL_BENCH_DATA, else ~/.cache/cl-bench/data)",
     )
     common.add_argument("--only", nargs="+", metavar="SOURCE", help="only these sources (see `list`)")
     parser = argparse.ArgumentParser(
