@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -114,6 +115,22 @@ def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
     elif isinstance(node, list) and prefix:
         keys.add(prefix[:-1] + "[]")  # list items are addressed as path.0, path.1, …
     return keys
+
+
+def discard_unused_run_dir(run_dir: Path) -> None:
+    """Remove a run directory holding only what Hydra wrote at start (``.hydra/``, the job log).
+
+    A command that failed validation leaves no run under ``outputs/runs/``; the date folder goes
+    too when it was its only run. A directory with anything else in it is left alone.
+    """
+    if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/
+        try:
+            run_dir.parent.rmdir()
+        except OSError:  # other runs that day
+            pass
 
 
 def main() -> None:
@@ -278,6 +295,7 @@ def run(cfg: DictConfig) -> float | None:
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         if not multirun:
+            discard_unused_run_dir(run_dir)
             sys.exit(2)
         tracker = make_tracker(cfg, run_dir, hydra_cfg)
         tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})

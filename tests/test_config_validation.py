@@ -202,3 +202,4 @@ def test_console_command_exits_nonzero_with_one_line(corpus_root, tiny_bert, arg
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("cl-bench: error:")]
     assert len(lines) == 1 and lines[0].startswith(message), proc.stderr
+    assert not (corpus_root / "run").exists()  # no run directory left behind by a command that failed

@@ -91,6 +91,19 @@ def _go_offline(constants: Any) -> None:
     constants.HF_HUB_OFFLINE = True
 
 
+def quiet_transformers_bars() -> None:
+    """No "Loading weights" / "Writing model shards" bars at every load and best-checkpoint save.
+
+    transformers' own progress bars only; the hub's download bars (a first-use fetch) stay. Older
+    transformers without ``set_tqdm_hook`` draw no such bars.
+    """
+    from transformers.utils import logging as transformers_logging
+
+    set_hook = getattr(transformers_logging, "set_tqdm_hook", None)
+    if set_hook is not None:
+        set_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
+
+
 def apply_dropout(config: Any, dropout: float | None) -> None:
     """Set hidden and attention dropout of a transformers config to ``dropout`` (None keeps it)."""
     if dropout is None:
@@ -109,6 +122,7 @@ def load_backbone(name_or_path: str, dropout: float | None = None) -> tuple[nn.M
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     check_model_reachable(name_or_path)
+    quiet_transformers_bars()
     try:
         config = AutoConfig.from_pretrained(name_or_path)
         apply_dropout(config, dropout)
