@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from cl_bench import interrupt
 from cl_bench.config import ConfigError, register_schemas, validate
 from cl_bench.rundir import RunDir
 
@@ -261,12 +262,14 @@ class StopSignal:
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        interrupt.reset()
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None:  # a second signal: stop now
             raise KeyboardInterrupt
         self.signum = signum
-        log.warning("%s received: stopping after the current step (send again to stop at once)",
+        interrupt.request_stop(signum)  # an evaluation stops at its next batch
+        log.warning("%s received: stopping after the current step or evaluation batch (send again to stop at once)",
                     signal.Signals(signum).name)
 
     def requested(self) -> bool:
@@ -333,6 +336,11 @@ def run(cfg: DictConfig) -> float | None:
             tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
             log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
             raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+        except interrupt.EvaluationInterrupted as interrupted:
+            tracker.log_results({**interrupted.partial, "evaluation_interrupted": 1.0})
+            tracker.finish("KILLED", error=str(interrupted))
+            log.error("evaluation stopped; the figures computed before the stop are in %s", RunDir(run_dir).results)
+            raise SystemExit(128 + interrupted.signum) from None
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
             raise SystemExit(130) from None
@@ -367,7 +375,8 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
     ).to(resolve_device(cfg.train.device))
-    results = evaluate_encoder(encoder, cfg, run_dir)
+    with interrupt.interruptible():
+        results = evaluate_encoder(encoder, cfg, run_dir)
     tracker.log_results(results)
     _log_plots(tracker, run_dir)
     return results
@@ -385,13 +394,19 @@ def _train_and_evaluate(
         return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
-    results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
-    results.update({
+    training = {
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
-    })
+    }
+    try:
+        with interrupt.interruptible():
+            results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
+    except interrupt.EvaluationInterrupted as stopped:
+        stopped.partial = {**training, **stopped.partial}
+        raise
+    results.update(training)
     tracker.log_results(results, state.step)
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cl_bench import interrupt
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 
 ENCODER_META_FILE = "cl_bench_encoder.json"
@@ -252,6 +253,7 @@ class SentenceEncoder(nn.Module):
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
         for start in range(0, len(order), batch_size):
+            interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             idx = order[start : start + batch_size]
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens}, return_tensors="pt")
             with autocast:
