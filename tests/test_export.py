@@ -190,5 +190,5 @@ def test_model_card_records_the_base_model_as_an_absolute_path_or_hub_id(tmp_pat
     assert f"from `{launch / 'models' / 'minilm'}`" in card and "base_model:" not in card  # not a hub id
     assert ex.base_model("bert-base-uncased", launch) == "bert-base-uncased"
     assert ex.base_model("princeton-nlp/sup-simcse-bert-base-uncased", launch) == "princeton-nlp/sup-simcse-bert-base-uncased"
-    assert ex.base_model("../shared/m", launch) == str((tmp_path / "shared" / "m"))
+    assert ex.base_model("../shared/m", launch) == str(tmp_path / "shared" / "m")
     assert ex.base_model("/abs/m", None) == "/abs/m"
