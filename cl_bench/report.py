@@ -312,6 +312,7 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
             "value": _first_metric(run, (metric,)),
             **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
         })
+    records.sort(key=lambda r: ([_sort_key(r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
     table_runs = pd.DataFrame(records)
     placed = table_runs[(table_runs["status"] == "FINISHED") & table_runs["value"].notna()]
     rows = []
@@ -505,6 +506,7 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = dict(zip(sweep.runs["run_id"], sweep.runs["run_name"], strict=True))
+    raw = {run["run_id"]: run for run in runs.to_dict("records")}
     failed = sweep.runs[sweep.runs["status"] != "FINISHED"]
     lines = [
         "# cl-bench sweep report",
@@ -538,8 +540,8 @@ def write_report(
         files += [csv_path, png_path]
         for run_id in table.runs["run_id"]:
             placed_in[run_id].append(spec.name)
-        outside = [f"{names[r['run_id']]} ({_why_not_in(spec, r, forced)})" for r in runs.to_dict("records")
-                   if r["run_id"] not in set(table.runs["run_id"])]
+        outside = [f"{names[run_id]} ({_why_not_in(spec, raw[run_id], forced)})" for run_id in sweep.runs["run_id"]
+                   if run_id not in set(table.runs["run_id"])]
         lines += [
             f"## {spec.title} (paper table)",
             "",

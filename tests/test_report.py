@@ -245,8 +245,13 @@ def test_report_on_a_real_tiny_sweep(tiny_bert: Path, data_dir: Path, tmp_path: 
     tau = pd.read_csv(tmp_path / "report" / "tau.csv").set_index("point")
     assert tau.loc["tau = 0.1", "runs"] == 2 and tau.loc["tau = 0.1", "mean"] == pytest.approx(
         statistics.mean(by_point[(0.1, False, 0.1)]), abs=1e-6)
-    for png in ("dropout.png", "tau.png", "align_uniform.png"):
+    for png in ("dropout.png", "tau.png", "align_uniform.png", "sweep.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == PNG_MAGIC
+    # the sweep itself: its three points (found from the params alone), two seeds each, every run placed
+    sweep = pd.read_csv(tmp_path / "report" / "sweep.csv")
+    assert len(sweep) == 3 and list(sweep["runs"]) == [2, 2, 2]
+    runs = pd.read_csv(tmp_path / "report" / "runs.csv")
+    assert len(runs) == 6 and runs["not_placed"].isna().all() and runs["tables"].str.startswith("sweep").all()
     client = mlflow.MlflowClient(tracking_uri=_store(tmp_path))
     experiment = client.get_experiment_by_name("cpu_repro")
     (parent,) = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` = 'true'")
