@@ -22,6 +22,7 @@ file by hand: a file already at that place is used without any network access.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as _dt
 import errno
@@ -39,7 +40,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -53,6 +54,8 @@ MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 RECORD_FILE = ".cl_bench_data.json"
 #: Archives and parts are downloaded here; a file placed here by hand is used as is.
 DOWNLOADS_DIR = ".downloads"
+#: Held while a run fetches missing data on first use.
+DOWNLOAD_LOCK = ".cl_bench_download.lock"
 CHUNK = 1 << 16
 _OFFLINE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
 
@@ -792,12 +795,32 @@ def ensure_data(
             "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
         raise DataDownloadError(f"{key}: {where} and {unreachable}: fetch it with {command} on a connected "
                                 f"machine, or offline {offline_use}")
-    log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
-    try:
-        done = download(root, names, progress=progress, log=log, manifest=manifest)
-    except DataDownloadError as err:
-        raise DataDownloadError(f"{pending[0][0]}: {str(err).splitlines()[0]}") from err
+    root.mkdir(parents=True, exist_ok=True)
+    with _exclusive(root / DOWNLOAD_LOCK):  # the jobs of a parallel sweep fetch once, not side by side
+        if not any(_absent(root, source, manifest) for _, source in pending):
+            return []  # another job fetched it meanwhile
+        log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
+        try:
+            done = download(root, names, progress=progress, log=log, manifest=manifest)
+        except DataDownloadError as err:
+            raise DataDownloadError(f"{pending[0][0]}: {str(err).splitlines()[0]}") from err
     return [name for name, state in done.items() if state in ("downloaded", "built")]
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (``flock``) while the block runs; no lock where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: parallel first uses may fetch twice (each through its own .part files)
+        yield
+        return
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # ------------------------------------------------------------------------------------------------
