@@ -242,7 +242,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     check_overrides_act(cfg, overrides)
     try:
         check_model_reachable(cfg.model.name_or_path)
-        ensure_data(cfg.paths.data_dir, needed_sources(cfg))  # first use: fetch before any model loads
+        ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
     except (ModelLoadError, DataDownloadError) as err:
         raise ConfigError(str(err)) from err
     data_dir = Path(cfg.paths.data_dir)
@@ -258,25 +258,29 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise ConfigError(str(err)) from err
 
 
-def needed_sources(cfg: DictConfig) -> list[tuple[str, str]]:
-    """``(config key, data source)`` pairs a run reads from the data root (see ``cl-bench-data list``).
+def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
+    """``(config key, file relative to the data root)`` for every data-root file the run reads.
 
-    SentEval's data for any own evaluation task (and the dev evaluation of training); the source
-    that ships ``data.train_file`` when training on a file of the data root.
+    The training corpus (when it lies in the data root) and the evaluation's files: the final
+    tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
-    from cl_bench.data.download import load_manifest, source_of
     from cl_bench.eval.mteb import split_tasks
+    from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
 
+    root = Path(cfg.paths.data_dir).absolute()
     wanted: list[tuple[str, str]] = []
-    if cfg.mode == "train" or split_tasks(cfg.eval.tasks)[0]:
-        wanted.append(("paths.data_dir", "senteval"))
     if cfg.mode == "train":
-        root, train_file = Path(cfg.paths.data_dir).absolute(), Path(cfg.data.train_file).absolute()
+        train_file = Path(cfg.data.train_file).absolute()
         if train_file.is_relative_to(root):
-            source = source_of(train_file.relative_to(root).as_posix(), load_manifest())
-            if source is not None:
-                wanted.insert(0, ("data.train_file", source["name"]))
-    return wanted
+            wanted.append(("data.train_file", train_file.relative_to(root).as_posix()))
+        wanted += [("paths.data_dir", rel) for rel in dev_required_files(cfg.train.select_metric)]
+    own_tasks = split_tasks(cfg.eval.tasks)[0]
+    try:
+        files = required_files(resolve_tasks(own_tasks), cfg.eval.align_uniform, cfg.eval.anisotropy,
+                               cfg.eval.align_uniform_split, cfg.eval.whitening) if own_tasks else []
+    except (EvalConfigError, KeyError):  # a bad eval option: the evaluation check names it
+        files = []
+    return wanted + [("paths.data_dir", rel) for rel in files]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import data_root
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -21,16 +22,17 @@ from cl_bench.network import PROBE_TIMEOUT
 
 
 def _compose(data_dir: Path, overrides: list[str]):
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    # the data root as an override, not CL_BENCH_DATA: the environment would leak into later tests
+    root = [] if any(o.startswith("paths.data_dir=") for o in overrides) else [f"paths.data_dir={data_dir}"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=overrides)
+        return compose("config", overrides=[*root, *overrides])
 
 
 @pytest.fixture()
 def corpus_root(tmp_path: Path) -> Path:
     root = tmp_path / "data"
     (root / "corpus").mkdir(parents=True)
-    (root / "sts").mkdir()
+    (root / "sts").symlink_to(data_root() / "sts")  # the evaluation's files: nothing to fetch
     (root / "corpus" / "ok.txt").write_text("a man plays the guitar\nthe dog runs\n")
     return root
 

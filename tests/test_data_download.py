@@ -466,7 +466,7 @@ def test_main_job_offline_fails_at_once_with_one_line(
     assert not first_use.exists()
     # evaluation only needs SentEval's data: the message names it and the data-root alternative
     first_use.mkdir(parents=True)
-    with pytest.raises(ConfigError, match=r"^paths.data_dir: \d+ files of senteval \(e.g. transfer/TREC/train_5500.label\) not in the data root .* cannot be reached: "
+    with pytest.raises(ConfigError, match=r"^paths.data_dir: sts/STS12-en-test/STS.input.MSRpar.txt \(and \d+ more files\) is not in the data root .* cannot be reached: "
                                           r"fetch it with `cl-bench-data download --only senteval"):
         preflight(_main_job(tiny_bert, "mode=eval"))
     # HF_HUB_OFFLINE (set by the tests) turns first-use downloads off without any probe

@@ -746,21 +746,23 @@ def ensure_data(
     progress: bool = True,
     manifest: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Fetch the sources a run needs that are missing from the data root (the main job's first use).
+    """Fetch the data files a run reads that are missing from the data root (the main job's first use).
 
-    Runs before any model loads. Missing files are fetched with :func:`download` (progress bar,
-    checksums, resume from ``.part`` files) when the sources' hosts answer a quick probe; offline
-    (``CL_BENCH_DATA_OFFLINE=1``, ``HF_HUB_OFFLINE=1`` or no answer) nothing waits on the network.
+    Runs before any model loads. The sources that ship the missing files are fetched with
+    :func:`download` (progress bar, checksums, resume from ``.part`` files) when their hosts answer
+    a quick probe; offline (``CL_BENCH_DATA_OFFLINE=1``, ``HF_HUB_OFFLINE=1`` or no answer) nothing
+    waits on the network. A file no source ships (a corpus of your own) is left to the caller's checks.
 
     Args:
         root: the data root (``paths.data_dir``).
-        wanted: ``(config key, source name)`` pairs, e.g. ``("data.train_file", "wiki1m")``.
+        wanted: ``(config key, file relative to the root)`` pairs, e.g.
+            ``("data.train_file", "corpus/wiki1m_for_simcse.txt")``.
         log: where progress lines go (stderr).
         progress: tqdm progress bars.
         manifest: a manifest dict (default: the shipped one).
 
     Returns:
-        The sources fetched or built (empty when everything was there).
+        The sources fetched or built (empty when every file was there).
 
     Raises:
         DataDownloadError: one line starting with the config key: the missing file, the
@@ -770,26 +772,24 @@ def ensure_data(
 
     root = Path(root)
     manifest = manifest or load_manifest()
-    by_name = {s["name"]: s for s in manifest["sources"]}
-    pending = [(key, by_name[name]) for key, name in wanted if _absent(root, by_name[name], manifest)]
-    if not pending:
+    missing = [(key, rel, source) for key, rel in dict.fromkeys(wanted)
+               if not (root / rel).is_file() and (source := source_of(rel, manifest)) is not None]
+    if not missing:
         return []
-    names = _with_needs(dict.fromkeys(source["name"] for _, source in pending), manifest)
+    by_name = {s["name"]: s for s in manifest["sources"]}
+    names = _with_needs(dict.fromkeys(source["name"] for _, _, source in missing), manifest)
     command = f"`cl-bench-data download --only {' '.join(names)} --data-dir {root}`"
-    for key, source in pending:
-        if source["kind"] == "local":
-            raise DataDownloadError(f"{key}: {_absent(root, source, manifest)[0]} is not in the data root {root}; "
-                                    f"{source['how']}")
+    key, rel, source = missing[0]
+    if source["kind"] == "local":
+        raise DataDownloadError(f"{key}: {rel} is not in the data root {root}; {source['how']}")
     fetched = [by_name[n] for n in names if by_name[n]["kind"] != "derived" and _absent(root, by_name[n], manifest)]
     hosts = {urllib.parse.urlsplit(source_base_url(s)).netloc: source_base_url(s) for s in fetched}
     switch = _offline_switch()
     unreachable = f"downloads are off ({switch}=1)" if switch else next(
         (f"{host} cannot be reached" for host, url in hosts.items() if not host_reachable(url)), None)
     if unreachable:
-        key, source = pending[0]
-        missing = _absent(root, source, manifest)
-        what = missing[0] if len(missing) == 1 else f"{len(missing)} files of {source['name']} (e.g. {missing[-1]})"
-        where = f"data root '{root}' not found" if not root.is_dir() else f"{what} not in the data root {root}"
+        more = f" (and {len(missing) - 1} more files)" if len(missing) > 1 else ""
+        where = f"data root '{root}' not found" if not root.is_dir() else f"{rel}{more} is not in the data root {root}"
         offline_use = ("train on a corpus you have: data=wiki1m_head (in a data root that has it) or "
                        "data.train_file=FILE") if key == "data.train_file" else \
             "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
@@ -797,13 +797,13 @@ def ensure_data(
                                 f"machine, or offline {offline_use}")
     root.mkdir(parents=True, exist_ok=True)
     with _exclusive(root / DOWNLOAD_LOCK):  # the jobs of a parallel sweep fetch once, not side by side
-        if not any(_absent(root, source, manifest) for _, source in pending):
+        if all((root / rel).is_file() for _, rel, _ in missing):
             return []  # another job fetched it meanwhile
         log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
         try:
             done = download(root, names, progress=progress, log=log, manifest=manifest)
         except DataDownloadError as err:
-            raise DataDownloadError(f"{pending[0][0]}: {str(err).splitlines()[0]}") from err
+            raise DataDownloadError(f"{key}: {str(err).splitlines()[0]}") from err
     return [name for name, state in done.items() if state in ("downloaded", "built")]
 
 
