@@ -205,12 +205,14 @@ def test_sigterm_during_eval_stops_at_the_next_batch_with_killed_status(tiny_ber
     time.sleep(1.0)  # past the tokenization of all sentences, into the batches
     proc.send_signal(signal.SIGTERM)
     signalled = time.time()
+    while "evaluation stopped" not in log_file.read_text() and proc.poll() is None:
+        time.sleep(0.05)
+    stopped_in = time.time() - signalled  # logged once results.json is written and the run is KILLED
     proc.wait(timeout=120)
-    stopped_in = time.time() - signalled
     output = log_file.read_text()
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
-    # the evaluation takes minutes at batch 2; the stop (MLflow's KILLED and the interpreter's exit included) seconds
-    assert stopped_in < 20, f"took {stopped_in:.1f} s to stop"
+    # the evaluation takes minutes at batch 2 (the estimate says so); the stop, MLflow's KILLED included, seconds
+    assert stopped_in < 10, f"took {stopped_in:.1f} s to stop"
     assert "encoded" not in output  # stopped inside the encoding, not after it
     assert json.loads((run_dir / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
     assert json.loads((run_dir / "status.json").read_text())["status"] == "KILLED"
