@@ -229,17 +229,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
-        cls = method_class(cfg)
-        if "loss" in cls.uses:
-            check_target_node(cfg.loss, "loss", skip=("name",))
-        if "augmentation" in cls.uses:
-            check_target_node(cfg.augmentation, "augmentation")
-        check_target_node(cfg.method, "method", skip=("name",))
-        try:
-            cls.check_config(_values(cfg.method))
-        except ValueError as err:
-            raise ConfigError(str(err)) from err
-    check_overrides_act(cfg, overrides)
+    check_choices(cfg, overrides)
     try:
         check_model_reachable(cfg.model.name_or_path)
         ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
@@ -390,6 +380,23 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
         if key and key.split("/")[0].split(".")[0] not in _ALWAYS_ACTING:
             keys.append(key)
     return keys
+
+
+def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """The part of :func:`validate` that reads no file: the method's, loss's and augmentation's keys
+    and values fit their targets, the loss is one the method calls, and every override acts."""
+    if cfg.mode == "train":
+        cls = method_class(cfg)
+        if "loss" in cls.uses:
+            check_target_node(cfg.loss, "loss", skip=("name",))
+        if "augmentation" in cls.uses:
+            check_target_node(cfg.augmentation, "augmentation")
+        check_target_node(cfg.method, "method", skip=("name",))
+        try:
+            cls.check_config(_values(cfg.method))
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+    check_overrides_act(cfg, overrides)
 
 
 def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:

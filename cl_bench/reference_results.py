@@ -117,6 +117,22 @@ class AblationSpec:
         return f"other ({values})"
 
 
+def point_overrides(name: str) -> dict[str, Any]:
+    """The keys a grid point (``conf/experiment/points/<name>.yaml``) sets, flattened (``pooler.name``...).
+
+    The point file is the one place a point's settings are written: the sweep applies it and the report
+    identifies the point's runs by the same keys.
+    """
+    import pandas as pd
+
+    from cl_bench import catalog
+
+    path = catalog.options("experiment", internal=True).get(f"points/{name}")
+    if path is None:
+        raise ReferenceDataError(f"point {name}: no conf/experiment/points/{name}.yaml")
+    return pd.json_normalize(catalog.read_yaml(path), sep=".").iloc[0].to_dict()
+
+
 def _spec(name: str, node: Any, where_from: str) -> AblationSpec:
     def fail(message: str) -> ReferenceDataError:
         return ReferenceDataError(f"{where_from}: ablations.{name}{message}")
@@ -131,8 +147,10 @@ def _spec(name: str, node: Any, where_from: str) -> AblationSpec:
             raise fail(f".{key}: missing")
     points = []
     for i, point in enumerate(node["points"]):
+        if isinstance(point, dict) and point.get("point"):
+            point = {**point, "match": point_overrides(str(point["point"]))}
         if not isinstance(point, dict) or not point.get("label") or not isinstance(point.get("match"), dict):
-            raise fail(f".points[{i}]: needs a label and a match mapping")
+            raise fail(f".points[{i}]: needs a label and a match mapping (or a point: name)")
         paper = point.get("paper")
         if paper is not None and not isinstance(paper, (int, float)):
             raise fail(f".points[{i}].paper: expected a number or null, got {paper!r}")

@@ -1,0 +1,390 @@
+"""Every option cl-bench accepts acts on the run it labels; one that cannot act is rejected before any
+model loads (one line naming the key), sweeps are checked job by job before the first job starts,
+and a run records only what acted."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+import torch
+from conftest import cli_env
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+from transformers import BertConfig, BertForMaskedLM
+
+from cl_bench import catalog
+from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schema
+from cl_bench.config import ConfigError, acting_params, check_choices, inert_keys, validate
+
+METHODS = sorted(catalog.options("method"))
+LOSSES = sorted(catalog.options("loss"))
+AUGMENTATIONS = sorted(catalog.options("augmentation"))
+POOLERS = sorted(catalog.options("pooler"))
+
+#: small real training data for each method, and the method keys that make a tiny run possible
+METHOD_DATA = {
+    "simcse": ("corpus", {}),
+    "cert": ("corpus", {"method.queue_size": 8}),
+    "simcse_sup": ("nli_snli_devtest", {}),
+    "sg_opt": ("stsb_sentences", {"method.projection_size": 8, "method.stsb_splits": None}),
+    "is_bert": ("nli_sentences", {"method.channels": 4}),
+    "declutr": ("enwiki_documents", {"method.min_span_len": 2, "method.max_span_len": 8, "method.mlm_weight": 0.0}),
+    "quickthoughts": ("enwiki_sentences", {}),
+}
+CORPUS = [
+    "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
+    "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
+]
+
+
+def _compose(data_dir: Path, overrides: list[str]) -> Any:
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[*overrides, "paths.output_dir=out"])
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("corpus")
+    corpus, paraphrases = folder / "corpus.txt", folder / "paraphrases.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    paraphrases.write_text("\n".join(f"{s} , retold" for s in CORPUS) + "\n")  # back-translation's file source
+    return corpus, paraphrases
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny_mlm")
+    BertForMaskedLM(BertConfig.from_pretrained(tiny_bert)).save_pretrained(out)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        if (tiny_bert / name).is_file():
+            (out / name).write_bytes((tiny_bert / name).read_bytes())
+    return out
+
+
+def _method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path) -> Any:
+    data, keys = METHOD_DATA[method]
+    overrides = [f"method={method}", f"model.name_or_path={tiny_bert}", "model.max_length=16", "batch_size=4",
+                 "logger=none", "data.limit=40"]
+    overrides.append(f"data.train_file={corpus}" if data == "corpus" else f"data={data}")
+    cfg = _compose(data_dir, overrides)
+    with open_dict(cfg):
+        for key, value in keys.items():
+            OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+def _with_option(cfg: Any, group: str, option: str) -> Any:
+    """``cfg`` with ``group`` switched to ``option`` (the option YAMLs are plain nodes: no defaults list)."""
+    cfg = cfg.copy()
+    node = OmegaConf.create(catalog.read_yaml(catalog.options(group)[option]))
+    with open_dict(cfg):
+        if group == "pooler":  # a structured node (PoolerConfig): set its fields
+            for key, value in node.items():
+                cfg.pooler[key] = value
+        else:  # loss and augmentation are free-form: the option replaces the node
+            cfg[group] = node
+    return cfg
+
+
+def _verdict(cfg: Any, overrides: list[str]) -> str | None:
+    """None when accepted, else the one-line error (validation's config part: it reads no file)."""
+    try:
+        check_choices(cfg, overrides)
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Every method x loss x augmentation x pooler: rejected with one line, or accepted and acting
+# ------------------------------------------------------------------------------------------------
+def _check_combinations(tiny_bert: Path, data_dir: Path, corpus: Path, per_method: int | None) -> None:
+    """Each method x loss x augmentation x pooler combination (or ``per_method`` of them drawn at random,
+    seeded) is rejected with one of its options' one-line errors, or accepted when all three are."""
+    import random
+
+    draw = random.Random(0)
+    checked = 0
+    accepted = rejected = 0
+    for method in METHODS:
+        base = _method_config(method, data_dir, tiny_bert, corpus)
+        verdicts = {}
+        for group, names in (("loss", LOSSES), ("augmentation", AUGMENTATIONS), ("pooler", POOLERS)):
+            for name in names:
+                cfg = _with_option(base, group, name)
+                verdicts[group, name] = _verdict(cfg, [f"{group}={name}"])
+        combinations = list(itertools.product(LOSSES, AUGMENTATIONS, POOLERS))
+        if per_method is not None:
+            combinations = draw.sample(combinations, per_method)
+        checked += len(combinations)
+        for loss, aug, pooler in combinations:
+            cfg = _with_option(_with_option(_with_option(base, "loss", loss), "augmentation", aug), "pooler", pooler)
+            error = _verdict(cfg, [f"loss={loss}", f"augmentation={aug}", f"pooler={pooler}"])
+            expected = [verdicts["loss", loss], verdicts["augmentation", aug], verdicts["pooler", pooler]]
+            if error is None:
+                accepted += 1
+                assert expected == [None, None, None], (method, loss, aug, pooler)
+            else:
+                rejected += 1
+                assert "\n" not in error and error in [e for e in expected if e], (method, loss, aug, pooler, error)
+                assert error.split(":")[0].split("=")[0] in ("loss", "augmentation", "pooler")
+    assert accepted and rejected and accepted + rejected == checked
+
+
+def test_combinations_are_rejected_with_one_line_or_accepted(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
+    """Default suite: every option of every group per method, and 60 random full combinations per method."""
+    _check_combinations(tiny_bert, data_dir, corpus_files[0], per_method=60)
+
+
+@pytest.mark.slow
+def test_every_combination_is_rejected_with_one_line_or_accepted(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
+    """All method x loss x augmentation x pooler combinations (7,840; ~14 min on a loaded 2-core machine)."""
+    _check_combinations(tiny_bert, data_dir, corpus_files[0], per_method=None)
+
+
+def _accepted_options(method: str, cfg: Any) -> list[tuple[str, str]]:
+    pairs = []
+    for group, names in (("loss", LOSSES), ("augmentation", AUGMENTATIONS), ("pooler", POOLERS)):
+        for name in names:
+            if _verdict(_with_option(cfg, group, name), [f"{group}={name}"]) is None:
+                pairs.append((group, name))
+    return pairs
+
+
+def _spy(calls: list[str], label: str, fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(label)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_accepted_option_acts_in_a_training_step(
+    method: str, tiny_bert: Path, tiny_mlm: Path, data_dir: Path, corpus_files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spies: the configured loss function, augmentation hook and pooler are called by one training
+    step of a tiny model, for every option the method accepts."""
+    from cl_bench.models import encoder as encoder_module
+    from cl_bench.train import loop
+
+    corpus, paraphrases = corpus_files
+    base = _method_config(method, data_dir, tiny_bert, corpus)
+    options = _accepted_options(method, base)
+    assert ("loss", catalog.default_loss(method)) in options
+    for group, name in options:
+        cfg = _with_option(base, group, name)
+        with open_dict(cfg):
+            if cfg.augmentation.get("_target_", "").endswith("BackTranslation"):
+                cfg.augmentation.source, cfg.augmentation.paraphrase_file = "file", str(paraphrases)
+            if cfg.augmentation.get("_target_", "").endswith("MLMReplace"):
+                cfg.augmentation.mlm_model = str(tiny_mlm)
+        calls: list[str] = []
+        pool = encoder_module.pool
+        monkeypatch.setattr(encoder_module, "pool", lambda name_, *a, calls=calls, pool=pool, **k: (
+            calls.append(f"pooler={name_}"), pool(name_, *a, **k))[1])
+        torch.manual_seed(0)
+        built = loop.build_method(cfg, torch.device("cpu"))
+        if built.loss_fn is not None:
+            built.loss_fn = _spy(calls, f"loss={cfg.loss.name}", built.loss_fn)
+        if built.augmentation is not None:
+            for hook in ("augment_text", "augment_inputs"):
+                setattr(built.augmentation, hook, _spy(calls, f"augmentation={name}", getattr(built.augmentation, hook)))
+        items = built.read_corpus(cfg.data.train_file)
+        batch = next(iter(built.batches(items, 4, torch.Generator().manual_seed(0))))
+        built.train()
+        terms = built.training_step(batch)
+        assert torch.isfinite(terms["loss"]), (method, group, name)
+        monkeypatch.undo()
+        label = f"loss={cfg.loss.name}" if group == "loss" else f"{group}={name}"
+        assert label in calls, (method, group, name, sorted(set(calls)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Keys, sweeps, params and tags
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["method=simcse", "loss.hard_negative_alpha=2"], "loss.hard_negative_alpha"),
+        (["method=simcse_sup", "method.use_hard_negatives=false", "loss.hard_negative_alpha=2"], "loss.hard_negative_alpha"),
+        (["method=quickthoughts", "loss.tau=0.1"], "loss.tau"),
+        (["method=simcse", "method.mlm_probability=0.2"], "method.mlm_probability"),
+        (["method=simcse", "pooler=avg", "pooler.mlp_only_train=true"], "pooler.mlp_only_train"),
+        (["mode=eval", "loss.tau=0.1"], "loss.tau"),
+        (["mode=eval", "dropout=0.2"], "dropout"),
+        (["method=simcse", "eval.transfer_config=fast"], "eval.transfer_config"),
+        (["method=is_bert", "augmentation=eda_delete"], "augmentation"),
+    ],
+)
+def test_inert_key_overrides_are_rejected_naming_the_key(
+    overrides: list[str], key: str, tiny_bert: Path, data_dir: Path
+) -> None:
+    cfg = _compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
+    with pytest.raises(ConfigError, match=rf"^{key}: has no effect on this run: .+") as err:
+        validate(cfg, overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> None:
+    for overrides in (
+        ["method=simcse_sup", "loss.hard_negative_alpha=2"],
+        ["method=quickthoughts", "loss.similarity=cosine", "loss.tau=0.1"],
+        ["method=sg_opt", "loss.tau=0.05"],
+        ["method=cert", "loss.tau=0.2"],
+        ["method=simcse", "method.mlm_weight=0.1", "method.mlm_probability=0.2"],
+        ["method=sg_opt", "loss=sg"],
+    ):
+        validate(_compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}", "data=wiki1m_head"]), overrides)
+
+
+def test_params_name_only_what_acted(tiny_bert: Path, data_dir: Path) -> None:
+    is_bert = _compose(data_dir, ["method=is_bert", f"model.name_or_path={tiny_bert}"])
+    params = acting_params(is_bert)
+    assert not [k for k in params if k.startswith(("augmentation.", "pooler."))]
+    assert params["loss.name"] == "jsd" and params["dropout"] == 0.1 and "model.dropout" not in params
+    simcse = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
+    assert simcse["loss.tau"] == 0.05 and "loss.hard_negative_alpha" not in simcse and simcse["augmentation._target_"]
+    assert "pooler.first_layer" not in simcse and simcse["pooler.mlp_only_train"] is True
+    evaluation = _compose(data_dir, ["mode=eval", f"model.name_or_path={tiny_bert}"])
+    assert not [k for k in acting_params(evaluation) if k.split(".")[0] in ("method", "loss", "augmentation", "data")]
+    assert "train.lr" in inert_keys(evaluation) and "train.device" not in inert_keys(evaluation)
+
+
+def _cl_bench(args: list[str], cwd: Path, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from cl_bench.cli import main; main()", *args],
+        cwd=cwd, env=cli_env(data_dir), capture_output=True, text=True, timeout=600,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_sweep_with_a_job_that_would_ignore_a_key_fails_before_any_job(
+    tiny_bert: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    proc = _cl_bench(
+        ["-m", "method=simcse,is_bert", "augmentation=eda_delete", f"model.name_or_path={tiny_bert}",
+         "data=wiki1m_head", "train.max_steps=1", "hydra.sweep.dir=sweep"],
+        tmp_path, data_dir, check=False,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("cl-bench: error:")]
+    assert len(errors) == 1 and "job 1 (method=is_bert" in errors[0] and "augmentation: has no effect" in errors[0]
+    assert not list((tmp_path / "sweep").glob("*/results.json")) and not (tmp_path / "sweep" / "0").exists()
+    assert not (tmp_path / "mlflow.db").exists()  # no parent run was created either
+
+
+def test_sweep_children_are_named_by_what_they_vary_and_record_what_acted(
+    tiny_bert: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    _cl_bench(
+        ["-m", "method=is_bert", "dropout=0,0.1", "loss=jsd", f"model.name_or_path={tiny_bert}", "data=nli_sentences",
+         "data.limit=16", "method.channels=4", "batch_size=4", "train.max_steps=1", "train.eval_steps=0",
+         "train.progress_bar=false", "eval.tasks=[stsb]", "eval.anisotropy=false", "eval.align_uniform=false",
+         "hydra.sweep.dir=sweep"],
+        tmp_path, data_dir,
+    )
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
+    children = [r for r in runs if r not in parents]
+    assert [p.data.tags["mlflow.runName"] for p in parents] == ["sweep: dropout"]
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == ["is_bert dropout=0", "is_bert dropout=0.1"]
+    for child in children:
+        params, tags = child.data.params, child.data.tags
+        assert not [k for k in params if k.startswith(("augmentation.", "pooler."))], params
+        assert "augmentation" not in tags and "pooler" not in tags and tags["loss"] == "jsd"
+        assert "None" not in tags.values()
+    assert json.loads((tmp_path / "sweep" / "varied_keys.json").read_text()) == ["dropout"]
+
+
+# ------------------------------------------------------------------------------------------------
+# A user's own method, from their own folder, with no change to cl-bench
+# ------------------------------------------------------------------------------------------------
+TOY_METHOD = '''
+"""A toy method: one view and its neighbour in the batch."""
+import torch
+
+from cl_bench.methods.base import Method
+
+
+class ToyMethod(Method):
+    name = "toy"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "toy: each sentence against the next one"
+
+    @classmethod
+    def check_config(cls, values):
+        if values.get("shift", 1) < 1:
+            raise ValueError(f"method.shift: must be >= 1, got {values['shift']}")
+
+    def __init__(self, context, shift: int = 1):
+        super().__init__(context)
+        self.shift = shift
+
+    def training_step(self, batch):
+        z = self.encoder(self.tokenize(batch))
+        loss = self.loss_fn(z, z.roll(self.shift, dims=0))
+        return {"loss": loss}
+'''
+
+
+def test_a_user_method_from_their_own_folder(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "my_methods"
+    (folder / "method").mkdir(parents=True)
+    (folder / "loss" / "default").mkdir(parents=True)
+    (folder / "toy_method.py").write_text(TOY_METHOD)
+    (folder / "method" / "toy.yaml").write_text("# Toy method for the test.\n_target_: toy_method.ToyMethod\nname: toy\nshift: 1\n")
+    (folder / "loss" / "default" / "toy.yaml").write_text(textwrap.dedent("""\
+        defaults:
+          - /loss/ntxent@_here_
+          - _self_
+    """))
+    search = f"hydra.searchpath=[file://{folder}]"
+    listing = _cl_bench(["list", search], tmp_path, data_dir).stdout
+    assert "toy: toy: each sentence against the next one" in listing and "default loss: ntxent" in listing
+    _cl_bench(
+        [search, "method=toy", f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=32", "batch_size=4",
+         "train.max_steps=2", "train.eval_steps=0", "train.progress_bar=false", "eval.tasks=[stsb]",
+         "eval.anisotropy=false", "eval.align_uniform=false", "logger=none", "hydra.run.dir=run"],
+        tmp_path, data_dir,
+    )
+    assert "stsb" in json.loads((tmp_path / "run" / "results.json").read_text())
+    bad = _cl_bench([search, "method=toy", "method.shift=0", f"model.name_or_path={tiny_bert}", "data=wiki1m_head"],
+                    tmp_path, data_dir, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == "cl-bench: error: method.shift: must be >= 1, got 0"
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's option tables say what `cl-bench list` says
+# ------------------------------------------------------------------------------------------------
+def test_readme_option_tables_match_cl_bench_list() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Methods, losses and augmentations"):readme.index("### Every option acts")]
+    rows = {m.group(1): m for m in re.finditer(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \| `(\w+)` \|", section, re.M)}
+    assert sorted(rows) == METHODS
+    for row in catalog.method_rows():
+        assert rows[row["method"]].group(2).strip() == row["uses"], row["method"]
+        assert rows[row["method"]].group(3) == row["default_loss"], row["method"]
+    listed_losses = {}
+    for m in re.finditer(r"^\* `(\w+)`[^:]*: (.+?) — ", section, re.M | re.S):
+        for item in m.group(2).replace("\n", " ").split("·"):
+            listed_losses[re.sub(r"\(.*?\)", "", item).strip()] = m.group(1)
+    assert listed_losses == {name: catalog.loss_kind_of(path) for name, path in catalog.options("loss").items()}
+    augmentations = re.search(r"`augmentation=` (.+?) \(for", section, re.S).group(1)
+    assert sorted(a.strip() for a in augmentations.replace("\n", " ").split("·")) == AUGMENTATIONS
