@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -20,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from cl_bench import catalog
+from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
 from cl_bench.config import ConfigError, register_schemas, validate
 from cl_bench.rundir import RunDir
@@ -48,6 +50,89 @@ def check_group_choices(argv: list[str]) -> None:
         for choice in value.split(","):
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
+    check_override_keys(argv)
+
+
+def _is_group(key: str) -> bool:
+    """``method``, ``experiment/points``, ``hydra/launcher``: a config group, not a key."""
+    return key in GROUPS or "/" in key
+
+
+def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Fail with one line, naming the closest valid key, when a ``key=value`` override names no key.
+
+    Hydra would fail too, with several lines suggesting ``+key``. The keys of ``method``, ``loss``
+    and ``augmentation`` depend on the chosen options, so the config is composed with the group
+    choices of ``argv`` (one composition per option of a swept group; the union of their keys is
+    valid). Nothing is composed when no plain key is overridden. ``+key`` (add) and ``~key``
+    (delete) are Hydra's to judge; so is anything that does not compose.
+    """
+    keys, groups, search_path = [], [], []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        raw_key, value = arg.split("=", 1)
+        key = raw_key.lstrip("+~")
+        if key == "hydra.searchpath":  # user config folders: their options' keys are valid too
+            search_path.append(arg)
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+            continue
+        if _is_group(key):
+            groups.append((raw_key, [value] if "(" in value or not value else value.split(",")))
+        elif raw_key == key:
+            keys.append(key)
+    if not keys:
+        return
+    variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
+    for index, (raw, options) in enumerate(groups):
+        for option in options[1:]:
+            variant = list(variants[0])
+            variant[len(search_path) + index] = f"{raw}={option}"
+            variants.append(variant)
+    valid: set[str] = set()
+    try:
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            for overrides in variants:
+                valid |= _dotted_keys(OmegaConf.to_container(compose("config", overrides=overrides), resolve=False))
+    except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
+        return
+    for key in keys:
+        if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
+            continue
+        closest = difflib.get_close_matches(key, sorted(k for k in valid if not k.endswith("[]")), n=1, cutoff=0.5)
+        hint = f"; closest valid key: {closest[0]}" if closest else ""
+        raise ConfigError(f"{key}: unknown key{hint}")
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
+    """Every key path of a nested config (``train``, ``train.lr``, …); a list value adds ``path[]``."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        for name, value in node.items():
+            path = f"{prefix}{name}"
+            keys.add(path)
+            keys |= _dotted_keys(value, f"{path}.")
+    elif isinstance(node, list) and prefix:
+        keys.add(prefix[:-1] + "[]")  # list items are addressed as path.0, path.1, …
+    return keys
+
+
+def discard_unused_run_dir(run_dir: Path) -> None:
+    """Remove a run directory holding only what Hydra wrote at start (``.hydra/``, the job log).
+
+    A command that failed validation leaves no run under ``outputs/runs/``; the date folder goes
+    too when it was its only run. A directory with anything else in it is left alone.
+    """
+    if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/
+        try:
+            run_dir.parent.rmdir()
+        except OSError:  # other runs that day
+            pass
 
 
 def main() -> None:
@@ -211,12 +296,14 @@ class StopSignal:
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        interrupt.reset()
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None:  # a second signal: stop now
             raise KeyboardInterrupt
         self.signum = signum
-        log.warning("%s received: stopping after the current step (send again to stop at once)",
+        interrupt.request_stop(signum)  # an evaluation stops at its next batch
+        log.warning("%s received: stopping after the current step or evaluation batch (send again to stop at once)",
                     signal.Signals(signum).name)
 
     def requested(self) -> bool:
@@ -245,6 +332,7 @@ def run(cfg: DictConfig) -> float | None:
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         if not multirun:
+            discard_unused_run_dir(run_dir)
             sys.exit(2)
         tracker = make_tracker(cfg, run_dir, hydra_cfg)
         tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
@@ -284,6 +372,11 @@ def run(cfg: DictConfig) -> float | None:
             tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
             log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
             raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+        except interrupt.EvaluationInterrupted as interrupted:
+            tracker.log_results({**interrupted.partial, "evaluation_interrupted": 1.0})
+            tracker.finish("KILLED", error=str(interrupted))
+            log.error("evaluation stopped; the figures computed before the stop are in %s", RunDir(run_dir).results)
+            raise SystemExit(128 + interrupted.signum) from None
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
             raise SystemExit(130) from None
@@ -318,7 +411,8 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
     ).to(resolve_device(cfg.train.device))
-    results = evaluate_encoder(encoder, cfg, run_dir)
+    with interrupt.interruptible():
+        results = evaluate_encoder(encoder, cfg, run_dir)
     tracker.log_results(results)
     _log_plots(tracker, run_dir)
     return results
@@ -336,13 +430,19 @@ def _train_and_evaluate(
         return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
-    results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
-    results.update({
+    training = {
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
-    })
+    }
+    try:
+        with interrupt.interruptible():
+            results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
+    except interrupt.EvaluationInterrupted as stopped:
+        stopped.partial = {**training, **stopped.partial}
+        raise
+    results.update(training)
     tracker.log_results(results, state.step)
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():

@@ -123,8 +123,13 @@ class CLBenchConfig:
 
 
 def register_schemas() -> None:
-    """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them)."""
+    """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
+    ``cl_bench.data_dir`` resolver: the default data root, defined once in
+    :func:`cl_bench.data.download.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    from cl_bench.data.download import default_data_dir
+
     ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
+    OmegaConf.register_new_resolver("cl_bench.data_dir", lambda: str(default_data_dir()), replace=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,6 +198,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     Raises:
         ConfigError: one line naming the offending key (or file and line).
     """
+    from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.encoder import ModelLoadError, check_model_reachable
 
@@ -224,6 +230,11 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
     check_choices(cfg, overrides)
+    try:
+        check_model_reachable(cfg.model.name_or_path)
+        ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
+    except (ModelLoadError, DataDownloadError) as err:
+        raise ConfigError(str(err)) from err
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
         raise ConfigError(
@@ -233,9 +244,33 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     try:
         if cfg.mode == "train":
             check_text_file(cfg.data.train_file)
-        check_model_reachable(cfg.model.name_or_path)
-    except (DataFileError, ModelLoadError) as err:
+    except DataFileError as err:
         raise ConfigError(str(err)) from err
+
+
+def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
+    """``(config key, file relative to the data root)`` for every data-root file the run reads.
+
+    The training corpus (when it lies in the data root) and the evaluation's files: the final
+    tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
+    """
+    from cl_bench.eval.mteb import split_tasks
+    from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
+
+    root = Path(cfg.paths.data_dir).absolute()
+    wanted: list[tuple[str, str]] = []
+    if cfg.mode == "train":
+        train_file = Path(cfg.data.train_file).absolute()
+        if train_file.is_relative_to(root):
+            wanted.append(("data.train_file", train_file.relative_to(root).as_posix()))
+        wanted += [("paths.data_dir", rel) for rel in dev_required_files(cfg.train.select_metric)]
+    own_tasks = split_tasks(cfg.eval.tasks)[0]
+    try:
+        files = required_files(resolve_tasks(own_tasks), cfg.eval.align_uniform, cfg.eval.anisotropy,
+                               cfg.eval.align_uniform_split, cfg.eval.whitening) if own_tasks else []
+    except (EvalConfigError, KeyError):  # a bad eval option: the evaluation check names it
+        files = []
+    return wanted + [("paths.data_dir", rel) for rel in files]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ class RunInfo:
     meta: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     results: dict[str, float] = field(default_factory=dict)
+    launch_dir: Path | None = None  # where the run was started (relative paths of its config are from there)
 
 
 def _load_config(path: Path) -> dict[str, Any]:
@@ -115,6 +116,11 @@ def locate_run(path: str | Path) -> RunInfo:
     if run is not None:
         if run.config.is_file():
             info.config = _load_config(run.config)
+        if run.hydra_config.is_file():
+            from omegaconf import OmegaConf
+
+            launch_dir = OmegaConf.select(OmegaConf.load(run.hydra_config), "hydra.runtime.cwd", throw_on_missing=False)
+            info.launch_dir = Path(launch_dir) if launch_dir else None
         if run.results.is_file():
             info.results = json.loads(run.results.read_text())
     return info
@@ -308,12 +314,28 @@ def _fmt(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
+def base_model(name_or_path: str, launch_dir: Path | None) -> str:
+    """The run's base model as the card records it: a hub id as is, a local folder as an absolute path.
+
+    A relative path in the run's config is relative to where the run was launched (Hydra's
+    ``hydra.runtime.cwd``), not to where the export runs.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_absolute():
+        return str(path)
+    launched = path if launch_dir is None else launch_dir / path
+    if name_or_path.startswith((".", "~")) or launched.is_dir():
+        return str(launched.resolve())
+    return name_or_path
+
+
 def model_card(info: RunInfo, settings: dict[str, Any], modules: Sequence[str], out_dir: Path) -> str:
     """README.md text: method, base model, pooling, hyperparameters and results of the run."""
     config = info.config
     method = config.get("method", {}).get("name") if isinstance(config.get("method"), dict) else None
     method = method or info.meta.get("method") or "unknown (no run config found)"
     base = config.get("model", {}).get("name_or_path") if isinstance(config.get("model"), dict) else None
+    base = base_model(str(base), info.launch_dir) if base else None
     tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "cl-bench"]
     if method and " " not in method:
         tags.append(str(method))

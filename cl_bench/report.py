@@ -1,15 +1,19 @@
-"""``cl-bench-report``: an ablation sweep's MLflow runs, as tables and plots against the papers.
+"""``cl-bench-report``: any sweep's MLflow runs as tables and plots, with the papers' tables where they apply.
 
-    cl-bench experiment=ablation_dropout seed=42,43,44            # the sweep
-    cl-bench-report --experiment ablation_dropout                  # its report
-    cl-bench-report --parent-run 3f2a...                           # one sweep (its MLflow parent run)
+    cl-bench -m dropout=0,0.1 loss.tau=0.05,0.1 seed=1,2          # any sweep
+    cl-bench-report --parent-run 3f2a...                           # its report (one sweep)
+    cl-bench-report --experiment ablation_dropout                  # every run of an MLflow experiment
 
-For every ablation table of :mod:`cl_bench.reference_results` that the runs belong to, the report
-gives per point the reproduced figure (mean ± std over seeds), the paper's figure and the
-difference, as ``<table>.csv`` and in ``report.md``; ``<table>.png`` plots the figure against the
-ablated value next to the paper's, and ``align_uniform.png`` places every run on SimCSE's Figure 2
-axes (uniformity, alignment). The files go to ``--out`` and are attached to the sweep's parent
-run(s) in MLflow under ``report/``. Runs are read with ``mlflow.search_runs`` (a pandas DataFrame).
+The report always holds the sweep itself: the swept keys are found as the params whose values
+differ among the runs (seed aside: the runs of a point are its seeds; keys that split the runs the
+same way, like ``dropout`` and ``model.dropout``, count once), and ``sweep.csv`` / ``sweep.png`` give
+the compared metric per point, mean ± std over seeds — a grid in ``report.md`` for two keys. For
+every ablation table of :mod:`cl_bench.reference_results` the runs belong to (their ``experiment``
+tag, or ``--ablation``), it adds the paper's table: reproduced figure, the paper's and the
+difference, ``<table>.csv`` and ``<table>.png``. Every run of the sweep is a row of ``runs.csv`` and a
+point of ``align_uniform.png`` (SimCSE's Figure 2 axes); a run that could not be placed (failed,
+no metric) is listed in ``report.md`` with the reason. The files go to ``--out`` and are attached to
+the sweep's parent run(s) in MLflow under ``report/``. Runs are read with ``mlflow.search_runs``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ from typing import Any
 
 import pandas as pd
 
-from cl_bench.reference_results import AblationSpec, ReferenceDataError, load_ablations, specs_for
+from cl_bench.reference_results import (
+    AblationSpec,
+    ReferenceDataError,
+    load_ablations,
+    parse_value,
+    run_value,
+    specs_for,
+    values_equal,
+)
 
 log = logging.getLogger("cl_bench.report")
 
@@ -195,6 +207,161 @@ def markdown_table(table: AblationTable) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# The sweep itself
+# ------------------------------------------------------------------------------------------------
+#: Metrics a sweep table compares, the first one its runs have wins (``--metric`` picks another).
+SWEEP_METRICS = ("best_stsb_dev", "stsb_dev", "stsb", "sts_avg")
+#: Params that tell replicates apart, not points.
+REPLICATE_KEYS = ("seed",)
+#: Params that differ per job without being a knob (where it wrote its files, how it was logged).
+NOT_KNOBS = ("paths.", "hydra.", "logger.", "train.resume", "train.device", "train.num_threads")
+OVERRIDES_TAG = "tags.overrides"
+
+
+@dataclass
+class SweepTable:
+    """The sweep over its own swept keys.
+
+    Attributes:
+        keys: the swept keys (params), in the order the tables show them.
+        metric: the compared metric.
+        points: one row per combination of the keys' values (``<keys…>, point, runs, mean, std, …``).
+        runs: every run of the sweep (``run_id, run_name, status, seed, <keys…>, point, value, …``).
+    """
+
+    keys: list[str]
+    metric: str
+    points: pd.DataFrame
+    runs: pd.DataFrame
+
+
+def _param(runs: pd.DataFrame, key: str) -> pd.Series:
+    column = f"params.{key}"
+    values = runs[column] if column in runs else pd.Series([None] * len(runs), index=runs.index)
+    return values.map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else parse_value(v))
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order, then text, then missing values."""
+    if isinstance(value, bool) or value is None:
+        return (2 if value is None else 1, str(value))
+    if isinstance(value, (int, float)):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def _fmt_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def swept_keys(runs: pd.DataFrame) -> list[str]:
+    """The params whose values differ among the runs: what the sweep varied.
+
+    Seeds are replicates, not points; run-location params (``paths.*``, ``logger.*``…) are not
+    knobs. Keys that split the runs identically (``dropout`` and ``model.dropout``; a swept group's
+    ``_target_``, ``name`` and its own keys) count once: the one named in the runs' overrides,
+    else the shortest name.
+    """
+    overridden = {
+        item.split("=", 1)[0].lstrip("+~")
+        for text in runs.get(OVERRIDES_TAG, pd.Series(dtype=object)).dropna()
+        for item in str(text).split(",") if "=" in item
+    }
+    by_partition: dict[tuple[int, ...], list[str]] = {}
+    for column in runs.columns:
+        key = column[len("params."):] if column.startswith("params.") else None
+        if key is None or key in REPLICATE_KEYS or key.startswith(NOT_KNOBS):
+            continue
+        values = _param(runs, key).map(lambda v: repr(v))
+        if values.nunique() < 2:
+            continue
+        partition = tuple(pd.factorize(values)[0])
+        by_partition.setdefault(partition, []).append(key)
+    chosen = [min(keys, key=lambda k: (k not in overridden, k.count("."), len(k), k)) for keys in by_partition.values()]
+    return sorted(chosen, key=lambda k: (k not in overridden, k))
+
+
+def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTable:
+    """The sweep table: every run with its point (its values of the swept keys), and per point mean ± std.
+
+    Args:
+        runs: ``mlflow.search_runs`` rows (all the sweep's runs, whatever their status).
+        metric: the compared metric (default: the first of :data:`SWEEP_METRICS` a finished run has).
+    """
+    keys = swept_keys(runs)
+    finished = runs["status"] == "FINISHED"
+    if metric is None:
+        metric = next((m for m in SWEEP_METRICS if f"metrics.{m}" in runs and runs.loc[finished, f"metrics.{m}"].notna().any()),
+                      SWEEP_METRICS[0])
+    records = []
+    values = {key: _param(runs, key) for key in keys}
+    for index, run in zip(runs.index, runs.to_dict("records"), strict=True):
+        point = {key: values[key][index] for key in keys}
+        records.append({
+            "run_id": run["run_id"],
+            "run_name": run.get(RUN_NAME_TAG) or run["run_id"],
+            "status": run.get("status"),
+            "parent_run_id": run.get(PARENT_TAG),
+            "seed": parse_value(run.get("params.seed")),
+            **point,
+            "point": ", ".join(f"{k}={_fmt_value(v)}" for k, v in point.items()) or "all runs",
+            "value": _first_metric(run, (metric,)),
+            **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
+        })
+    records.sort(key=lambda r: ([_sort_key(r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
+    table_runs = pd.DataFrame(records)
+    placed = table_runs[(table_runs["status"] == "FINISHED") & table_runs["value"].notna()]
+    rows = []
+    combos = sorted({tuple(r[k] for k in keys) for r in records}, key=lambda c: [_sort_key(v) for v in c])
+    for combo in combos:
+        group = placed[[all(_same(r[k], v) for k, v in zip(keys, combo, strict=True)) for r in placed.to_dict("records")]]
+        mean, std = _mean_std(group["value"])
+        sts_mean, sts_std = _mean_std(group["sts_avg"])
+        rows.append({
+            **dict(zip(keys, combo, strict=True)),
+            "point": ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(keys, combo, strict=True)) or "all runs",
+            "runs": len(group), "mean": mean, "std": std, "sts_avg": sts_mean, "sts_avg_std": sts_std,
+            "align": _mean_std(group["align"])[0], "uniform": _mean_std(group["uniform"])[0],
+        })
+    return SweepTable(keys, metric, pd.DataFrame(rows), table_runs)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and values_equal(a, b))
+
+
+def _cell(row: dict[str, Any]) -> str:
+    return "—" if not row["runs"] else f"{_mean_pm(row['mean'], row['std'])} ({row['runs']})"
+
+
+def markdown_sweep(table: SweepTable) -> str:
+    """The sweep table as markdown: a grid (first key down, second across) for two keys, else one row per point."""
+    frame = table.points
+    if len(table.keys) == 2:
+        down, across = table.keys
+        columns = sorted(dict.fromkeys(frame[across]), key=_sort_key)
+        rows = []
+        for value in sorted(dict.fromkeys(frame[down]), key=_sort_key):
+            cells = {}
+            for other in columns:
+                match = [r for r in frame.to_dict("records") if _same(r[down], value) and _same(r[across], other)]
+                cells[f"{across}={_fmt_value(other)}"] = _cell(match[0]) if match else "—"
+            rows.append({f"{down} \\ {across}": _fmt_value(value), **cells})
+        return pd.DataFrame(rows).to_markdown(index=False, colalign=("left", *["right"] * len(columns)))
+    shown = pd.DataFrame({
+        **{key: [_fmt_value(v) for v in frame[key]] for key in table.keys},
+        "runs": frame["runs"],
+        f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
+    })
+    return shown.to_markdown(index=False)
+
+
+# ------------------------------------------------------------------------------------------------
 # Plots
 # ------------------------------------------------------------------------------------------------
 def _pyplot():  # noqa: ANN202
@@ -234,53 +401,96 @@ def plot_table(table: AblationTable, path: Path) -> Path:
     return _finish(fig, ax, path)
 
 
-def plot_align_uniform(tables: Sequence[AblationTable], path: Path) -> Path | None:
-    """SimCSE Figure 2's axes: one point per run, x = uniformity, y = alignment (lower is better)."""
+def plot_sweep(table: SweepTable, path: Path) -> Path:
+    """The compared metric per point, mean ± std over seeds: x = the first swept key, one series per
+    combination of the others (one per value of the second key in a 2-key grid)."""
     plt = _pyplot()
-    points = []
-    seen: set[str] = set()
-    for table in tables:
-        for run in table.runs.to_dict("records"):
-            if run["run_id"] in seen or math.isnan(run["align"]) or math.isnan(run["uniform"]):
-                continue
-            seen.add(run["run_id"])
-            points.append((table.spec.title, run["point"], run["uniform"], run["align"]))
-    if not points:
+    frame = table.points
+    first, others = (table.keys[0], table.keys[1:]) if table.keys else (None, [])
+    xs = sorted(dict.fromkeys(frame[first]), key=_sort_key) if first else [None]
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xs) + 3), 4))
+    series = sorted({tuple(r[k] for k in others) for r in frame.to_dict("records")}, key=lambda c: [_sort_key(v) for v in c])
+    width = 0.5 / max(len(series), 1)
+    for offset, combo in enumerate(series):
+        mine = [r for r in frame.to_dict("records") if all(_same(r[k], v) for k, v in zip(others, combo, strict=True))]
+        positions, means, stds = [], [], []
+        for r in mine:
+            x = next(i for i, value in enumerate(xs) if first is None or _same(r[first], value))
+            positions.append(x + (offset - (len(series) - 1) / 2) * width)
+            means.append(r["mean"])
+            stds.append(0.0 if math.isnan(r["std"]) else r["std"])
+        label = ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(others, combo, strict=True)) or table.metric
+        ax.errorbar(positions, means, yerr=stds, fmt="o-" if len(xs) > 1 else "o", capsize=4, markersize=6, label=label)
+    ax.set_xticks(range(len(xs)), [_fmt_value(v) for v in xs] if first else ["all runs"])
+    ax.set_xlabel(first or "")
+    ax.set_ylabel(f"{table.metric} (mean ± std over seeds)")
+    ax.set_title(f"Sweep over {' × '.join(table.keys) or 'no varied key'}", fontsize=9)
+    return _finish(fig, ax, path)
+
+
+def plot_align_uniform(runs: pd.DataFrame, path: Path) -> Path | None:
+    """SimCSE Figure 2's axes: one point per run (labelled by its sweep point), x = uniformity, y = alignment."""
+    plt = _pyplot()
+    points = runs[runs["align"].notna() & runs["uniform"].notna()]
+    if points.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.5, 5))
-    for title in dict.fromkeys(p[0] for p in points):
-        mine = [p for p in points if p[0] == title]
-        ax.scatter([p[2] for p in mine], [p[3] for p in mine], label=title, s=30)
-        for _, label, u, a in mine:
-            ax.annotate(label, (u, a), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for label in dict.fromkeys(points["point"]):
+        mine = points[points["point"] == label]
+        ax.scatter(mine["uniform"], mine["align"], label=label, s=30)
+        for run in mine.to_dict("records"):
+            seed = f" (seed {_fmt_value(run['seed'])})" if run.get("seed") is not None else ""
+            ax.annotate(f"{label}{seed}", (run["uniform"], run["align"]), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
     ax.set_xlabel("uniformity  ℓ_uniform (lower is better)")
     ax.set_ylabel("alignment  ℓ_align (lower is better)")
-    ax.set_title("Alignment vs uniformity, one point per run (SimCSE Fig. 2 axes)", fontsize=9)
+    ax.set_title(f"Alignment vs uniformity, one point per run ({len(points)} runs; SimCSE Fig. 2 axes)", fontsize=9)
     return _finish(fig, ax, path)
 
 
 # ------------------------------------------------------------------------------------------------
 # The report
 # ------------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """What :func:`write_report` wrote: the sweep table, the papers' tables, and the runs left out."""
+
+    sweep: SweepTable
+    tables: list[AblationTable]
+    unplaced: dict[str, str]  # run name -> why it is in no table
+    files: list[Path]
+
+
+def _why_not_in(spec: AblationSpec, run: dict[str, Any], forced: bool) -> str:
+    """Why a run is not in a paper table (its experiment tag, or the knobs the table holds fixed)."""
+    if run.get("status") != "FINISHED":
+        return f"status {run.get('status')}"
+    if not forced and run.get("tags.experiment") not in spec.experiments:
+        return f"experiment tag {run.get('tags.experiment')} is not the table's"
+    differing = [f"{k}={run_value(run, k, spec.assume)} (table: {v})" for k, v in spec.where.items()
+                 if not values_equal(run_value(run, k, spec.assume), v)]
+    return "; ".join(differing) or "no point of the table"
+
+
 def write_report(
     runs: pd.DataFrame,
     out_dir: str | Path,
     ablations: Sequence[str] | None = None,
     source: str = "",
-) -> tuple[list[AblationTable], list[Path]]:
-    """Write ``report.md``, one CSV and one PNG per ablation table, ``runs.csv`` and ``align_uniform.png``.
+    metric: str | None = None,
+) -> Report:
+    """Write ``report.md``, ``sweep.csv``/``sweep.png``, a CSV and PNG per paper table, ``runs.csv`` and
+    ``align_uniform.png``.
 
     Args:
-        runs: ``mlflow.search_runs`` rows.
+        runs: ``mlflow.search_runs`` rows (every run of the sweep).
         out_dir: output directory (created).
-        ablations: table names to report (default: those the runs' ``experiment`` tags belong to).
+        ablations: paper tables to add (default: those the runs' ``experiment`` tags belong to; none is fine).
         source: what the runs are (printed in the report's header).
-
-    Returns:
-        The tables and the files written.
+        metric: the sweep table's metric (default: the first of :data:`SWEEP_METRICS` the runs have).
 
     Raises:
-        ReportError: when no table matches the runs.
+        ReportError: an unknown ``--ablation`` name.
     """
     known = load_ablations()
     if ablations:
@@ -291,58 +501,90 @@ def write_report(
     else:
         experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()))
         specs, forced = specs_for(experiments, known), False
-        if not specs:
-            raise ReportError(
-                f"no ablation table for experiment tag(s) {', '.join(experiments) or 'none'}; "
-                f"pass --ablation NAME (valid: {', '.join(known)})"
-            )
+    sweep = build_sweep_table(runs, metric)
     tables = [t for t in (build_table(runs, spec, forced) for spec in specs) if t is not None]
-    if not tables:
-        raise ReportError(f"no finished run matches the table(s) {', '.join(s.name for s in specs)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    failed = runs[runs["status"] != "FINISHED"]
+    names = dict(zip(sweep.runs["run_id"], sweep.runs["run_name"], strict=True))
+    raw = {run["run_id"]: run for run in runs.to_dict("records")}
+    failed = sweep.runs[sweep.runs["status"] != "FINISHED"]
     lines = [
-        "# cl-bench ablation report",
+        "# cl-bench sweep report",
         "",
         f"{source}: {len(runs)} runs, {len(runs) - len(failed)} finished"
-        + (f", {len(failed)} not finished: {', '.join(_names(failed))}" if len(failed) else "") + ".",
-        "Reproduced = mean ± std over the runs of a point (seeds); difference = reproduced − paper.",
+        + (f", {len(failed)} not finished: {', '.join(failed['run_name'])}" if len(failed) else "") + ".",
+        "",
+        f"## The sweep: {' × '.join(sweep.keys) or 'no key varies'}",
+        "",
+        f"Swept keys (params whose values differ among the runs; seeds are replicates): "
+        f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`, mean ± std over the runs of a "
+        "point (their seeds), and the number of runs.",
+        "",
+        markdown_sweep(sweep),
         "",
     ]
+    sweep_csv = out / "sweep.csv"
+    sweep.points.to_csv(sweep_csv, index=False)
+    sweep_png = plot_sweep(sweep, out / "sweep.png")
+    files = [sweep_csv, sweep_png]
+    lines += [f"![sweep]({sweep_png.name})", ""]
+    placed_in: dict[str, list[str]] = {run_id: [] for run_id in sweep.runs["run_id"]}
+    placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
+    for run_id in placed["run_id"]:
+        placed_in[run_id].append("sweep")
     for table in tables:
         spec = table.spec
         csv_path = out / f"{spec.name}.csv"
         table.points.to_csv(csv_path, index=False)
         png_path = plot_table(table, out / f"{spec.name}.png")
         files += [csv_path, png_path]
+        for run_id in table.runs["run_id"]:
+            placed_in[run_id].append(spec.name)
+        outside = [f"{names[run_id]} ({_why_not_in(spec, raw[run_id], forced)})" for run_id in sweep.runs["run_id"]
+                   if run_id not in set(table.runs["run_id"])]
         lines += [
-            f"## {spec.title}",
+            f"## {spec.title} (paper table)",
             "",
             f"Paper: {spec.source}; {spec.paper_setting}; {spec.paper_metric}. "
-            f"Reproduced: `{spec.metrics[0]}`.",
+            f"Reproduced: `{spec.metrics[0]}`; difference = reproduced − paper.",
             "",
             markdown_table(table),
             "",
             f"![{spec.title}]({png_path.name})",
             "",
         ]
-    scatter = plot_align_uniform(tables, out / "align_uniform.png")
+        if outside:
+            lines += [f"Runs of the sweep outside this table: {'; '.join(outside)}.", ""]
+    scatter = plot_align_uniform(sweep.runs[sweep.runs["status"] == "FINISHED"], out / "align_uniform.png")
+    unplotted = sweep.runs[~sweep.runs["run_id"].isin(
+        sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["align"].notna() & sweep.runs["uniform"].notna()]["run_id"])]
     if scatter is not None:
         files.append(scatter)
         lines += ["## Alignment and uniformity", "", f"![alignment vs uniformity]({scatter.name})", ""]
+    unplaced = {}
+    for run in sweep.runs.to_dict("records"):
+        if run["status"] != "FINISHED":
+            unplaced[run["run_name"]] = f"status {run['status']}"
+        elif math.isnan(run["value"]):
+            unplaced[run["run_name"]] = f"no {sweep.metric} metric"
+    lines += ["## Runs not in a table", ""]
+    lines += [f"- {name}: {why}" for name, why in unplaced.items()] or ["None: every run is in the sweep table."]
+    if len(unplotted):
+        lines += ["", "Not in align_uniform.png (no alignment/uniformity figures): "
+                  + ", ".join(f"{r['run_name']} ({'status ' + r['status'] if r['status'] != 'FINISHED' else 'not computed'})"
+                              for r in unplotted.to_dict("records")) + "."]
     runs_path = out / "runs.csv"
-    pd.concat([t.runs.assign(ablation=t.spec.name) for t in tables]).to_csv(runs_path, index=False)
+    paper_points = {r["run_id"]: f"{t.spec.name}: {r['point']}" for t in tables for r in t.runs.to_dict("records")}
+    sweep.runs.assign(
+        metric=sweep.metric,
+        tables=[";".join(placed_in[r]) for r in sweep.runs["run_id"]],
+        paper_point=[paper_points.get(r, "") for r in sweep.runs["run_id"]],
+        not_placed=[unplaced.get(n, "") for n in sweep.runs["run_name"]],
+    ).to_csv(runs_path, index=False)
     report_path = out / "report.md"
-    report_path.write_text("\n".join(lines))
+    report_path.write_text("\n".join(lines) + "\n")
     files += [runs_path, report_path]
-    return tables, files
-
-
-def _names(frame: pd.DataFrame) -> list[str]:
-    names = frame.get(RUN_NAME_TAG, frame["run_id"]).fillna(frame["run_id"])
-    return [str(n) for n in names]
+    return Report(sweep, tables, unplaced, files)
 
 
 def attach_to_parents(tracking_uri: str, parent_run_ids: Sequence[str], files: Sequence[Path]) -> list[str]:
@@ -367,13 +609,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="cl-bench-report",
-        description="Tables and plots of an ablation sweep's MLflow runs against the papers' figures.",
+        description="Tables and plots of a sweep's MLflow runs, with the papers' tables where they apply.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--experiment", help="MLflow experiment name (e.g. ablation_dropout, cpu_repro)")
     source.add_argument("--parent-run", help="the sweep's MLflow parent run id (one sweep only)")
     parser.add_argument("--tracking-uri", help="MLflow store or server (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
-    parser.add_argument("--ablation", action="append", help="report this table (repeatable; default: from the runs' experiment tag)")
+    parser.add_argument("--ablation", action="append", help="add this paper table (repeatable; default: from the runs' experiment tag)")
+    parser.add_argument("--metric", help=f"the sweep table's metric (default: the first present of {', '.join(SWEEP_METRICS)})")
     parser.add_argument("--out", help="output directory (default: outputs/reports/<experiment or run id>)")
     parser.add_argument("--no-attach", action="store_true", help="do not log the report to the parent run(s)")
     args = parser.parse_args(argv)
@@ -384,18 +627,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runs = load_runs(tracking_uri, args.experiment, args.parent_run)
         label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
-        tables, files = write_report(runs, out, args.ablation, label)
+        report = write_report(runs, out, args.ablation, label, args.metric)
     except (ReportError, ReferenceDataError) as err:
         print(f"cl-bench-report: error: {err}", file=sys.stderr)
         return 2
-    for table in tables:
+    keys = " × ".join(report.sweep.keys) or "no key varies"
+    print(f"\nSweep over {keys}: {report.sweep.metric}, mean ± std (runs)\n{markdown_sweep(report.sweep)}")
+    for table in report.tables:
         print(f"\n{table.spec.title} ({table.spec.source})\n{markdown_table(table)}")
-    print(f"\nreport: {out / 'report.md'}")
+    for name, why in report.unplaced.items():
+        print(f"not in a table: {name}: {why}")
+    print(f"\nreport: {out / 'report.md'} ({len(runs)} runs)")
     if not args.no_attach:
         parents = [args.parent_run] if args.parent_run else sorted(
-            {p for t in tables for p in t.runs["parent_run_id"].dropna() if p}
+            {p for p in report.sweep.runs["parent_run_id"].dropna() if p}
         )
-        reached = attach_to_parents(tracking_uri, parents, files)
+        reached = attach_to_parents(tracking_uri, parents, report.files)
         if reached:
             print(f"attached to MLflow parent run(s): {', '.join(reached)}")
     return 0

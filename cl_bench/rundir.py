@@ -25,6 +25,7 @@ class RunDir:
     RUN_ID = "mlflow_run_id.txt"  # the MLflow run this directory belongs to
     SENT_LINES = "mlflow_sent_lines.txt"  # how many metrics.jsonl lines reached MLflow
     CONFIG = ".hydra/config.yaml"  # Hydra's resolved job config
+    HYDRA_CONFIG = ".hydra/hydra.yaml"  # Hydra's own settings for the job (runtime.cwd: where it was launched)
     CHECKPOINT = "checkpoint.pt"  # resume state (model, optimizer, scheduler, RNGs, data position)
     BEST_MODEL = "best_model"  # the best weights, Hugging Face format
     BEST_STATE = "best_state.pt"  # the best method state (all modules), for the final evaluation
@@ -67,6 +68,10 @@ class RunDir:
     @property
     def config(self) -> Path:
         return self.path / self.CONFIG
+
+    @property
+    def hydra_config(self) -> Path:
+        return self.path / self.HYDRA_CONFIG
 
     @property
     def checkpoint(self) -> Path:

@@ -4,29 +4,35 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import data_root
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from cl_bench.cli import CONF_DIR, check_group_choices
 from cl_bench.config import ConfigError, validate
+from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+from cl_bench.network import PROBE_TIMEOUT
 
 
 def _compose(data_dir: Path, overrides: list[str]):
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    # the data root as an override, not CL_BENCH_DATA: the environment would leak into later tests
+    root = [] if any(o.startswith("paths.data_dir=") for o in overrides) else [f"paths.data_dir={data_dir}"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=overrides)
+        return compose("config", overrides=[*root, *overrides])
 
 
 @pytest.fixture()
 def corpus_root(tmp_path: Path) -> Path:
     root = tmp_path / "data"
     (root / "corpus").mkdir(parents=True)
-    (root / "sts").mkdir()
+    (root / "sts").symlink_to(data_root() / "sts")  # the evaluation's files: nothing to fetch
     (root / "corpus" / "ok.txt").write_text("a man plays the guitar\nthe dog runs\n")
     return root
 
@@ -110,6 +116,48 @@ def test_hub_id_offline_fails_at_once_with_a_hint(corpus_root, monkeypatch) -> N
         validate(cfg)
 
 
+def _closed_port_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def test_hub_id_without_network_is_one_probe(corpus_root, monkeypatch) -> None:
+    """No HF_HUB_OFFLINE, no network (a hub endpoint nothing listens on): one probe, one line, at once."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", _closed_port_url())
+    monkeypatch.setenv("HF_HOME", str(corpus_root / "empty_hf_home"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(corpus_root / "empty_hf_home" / "hub"))
+    started = time.perf_counter()
+    with pytest.raises(ModelLoadError, match="model.name_or_path: cannot load 'bert-base-uncased'") as err:
+        check_model_reachable("bert-base-uncased")
+    assert time.perf_counter() - started < PROBE_TIMEOUT + 1 and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("offline", ["1", ""])
+def test_hub_id_without_network_exits_2_with_one_line(corpus_root, tiny_bert, offline: str) -> None:
+    """The console command, with and without HF_HUB_OFFLINE: exit 2, one line (before: 40 s and 102 lines)."""
+    env = dict(os.environ, CL_BENCH_DATA=str(corpus_root), HF_HUB_OFFLINE=offline, TRANSFORMERS_OFFLINE=offline,
+               HF_HOME=str(corpus_root / "empty_hf_home"), HF_ENDPOINT=_closed_port_url())
+    cmd = [sys.executable, "-m", "cl_bench.cli", *_ok(corpus_root, tiny_bert), "model.name_or_path=bert-base-uncased",
+           f"hydra.run.dir={corpus_root}/run", "logger.enabled=false"]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    seconds = time.perf_counter() - started
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "cl-bench: error: model.name_or_path: cannot load 'bert-base-uncased' from the Hugging Face hub (offline or "
+        "no network); point model.name_or_path at a local Hugging Face directory, "
+        "e.g. model.name_or_path=../shared/models/all-MiniLM-L6-v2"], proc.stderr
+    assert seconds < 30  # interpreter and Hydra start-up included; the hub's retries took 40 s
+
+
 def test_unknown_group_option_lists_valid_ones() -> None:
     with pytest.raises(ConfigError, match="method: unknown method 'simcsee'; valid: .*simcse"):
         check_group_choices(["method=simcsee"])
@@ -119,10 +167,33 @@ def test_unknown_group_option_lists_valid_ones() -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["loss.tua=0.1"], "loss.tua: unknown key; closest valid key: loss.tau"),
+        (["dropuot=0.1"], "dropuot: unknown key; closest valid key: dropout"),
+        (["-m", "method=simcse,sg_opt", "method.mlm_wieght=0.1"], "method.mlm_wieght: unknown key; closest valid key: method.mlm_weight"),
+        (["method=sg_opt", "method.mlm_weight=0.1"], "method.mlm_weight: unknown key"),  # SimCSE's key, not SG-OPT's
+    ],
+)
+def test_misspelled_key_names_the_closest_valid_one(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_group_choices(argv)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_valid_keys_of_any_swept_option_pass() -> None:
+    # mlm_weight is a key of simcse, one of the swept methods; list items, +new keys and hydra keys are Hydra's
+    check_group_choices(["-m", "method=sg_opt,simcse", "method.mlm_weight=0.1", "dropout=0,0.1", "eval.tasks.0=sts",
+                         "+extra=1", "hydra.run.dir=x", "experiment=cpu_repro", "+experiment/points=tau_0.1"])
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["loss=nope"], "cl-bench: error: loss: unknown loss 'nope'; valid:"),
         (["loss.tau=0"], "cl-bench: error: loss.tau: must be > 0, got 0"),
+        (["loss.tua=0.1"], "cl-bench: error: loss.tua: unknown key; closest valid key: loss.tau"),
+        (["dropuot=0.1"], "cl-bench: error: dropuot: unknown key; closest valid key: dropout"),
     ],
 )
 def test_console_command_exits_nonzero_with_one_line(corpus_root, tiny_bert, args, message) -> None:
@@ -133,3 +204,4 @@ def test_console_command_exits_nonzero_with_one_line(corpus_root, tiny_bert, arg
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("cl-bench: error:")]
     assert len(lines) == 1 and lines[0].startswith(message), proc.stderr
+    assert not (corpus_root / "run").exists()  # no run directory left behind by a command that failed

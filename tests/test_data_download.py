@@ -391,3 +391,85 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Captur
     assert "--only: unknown source 'wiki2m'; valid:" in capsys.readouterr().err
     assert dl.main(["download", "--url", "nourl", "--data-dir", str(tmp_path)]) == 1
     assert "--url: expected NAME=URL, got 'nourl'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------
+# First use: the main job fetches what it needs (cl_bench.config.validate -> ensure_data)
+# ------------------------------------------------------------------------------------------------
+def _main_job(tiny_bert: Path, *overrides: str):
+    """The README's main job, ``cl-bench method=simcse loss.tau=0.05``, composed (the tiny BERT as encoder)."""
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=["method=simcse", "loss.tau=0.05", f"model.name_or_path={tiny_bert}",
+                                            *overrides])
+
+
+@pytest.fixture()
+def first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user with no data root yet and the network on: the default root under the cache directory."""
+    for var in ("CL_BENCH_DATA", "HF_HUB_OFFLINE", dl.DATA_OFFLINE_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "cl-bench" / "data"
+
+
+def test_main_job_fetches_its_data_on_first_use(
+    server: _Server, data_dir: Path, tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    from cl_bench.cli import preflight
+
+    server.files["/hub/senteval.tar"] = _senteval_tar(data_dir)
+    corpus = b"".join(b"sentence %d of the corpus .\n" % i for i in range(1_000_000))  # wiki1m's line count
+    server.files["/hub/wiki1m_for_simcse.txt"] = corpus
+    server.cut_once["/hub/wiki1m_for_simcse.txt"] = 2_000_000  # a cut connection on the way: resumed
+    for source in ("SENTEVAL", "WIKI1M"):
+        monkeypatch.setenv(f"CL_BENCH_URL_{source}", f"{server.base}/hub")
+    cfg = _main_job(tiny_bert)
+    assert cfg.paths.data_dir == str(first_use)  # the default data root: the user's cache directory
+
+    preflight(cfg)  # validation, before any model loads: fetches, then checks every file the run reads
+    err = capsys.readouterr().err
+    assert f"first use: fetching wiki1m, senteval into {first_use}" in err
+    assert ("/hub/wiki1m_for_simcse.txt", "bytes=2000000-") in server.requests
+    assert (first_use / "corpus/wiki1m_for_simcse.txt").read_bytes() == corpus
+    assert dl.read_record(first_use)["files"]["corpus/wiki1m_for_simcse.txt"]["sha256"] == hashlib.sha256(corpus).hexdigest()
+    assert dl.verify(first_use, ["senteval", "wiki1m"]).ok
+    # the second run fetches nothing (presence only: no hashing at every start)
+    requests = len(server.requests)
+    preflight(_main_job(tiny_bert))
+    assert len(server.requests) == requests and "fetching" not in capsys.readouterr().err
+
+
+def test_main_job_offline_fails_at_once_with_one_line(
+    tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cl_bench.cli import preflight
+    from cl_bench.config import ConfigError
+
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    for source in ("SENTEVAL", "WIKI1M"):
+        monkeypatch.setenv(f"CL_BENCH_URL_{source}", dead)
+    cfg = _main_job(tiny_bert)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        preflight(cfg)
+    assert time.perf_counter() - start < 5  # one probe: no retries, no waiting on the network
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"data.train_file: data root '{first_use}' not found and 127.0.0.1:")
+    assert f"`cl-bench-data download --only wiki1m senteval --data-dir {first_use}`" in message
+    assert "data=wiki1m_head" in message
+    assert not first_use.exists()
+    # evaluation only needs SentEval's data: the message names it and the data-root alternative
+    first_use.mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^paths.data_dir: sts/STS12-en-test/STS.input.MSRpar.txt \(and \d+ more files\) is not in the data root .* cannot be reached: "
+                                          r"fetch it with `cl-bench-data download --only senteval"):
+        preflight(_main_job(tiny_bert, "mode=eval"))
+    # HF_HUB_OFFLINE (set by the tests) turns first-use downloads off without any probe
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match=r"downloads are off \(HF_HUB_OFFLINE=1\)"):
+        preflight(_main_job(tiny_bert, "mode=eval"))

@@ -170,3 +170,25 @@ def test_bare_model_directory_and_errors(tiny_bert: Path, tmp_path: Path, capsys
     assert "no pooler recorded" in capsys.readouterr().err
     assert ex.main([str(tiny_bert), str(tmp_path / "plain"), "--pooler", "avg"]) == 0
     assert "No run configuration was found" in (tmp_path / "plain" / "README.md").read_text()
+
+
+def test_model_card_records_the_base_model_as_an_absolute_path_or_hub_id(tmp_path: Path) -> None:
+    """A relative model.name_or_path is relative to where the run was launched (Hydra's runtime.cwd)."""
+    launch = tmp_path / "project"
+    (launch / "models" / "minilm").mkdir(parents=True)
+    run = launch / "outputs" / "runs" / "r1"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(HYDRA_CONFIG.replace("bert-base-uncased", "models/minilm")
+                                                .replace("{pooler}", "avg").replace("{mlp_only_train}", "false")
+                                                .replace("{first_layer}", "1"))
+    (run / ".hydra" / "hydra.yaml").write_text(f"hydra:\n  runtime:\n    cwd: {launch}\n")
+    (run / "best_model").mkdir()
+    (run / "best_model" / "config.json").write_text("{}")
+    info = ex.locate_run(run)
+    settings = {"pooler": "avg", "mlp_only_train": False, "first_layer": 1}
+    card = ex.model_card(info, settings, ["Transformer", "Pooling(mean)"], tmp_path / "out")
+    assert f"from `{launch / 'models' / 'minilm'}`" in card and "base_model:" not in card  # not a hub id
+    assert ex.base_model("bert-base-uncased", launch) == "bert-base-uncased"
+    assert ex.base_model("princeton-nlp/sup-simcse-bert-base-uncased", launch) == "princeton-nlp/sup-simcse-bert-base-uncased"
+    assert ex.base_model("../shared/m", launch) == str(tmp_path / "shared" / "m")
+    assert ex.base_model("/abs/m", None) == "/abs/m"

@@ -177,3 +177,61 @@ def test_server_dying_mid_run_loses_nothing_and_sync_uploads_later(tiny_bert, da
         assert sorted(m.step for m in history) == list(range(1, 61))  # every step, none twice
     finally:
         _stop_server(server)
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention ``text`` (an evaluation left running would)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+def test_sigterm_during_eval_stops_at_the_next_batch_with_killed_status(tiny_bert, data_dir, tmp_path) -> None:
+    db, run_dir, log_file = tmp_path / "mlflow.db", tmp_path / "eval_run", tmp_path / "eval.log"
+    args = [shutil.which("cl-bench") or "cl-bench", "mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg",
+            "eval.batch_size=2", f"hydra.run.dir={run_dir}", f"logger.tracking_uri=sqlite:///{db}"]
+    proc = _popen(args, data_dir, log_file)
+    start = time.time()
+    while "distinct sentences to encode" not in log_file.read_text():  # the cost estimate: encoding starts
+        assert proc.poll() is None, log_file.read_text()[-3000:]
+        assert time.time() - start < 300, "the evaluation did not start"
+        time.sleep(0.05)
+    time.sleep(1.0)  # past the tokenization of all sentences, into the batches
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.time()
+    while "evaluation stopped" not in log_file.read_text() and proc.poll() is None:
+        time.sleep(0.05)
+    stopped_in = time.time() - signalled  # logged once results.json is written and the run is KILLED
+    proc.wait(timeout=120)
+    output = log_file.read_text()
+    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    # the evaluation takes minutes at batch 2 (the estimate says so); the stop, MLflow's KILLED included, seconds
+    assert stopped_in < 10, f"took {stopped_in:.1f} s to stop"
+    assert "encoded" not in output  # stopped inside the encoding, not after it
+    assert json.loads((run_dir / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "KILLED"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
+    assert run.info.status == "KILLED" and "SIGTERM during evaluation" in run.data.tags["error"]
+    assert _processes_mentioning(str(run_dir)) == []
+
+
+def test_a_stop_request_ends_only_evaluations() -> None:
+    from cl_bench import interrupt
+
+    interrupt.request_stop(signal.SIGINT)
+    try:
+        interrupt.check()  # training's dev evaluation: not an interruptible region, the step check stops training
+        with interrupt.interruptible(), pytest.raises(interrupt.EvaluationInterrupted) as stopped:
+            interrupt.check({"stsb": 80.0})
+        assert stopped.value.partial == {"stsb": 80.0} and stopped.value.signum == signal.SIGINT
+    finally:
+        interrupt.reset()
+    with interrupt.interruptible():
+        interrupt.check()  # no request: nothing happens

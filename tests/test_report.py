@@ -87,14 +87,18 @@ def test_report_from_a_populated_store(populated: tuple, tmp_path: Path) -> None
     assert "| p = 0.1" in report and "82.33 ± 1.53" in report and "-0.17" in report
     assert "SimCSE (Gao, Yao & Chen, EMNLP 2021), final version, Table 3" in report
     assert "1 not finished: simcse job8" in report
-    runs = pd.read_csv(out / "runs.csv")
-    assert len(runs) == 7 and set(runs["ablation"]) == {"dropout"}
-    for png in ("dropout.png", "align_uniform.png"):
+    # every run is in runs.csv; the one with another tau is in the sweep table, outside Table 3, with the reason
+    runs = pd.read_csv(out / "runs.csv").set_index("run_name")
+    assert len(runs) == 9 and runs.loc["simcse job8", "not_placed"] == "status FAILED"
+    assert runs.loc["simcse job7", "tables"] == "sweep" and runs.loc["simcse job0", "tables"] == "sweep;dropout"
+    assert "simcse job7 (loss.tau=0.1 (table: 0.05))" in report
+    assert "- simcse job8: status FAILED" in report
+    for png in ("dropout.png", "align_uniform.png", "sweep.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
     # the same files on the sweep's parent run
     client = mlflow.MlflowClient(tracking_uri=uri)
     attached = {Path(a.path).name for a in client.list_artifacts(parent, "report")}
-    assert {"dropout.png", "align_uniform.png", "report.md", "dropout.csv", "runs.csv"} <= attached
+    assert {"dropout.png", "align_uniform.png", "report.md", "dropout.csv", "runs.csv", "sweep.csv"} <= attached
 
 
 def test_report_by_parent_run_and_forced_table(populated: tuple, tmp_path: Path) -> None:
@@ -109,6 +113,71 @@ def test_report_by_parent_run_and_forced_table(populated: tuple, tmp_path: Path)
     assert tau.loc["tau = 0.1", "mean"] == 60.0 and tau.loc["tau = 0.1", "paper"] == 82.0
     assert not (out / "dropout.csv").exists()
     assert {a.path for a in client.list_artifacts(parent, "report")} == attached_before  # --no-attach: nothing logged
+
+
+def _two_by_two(uri: str) -> tuple[str, dict[tuple[float, float], list[float]]]:
+    """An ad-hoc sweep ``-m dropout=0,0.1 loss.tau=0.05,0.1 seed=1,2``, logged as cl-bench logs it (every
+    config key a param, ``dropout`` twice, each job's own output dir), with no paper-table experiment tag."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment("cl-bench")
+    parent = client.create_run(experiment_id, tags={"sweep.parent": "true"}, run_name="sweep").info.run_id
+    scores: dict[tuple[float, float], list[float]] = {}
+    job = 0
+    for p in (0.0, 0.1):
+        for tau in (0.05, 0.1):
+            for seed in (1, 2):
+                score = 80 + 10 * p - 20 * tau + seed / 10
+                run_id = client.create_run(experiment_id, run_name=f"simcse job{job}", tags={
+                    "mlflow.parentRunId": parent, "experiment": "None", "method": "simcse",
+                    "overrides": f"dropout={p},loss.tau={tau},seed={seed}"}).info.run_id
+                params = {"dropout": p, "model.dropout": p, "loss.tau": tau, "seed": seed, "train.lr": 3e-5,
+                          "method.name": "simcse", "paths.output_dir": f"outputs/multiruns/x/{job}"}
+                for key, value in params.items():
+                    client.log_param(run_id, key, value)
+                for key, value in {"best_stsb_dev": score, "sts_avg": score - 4, "align": 0.2 + p, "uniform": -2 - tau}.items():
+                    client.log_metric(run_id, key, value)
+                client.set_terminated(run_id, "FINISHED")
+                scores.setdefault((p, tau), []).append(score)
+                job += 1
+    return parent, scores
+
+
+def test_report_of_any_2x2_sweep_holds_its_4_points_and_every_run(tmp_path: Path) -> None:
+    uri = _store(tmp_path)
+    parent, scores = _two_by_two(uri)
+    out = tmp_path / "report"
+    assert report_main(["--parent-run", parent, "--tracking-uri", uri, "--out", str(out)]) == 0  # no --ablation needed
+
+    sweep = pd.read_csv(out / "sweep.csv")
+    assert list(sweep.columns[:2]) == ["dropout", "loss.tau"]  # model.dropout splits the runs the same way: once
+    assert len(sweep) == 4 and list(sweep["runs"]) == [2, 2, 2, 2]
+    for row in sweep.to_dict("records"):
+        figures = scores[(row["dropout"], row["loss.tau"])]
+        assert row["mean"] == pytest.approx(statistics.mean(figures))
+        assert row["std"] == pytest.approx(statistics.stdev(figures))
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 8 and set(runs["tables"]) == {"sweep"} and runs["not_placed"].isna().all()
+    assert set(runs["point"]) == {"dropout=0, loss.tau=0.05", "dropout=0, loss.tau=0.1",
+                                  "dropout=0.1, loss.tau=0.05", "dropout=0.1, loss.tau=0.1"}
+    report = (out / "report.md").read_text()
+    assert "8 runs, 8 finished" in report and "## The sweep: dropout × loss.tau" in report
+    grid = next(line for line in report.splitlines() if line.startswith("| 0 "))  # the dropout=0 row
+    assert f"{statistics.mean(scores[(0.0, 0.1)]):.2f} ± {statistics.stdev(scores[(0.0, 0.1)]):.2f} (2)" in grid
+    assert "None: every run is in the sweep table." in report
+    for png in ("sweep.png", "align_uniform.png"):
+        assert (out / png).read_bytes()[:8] == PNG_MAGIC
+
+    # with the paper tables: both added, and the run in neither (dropout=0, tau=0.1) is still in the sweep table
+    out = tmp_path / "with_papers"
+    assert report_main(["--parent-run", parent, "--tracking-uri", uri, "--out", str(out), "--ablation", "dropout",
+                        "--ablation", "tau", "--no-attach"]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 8
+    left_out = runs[(runs["dropout"] == 0) & (runs["loss.tau"] == 0.1)]
+    assert len(left_out) == 2 and set(left_out["tables"]) == {"sweep"}
+    report = (out / "report.md").read_text()
+    assert "## Dropout rate p (paper table)" in report and "## Temperature tau (paper table)" in report
+    assert "simcse job2 (loss.tau=0.1 (table: 0.05))" in report and "simcse job2 (dropout=0.0 (table: 0.1))" in report
 
 
 def test_report_errors_name_what_to_pass(populated: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -176,8 +245,13 @@ def test_report_on_a_real_tiny_sweep(tiny_bert: Path, data_dir: Path, tmp_path: 
     tau = pd.read_csv(tmp_path / "report" / "tau.csv").set_index("point")
     assert tau.loc["tau = 0.1", "runs"] == 2 and tau.loc["tau = 0.1", "mean"] == pytest.approx(
         statistics.mean(by_point[(0.1, False, 0.1)]), abs=1e-6)
-    for png in ("dropout.png", "tau.png", "align_uniform.png"):
+    for png in ("dropout.png", "tau.png", "align_uniform.png", "sweep.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == PNG_MAGIC
+    # the sweep itself: its three points (found from the params alone), two seeds each, every run placed
+    sweep = pd.read_csv(tmp_path / "report" / "sweep.csv")
+    assert len(sweep) == 3 and list(sweep["runs"]) == [2, 2, 2]
+    runs = pd.read_csv(tmp_path / "report" / "runs.csv")
+    assert len(runs) == 6 and runs["not_placed"].isna().all() and runs["tables"].str.startswith("sweep").all()
     client = mlflow.MlflowClient(tracking_uri=_store(tmp_path))
     experiment = client.get_experiment_by_name("cpu_repro")
     (parent,) = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` = 'true'")

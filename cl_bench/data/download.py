@@ -4,7 +4,7 @@
     cl-bench-data verify [--data-dir DIR]                               # checksums + STS pair counts
     cl-bench-data list [--data-dir DIR]                                 # what is there
 
-The data root (``paths.data_dir``; default ``$CL_BENCH_DATA``, else ``./data``) holds SentEval's
+The data root (``paths.data_dir``; default ``$CL_BENCH_DATA``, else ``~/.cache/cl-bench/data``) holds SentEval's
 STS sets under ``sts/``, the transfer sets under ``transfer/``, training corpora under ``corpus/``
 and NLI data under ``nli/``. What each source is, where it comes from, which files it yields and
 their SHA-256 checksums is recorded in ``manifest.json`` beside this module.
@@ -22,6 +22,7 @@ file by hand: a file already at that place is used without any network access.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as _dt
 import errno
@@ -36,9 +37,10 @@ import socket
 import sys
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -52,6 +54,8 @@ MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 RECORD_FILE = ".cl_bench_data.json"
 #: Archives and parts are downloaded here; a file placed here by hand is used as is.
 DOWNLOADS_DIR = ".downloads"
+#: Held while a run fetches missing data on first use.
+DOWNLOAD_LOCK = ".cl_bench_download.lock"
 CHUNK = 1 << 16
 _OFFLINE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
 
@@ -88,8 +92,14 @@ def load_manifest(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def default_data_dir() -> Path:
-    """The data root: ``$CL_BENCH_DATA`` if set, else ``./data`` (as ``conf/paths/default.yaml``)."""
-    return Path(os.environ.get("CL_BENCH_DATA") or "data")
+    """The data root: ``$CL_BENCH_DATA`` if set, else ``cl-bench/data`` in the user's cache directory.
+
+    The cache directory is ``$XDG_CACHE_HOME``, else ``~/.cache`` (where transformers keeps its
+    models). ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``).
+    """
+    if os.environ.get("CL_BENCH_DATA"):
+        return Path(os.environ["CL_BENCH_DATA"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cl-bench" / "data"
 
 
 def sha256_file(path: str | Path, decompress: bool = False) -> str:
@@ -697,6 +707,123 @@ def download(
 
 
 # ------------------------------------------------------------------------------------------------
+# First use: fetch what a run needs
+# ------------------------------------------------------------------------------------------------
+#: Set to 1 to never fetch data on first use (also implied by HF_HUB_OFFLINE: the sources are on the hub).
+DATA_OFFLINE_ENV = "CL_BENCH_DATA_OFFLINE"
+
+
+def source_of(rel: str, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The source whose files include the root-relative path ``rel`` (None: no source ships it)."""
+    return next((s for s in manifest["sources"] if rel in s["yields"]), None)
+
+
+def _absent(root: Path, source: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """The source's required files that are not in the root (presence only: no hashing on every run)."""
+    files = manifest["files"]
+    return [rel for rel in source["yields"] if not files.get(rel, {}).get("optional") and not (root / rel).is_file()]
+
+
+def _with_needs(names: Iterable[str], manifest: dict[str, Any]) -> list[str]:
+    """The sources and, for derived ones, the sources they are built from (download skips present ones)."""
+    by_name = {s["name"]: s for s in manifest["sources"]}
+    out: list[str] = []
+    for name in names:
+        out += [*_with_needs(by_name[name].get("needs", []), manifest), name]
+    return list(dict.fromkeys(out))
+
+
+def _offline_switch() -> str | None:
+    """The environment variable that turns first-use downloads off, if one is set."""
+    return next((var for var in (DATA_OFFLINE_ENV, "HF_HUB_OFFLINE")
+                 if os.environ.get(var, "0").lower() not in ("0", "", "false")), None)
+
+
+def ensure_data(
+    root: str | Path,
+    wanted: Sequence[tuple[str, str]],
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    progress: bool = True,
+    manifest: dict[str, Any] | None = None,
+) -> list[str]:
+    """Fetch the data files a run reads that are missing from the data root (the main job's first use).
+
+    Runs before any model loads. The sources that ship the missing files are fetched with
+    :func:`download` (progress bar, checksums, resume from ``.part`` files) when their hosts answer
+    a quick probe; offline (``CL_BENCH_DATA_OFFLINE=1``, ``HF_HUB_OFFLINE=1`` or no answer) nothing
+    waits on the network. A file no source ships (a corpus of your own) is left to the caller's checks.
+
+    Args:
+        root: the data root (``paths.data_dir``).
+        wanted: ``(config key, file relative to the root)`` pairs, e.g.
+            ``("data.train_file", "corpus/wiki1m_for_simcse.txt")``.
+        log: where progress lines go (stderr).
+        progress: tqdm progress bars.
+        manifest: a manifest dict (default: the shipped one).
+
+    Returns:
+        The sources fetched or built (empty when every file was there).
+
+    Raises:
+        DataDownloadError: one line starting with the config key: the missing file, the
+            ``cl-bench-data download --only …`` command, and what to do offline.
+    """
+    from cl_bench.network import host_reachable
+
+    root = Path(root)
+    manifest = manifest or load_manifest()
+    missing = [(key, rel, source) for key, rel in dict.fromkeys(wanted)
+               if not (root / rel).is_file() and (source := source_of(rel, manifest)) is not None]
+    if not missing:
+        return []
+    by_name = {s["name"]: s for s in manifest["sources"]}
+    names = _with_needs(dict.fromkeys(source["name"] for _, _, source in missing), manifest)
+    command = f"`cl-bench-data download --only {' '.join(names)} --data-dir {root}`"
+    key, rel, source = missing[0]
+    if source["kind"] == "local":
+        raise DataDownloadError(f"{key}: {rel} is not in the data root {root}; {source['how']}")
+    fetched = [by_name[n] for n in names if by_name[n]["kind"] != "derived" and _absent(root, by_name[n], manifest)]
+    hosts = {urllib.parse.urlsplit(source_base_url(s)).netloc: source_base_url(s) for s in fetched}
+    switch = _offline_switch()
+    unreachable = f"downloads are off ({switch}=1)" if switch else next(
+        (f"{host} cannot be reached" for host, url in hosts.items() if not host_reachable(url)), None)
+    if unreachable:
+        more = f" (and {len(missing) - 1} more files)" if len(missing) > 1 else ""
+        where = f"data root '{root}' not found" if not root.is_dir() else f"{rel}{more} is not in the data root {root}"
+        offline_use = ("train on a corpus you have: data=wiki1m_head (in a data root that has it) or "
+                       "data.train_file=FILE") if key == "data.train_file" else \
+            "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
+        raise DataDownloadError(f"{key}: {where} and {unreachable}: fetch it with {command} on a connected "
+                                f"machine, or offline {offline_use}")
+    root.mkdir(parents=True, exist_ok=True)
+    with _exclusive(root / DOWNLOAD_LOCK):  # the jobs of a parallel sweep fetch once, not side by side
+        if all((root / rel).is_file() for _, rel, _ in missing):
+            return []  # another job fetched it meanwhile
+        log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
+        try:
+            done = download(root, names, progress=progress, log=log, manifest=manifest)
+        except DataDownloadError as err:
+            raise DataDownloadError(f"{key}: {str(err).splitlines()[0]}") from err
+    return [name for name, state in done.items() if state in ("downloaded", "built")]
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (``flock``) while the block runs; no lock where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: parallel first uses may fetch twice (each through its own .part files)
+        yield
+        return
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------------------------------------
 # verify / list
 # ------------------------------------------------------------------------------------------------
 def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dict[str, int]], list[str]]:
@@ -847,7 +974,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--data-dir", type=Path, default=None,
-        help="data root (default: $CL_BENCH_DATA, else ./data)",
+        help="data root (default: $CL_BENCH_DATA, else ~/.cache/cl-bench/data)",
     )
     common.add_argument("--only", nargs="+", metavar="SOURCE", help="only these sources (see `list`)")
     parser = argparse.ArgumentParser(

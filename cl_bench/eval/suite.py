@@ -25,12 +25,14 @@ Metric keys (results.json / MLflow):
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from cl_bench import interrupt
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.geometry import Whitening, alignment, anisotropy_metrics, plot_spectrum, uniformity
@@ -137,6 +139,34 @@ def _mean_if_complete(results: dict[str, float], keys: Sequence[str]) -> float |
     return None
 
 
+def announce_cost(encoder: Encoder, sentences: Sequence[str], batch_size: int, tasks: Sequence[str]) -> float | None:
+    """Log, before the final evaluation encodes, how many sentences it will encode and about how long it takes.
+
+    The time is extrapolated from encoding two batches of a random sample of the sentences (about
+    1% of the STS suite's encoding); the transfer tasks' classifiers come on top. Nothing is timed
+    when the whole set is that small.
+
+    Returns:
+        The estimated encoding seconds (None when not estimated).
+    """
+    unique = list(dict.fromkeys(sentences))
+    what = f"evaluation of {', '.join(tasks)}: {len(unique):,} distinct sentences to encode"
+    sample_size = 2 * batch_size
+    if len(unique) <= 4 * sample_size:
+        log.info("%s", what)
+        return None
+    sample = random.Random(0).sample(unique, sample_size)
+    started = time.perf_counter()
+    encoder.encode(sample, batch_size=batch_size)
+    rate = sample_size / max(time.perf_counter() - started, 1e-9)
+    seconds = len(unique) / rate
+    extra = " + the transfer classifiers" if any(task in TRANSFER_TASKS for task in tasks) else ""
+    hint = "; to iterate faster: eval=quick (STS-B only)" if seconds > 60 and list(tasks) != ["stsb"] else ""
+    log.info("%s, about %.0f s%s (%.0f sentences/s measured on %d of them)%s",
+             what, seconds, extra, rate, sample_size, hint)
+    return seconds
+
+
 def evaluate(
     encoder: Encoder,
     data_dir: str | Path,
@@ -198,6 +228,7 @@ def evaluate(
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
     sentences += pair_sentences(geometry_parts) + pair_sentences(whitening_fit_parts)
+    announce_cost(encoder, sentences, batch_size, resolved)
     table = EmbeddingTable(encoder, sentences, batch_size)
 
     results: dict[str, float] = {}
@@ -208,6 +239,7 @@ def evaluate(
         results["sts_avg"] = sts_avg
     kfold = TRANSFER_CONFIGS[transfer_config]
     for task, parts in transfer_data.items():
+        interrupt.check(results)  # a stop between tasks keeps the figures so far
         task_start = time.perf_counter()
         results.update(run_transfer_task(task, parts, table, kfold, seed, whitening))
         log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cl_bench import interrupt
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 
 ENCODER_META_FILE = "cl_bench_encoder.json"
@@ -46,25 +47,62 @@ def _offline() -> bool:
 
 def _hub_hint(name_or_path: str) -> str:
     return (
-        f"cannot load model '{name_or_path}' from the Hugging Face hub (offline or no network); "
+        f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
         "point model.name_or_path at a local Hugging Face directory, "
         "e.g. model.name_or_path=../shared/models/all-MiniLM-L6-v2"
     )
 
 
 def check_model_reachable(name_or_path: str) -> None:
-    """Fail fast, before any weights load, when the model can obviously not be loaded."""
+    """Fail fast, before any weights load, when the model can obviously not be loaded.
+
+    A local path needs its ``config.json``. A hub id needs a cached copy or the hub: one quick
+    probe (:func:`cl_bench.network.host_reachable`) replaces the HTTP client's retries. When the hub
+    cannot be reached but the model is cached, offline mode is switched on so the cached copy
+    loads at once.
+
+    Raises:
+        ModelLoadError: one line naming ``model.name_or_path`` and the fix.
+    """
     if is_local_path(name_or_path):
         path = Path(name_or_path).expanduser()
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}' (config.json missing)")
         return
-    if _offline():
-        from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import constants, try_to_load_from_cache
 
-        cached = try_to_load_from_cache(name_or_path, "config.json")
-        if not isinstance(cached, str):
+    cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
+    if _offline():
+        if not cached:
             raise ModelLoadError(_hub_hint(name_or_path))
+        return
+    from cl_bench.network import host_reachable
+
+    if host_reachable(constants.ENDPOINT):
+        return
+    if not cached:
+        raise ModelLoadError(_hub_hint(name_or_path))
+    log.warning("the Hugging Face hub cannot be reached: loading the cached copy of %s (offline mode)", name_or_path)
+    _go_offline(constants)
+
+
+def _go_offline(constants: Any) -> None:
+    """Offline mode for this process (huggingface_hub reads its flag at call time, subprocesses the env)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
+
+
+def quiet_transformers_bars() -> None:
+    """No "Loading weights" / "Writing model shards" bars at every load and best-checkpoint save.
+
+    transformers' own progress bars only; the hub's download bars (a first-use fetch) stay. Older
+    transformers without ``set_tqdm_hook`` draw no such bars.
+    """
+    from transformers.utils import logging as transformers_logging
+
+    set_hook = getattr(transformers_logging, "set_tqdm_hook", None)
+    if set_hook is not None:
+        set_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
 
 
 def apply_dropout(config: Any, dropout: float | None) -> None:
@@ -85,6 +123,7 @@ def load_backbone(name_or_path: str, dropout: float | None = None) -> tuple[nn.M
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     check_model_reachable(name_or_path)
+    quiet_transformers_bars()
     try:
         config = AutoConfig.from_pretrained(name_or_path)
         apply_dropout(config, dropout)
@@ -214,6 +253,7 @@ class SentenceEncoder(nn.Module):
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
         for start in range(0, len(order), batch_size):
+            interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             idx = order[start : start + batch_size]
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens}, return_tensors="pt")
             with autocast:
