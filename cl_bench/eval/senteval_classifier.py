@@ -321,7 +321,7 @@ def fit_grid(
                 every = len(live) == len(active)
                 sel = slice(None) if every else torch.from_numpy(live)
                 idx = rows_t[sel, j * batch : (j + 1) * batch]
-                xb = features[idx]  # (A, B, D)
+                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim)  # (A, B, D)
                 logits = torch.baddbmm(b[sel], xb, w[sel]).view(*idx.shape, n_l2, n_classes)
                 # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size
                 logits = (logits - logits.amax(-1, keepdim=True)).exp_()

@@ -39,7 +39,6 @@ from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
     SELECT_METRICS,
     STS_TASKS,
-    TRANSFER_CONFIGS,
     TRANSFER_TASKS,
     EvalConfigError,
     check_eval_config,

@@ -285,19 +285,22 @@ def _probe(
     config: str,
     seed: int,
     classifier: str,
+    batched: bool,
 ) -> ProbeResult:
     """Run the task's protocol with the chosen classifier on its features."""
     n_classes = 6 if task == "trec" else 2
     settings = SENTEVAL_CONFIGS[config]
     if classifier == "senteval":
         if task in BINARY_TASKS:
-            return senteval_inner_kfold(parts["all"], labels["all"], n_classes, settings, seed)
+            return senteval_inner_kfold(parts["all"], labels["all"], n_classes, settings, seed, batched)
         if task == "sst2":
             return senteval_split(
                 parts["train"], labels["train"], parts["dev"], labels["dev"], parts["test"], labels["test"],
-                n_classes, settings, seed,
+                n_classes, settings, seed, batched,
             )
-        return senteval_kfold(parts["train"], labels["train"], parts["test"], labels["test"], n_classes, settings, seed)
+        return senteval_kfold(
+            parts["train"], labels["train"], parts["test"], labels["test"], n_classes, settings, seed, batched
+        )
     if classifier == "sklearn":
         if task in BINARY_TASKS:
             return inner_kfold_probe(parts["all"], labels["all"], settings.kfold, seed)
@@ -317,6 +320,7 @@ def run_transfer_task(
     seed: int = SENTEVAL_SEED,
     whitening: int | None = None,
     classifier: str = "senteval",
+    batched: bool = True,
 ) -> dict[str, float]:
     """Run one transfer task's protocol on embeddings from ``embed``.
 
@@ -329,6 +333,7 @@ def run_transfer_task(
             always use 1111, as SentEval's).
         whitening: keep this many whitened dimensions, fitted on all the task's sentences (None: off).
         classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (the approximation).
+        batched: train SentEval's models together (False: one at a time, the reference; same results).
 
     Returns:
         ``{task: test accuracy, f"{task}_dev": SentEval devacc}`` plus ``mrpc_f1`` for MRPC.
@@ -352,6 +357,7 @@ def run_transfer_task(
         config,
         seed,
         classifier,
+        batched,
     )
     scores = {task: float(result.acc), f"{task}_dev": float(result.devacc)}
     if task == "mrpc":
