@@ -14,8 +14,8 @@ import pytest
 from conftest import minilm_path
 
 from cl_bench.eval import evaluate
-from cl_bench.eval.sts import load_sts_task
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.sts import load_sts_task
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
 
 #: all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100); MTEB scores each STS year on all

@@ -354,7 +354,7 @@ def fit_grid(
             first_w[act], second_w[act], first_b[act], second_b[act] = fw, sw, fb, sb
         epoch += config.epoch_size
         still = []
-        for a, s in enumerate(active):
+        for s in active:
             with torch.no_grad():
                 logits = features[valid_rows[s]] @ weight[s] + bias[s]
             predicted = logits.view(-1, n_l2, n_classes).argmax(-1)
