@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import torch
 
+from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, distances, masked_logsumexp
 
 
+@loss_kind("pair")
 def lifted(
     anchors: torch.Tensor,
     positives: torch.Tensor,

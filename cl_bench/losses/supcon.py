@@ -7,11 +7,13 @@ from typing import Literal
 
 import torch
 
+from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
 
 CONTRAST_MODES = ("all", "one")
 
 
+@loss_kind("pair")
 def supcon(
     anchors: torch.Tensor,
     positives: torch.Tensor,

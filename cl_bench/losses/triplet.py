@@ -7,11 +7,13 @@ from typing import Literal
 
 import torch
 
+from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, squared_distances
 
 MINING = ("hardest", "random")
 
 
+@loss_kind("pair")
 def triplet(
     anchors: torch.Tensor,
     positives: torch.Tensor,
