@@ -328,7 +328,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         cfg.mode == "train" and cfg.train.select_metric == "transfer_dev_avg"
     )
     if not uses_transfer:
-        for key in ("eval.transfer_config", "eval.seed"):
+        for key in ("eval.transfer_config", "eval.transfer_classifier", "eval.seed"):
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
