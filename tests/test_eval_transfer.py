@@ -282,8 +282,8 @@ def test_evaluate_transfer_configs(
     assert results["transfer_avg"] == pytest.approx(np.mean([results[t] for t in tasks]))
     assert results["transfer_dev_avg"] == pytest.approx(np.mean([results[f"{t}_dev"] for t in tasks]))
     assert (
-        min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 70
-    )  # 7 in 8 carry their cue word (chance: 50)
+        min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 65
+    )  # 7 in 8 carry their cue word (chance: 50); SentEval's early-stopped Adam/RMSprop learns less than lbfgs
     assert results["trec"] > 75 and results["mrpc"] > 60 and 0 <= results["mrpc_f1"] <= 100
     folds_seen.clear()
     full = evaluate(encoder, transfer_root, tasks=["trec"], align_uniform=False, anisotropy=False)

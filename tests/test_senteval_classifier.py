@@ -27,7 +27,7 @@ from cl_bench.eval.senteval_classifier import (
 #: SentEval's configurations with fewer epochs, so the one-at-a-time reference runs in seconds; the
 #: ``stopping`` variant stops early (tenacity 1) so the stopping rule is exercised.
 SHORT = {name: dataclasses.replace(config, max_epoch=8) for name, config in SENTEVAL_CONFIGS.items()}
-SHORT["stopping"] = dataclasses.replace(SENTEVAL_CONFIGS["full"], max_epoch=60, tenacity=1, batch_size=16)
+SHORT["stopping"] = dataclasses.replace(SENTEVAL_CONFIGS["full"], max_epoch=16, tenacity=1, batch_size=32)
 
 
 def noisy(n: int, classes: int = 2, width: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

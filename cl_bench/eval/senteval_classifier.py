@@ -103,7 +103,8 @@ class GridResult:
 
     def predict(self, split: int, l2_index: int, x: np.ndarray) -> np.ndarray:
         """Class predictions of one model on features ``x`` (argmax of the logits)."""
-        logits = torch.from_numpy(x) @ torch.from_numpy(self.weight[split, l2_index]).T
+        features = torch.from_numpy(np.asarray(x, dtype=np.float32))  # SentEval scores in float32
+        logits = features @ torch.from_numpy(self.weight[split, l2_index]).T
         return (logits + torch.from_numpy(self.bias[split, l2_index])).argmax(1).numpy()
 
 
@@ -185,6 +186,7 @@ def fit_one(
     """
     train_rows, valid_rows, holdout = _resolve(split, seed)
     permutations = _Permutations(seed)
+    x = np.asarray(x, dtype=np.float32)  # SentEval trains in float32
     x_train, y_train = torch.from_numpy(x[train_rows]), torch.from_numpy(y[train_rows]).long()
     x_valid, y_valid = torch.from_numpy(x[valid_rows]), torch.from_numpy(y[valid_rows]).long()
     weight, bias = initial_linear(x.shape[1], n_classes, seed)
