@@ -1,21 +1,25 @@
-"""Wall and CPU time of the full SentEval transfer suite (7 tasks) for one encoder, split into
-encoding and classifier time per task (CPU time is the robust figure on a shared machine).
+"""SentEval transfer suite (7 tasks) for one encoder: encoding time, then SentEval's classifier
+trained in batches (cl-bench's default) and one model at a time (the same algorithm as SentEval's
+loop), their time ratio and the largest |difference| between their figures; optionally the
+scikit-learn approximation's distance from SentEval's figures.
 
-It runs exactly what ``evaluate(tasks=["transfer"])`` runs — one ``encode`` call over every distinct
-sentence of the seven tasks, then each task's classifier protocol — but times the phases apart.
+It runs what ``evaluate(tasks=["transfer"])`` runs — one ``encode`` call over every distinct sentence,
+then each task's protocol — but times the phases apart (wall and CPU; CPU time is the robust figure
+on a shared machine).
 
 Usage::
 
     python benchmarks/bench_transfer.py --model ../shared/models/all-MiniLM-L6-v2 --pooler avg \\
-        --data ../shared/data --config full --threads 2
+        --data ../shared/data --config full --threads 2 [--tasks trec cr] [--no-reference] [--sklearn]
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 from _common import encoder_parser, load_encoder
 
 from cl_bench.eval import TRANSFER_TASKS, format_table
@@ -24,45 +28,77 @@ from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
 
 
+def _timed(
+    function: Callable[..., dict[str, float]], *args: object, **kwargs: object
+) -> tuple[dict[str, float], float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _machine() -> str:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    wanted = ("Model name", "CPU(s)", "Flags")
+    lines = [line for line in lscpu.splitlines() if line.split(":")[0].strip() in wanted]
+    flags = [flag for line in lines if line.startswith("Flags") for flag in line.split()[1:]]
+    simd = " ".join(f for f in flags if f.startswith(("avx", "amx", "fma")))
+    head = " | ".join(" ".join(line.split()) for line in lines if not line.startswith("Flags"))
+    return f"{head} | {simd}"
+
+
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+
+
 def main() -> None:
     parser = encoder_parser(__doc__)
     parser.add_argument("--config", choices=sorted(TRANSFER_CONFIGS), default="full")
     parser.add_argument("--tasks", nargs="+", default=list(TRANSFER_TASKS), choices=TRANSFER_TASKS)
+    parser.add_argument("--no-reference", action="store_true", help="skip the one-model-at-a-time run")
+    parser.add_argument("--sklearn", action="store_true", help="also run the scikit-learn approximation")
     args = parser.parse_args()
+    print(_machine(), f"| torch threads {args.threads} | load average at start {_load()}", flush=True)
     encoder = load_encoder(args)
-    total_wall, total_cpu = time.perf_counter(), time.process_time()
     data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
     sentences = [text for parts in data.values() for text in task_sentences(parts)]
     encode_cpu = time.process_time()
     table = EmbeddingTable(encoder, sentences, args.batch_size)
     encode_cpu = time.process_time() - encode_cpu
-    print(
-        f"encoding: {len(table)} distinct sentences ({len(sentences)} with repeats): "
-        f"{table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU",
-        flush=True,
-    )
+    print(f"encoding: {len(table)} distinct sentences: {table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU", flush=True)
 
-    results: dict[str, float] = {}
-    classifier_wall = classifier_cpu = 0.0
+    runs = {"batched": {"batched": True}}
+    if not args.no_reference:
+        runs["one-at-a-time"] = {"batched": False}
+    if args.sklearn:
+        runs["sklearn"] = {"classifier": "sklearn"}
+    results: dict[str, dict[str, float]] = {name: {} for name in runs}
+    seconds = {name: [0.0, 0.0] for name in runs}
     for task, parts in data.items():
-        wall, cpu = time.perf_counter(), time.process_time()
-        results.update(run_transfer_task(task, parts, table, kfold=TRANSFER_CONFIGS[args.config]))
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        classifier_wall += wall
-        classifier_cpu += cpu
-        print(
-            f"{task:5s} acc {results[task]:6.2f}  devacc {results[task + '_dev']:6.2f}  "
-            f"classifier {wall:6.1f} s wall, {cpu:6.1f} s CPU",
-            flush=True,
-        )
-    if len(data) == len(TRANSFER_TASKS):
-        results["transfer_avg"] = float(np.mean([results[task] for task in TRANSFER_TASKS]))
-    print(format_table(results))
-    total_wall, total_cpu = time.perf_counter() - total_wall, time.process_time() - total_cpu
+        for name, options in runs.items():
+            scores, wall, cpu = _timed(run_transfer_task, task, parts, table, args.config, **options)
+            results[name].update(scores)
+            seconds[name][0] += wall
+            seconds[name][1] += cpu
+            figures = "  ".join(f"{key} {value:6.2f}" for key, value in scores.items())
+            print(f"{task:5s} {name:13s} {figures}   {wall:7.1f} s wall {cpu:7.1f} s CPU", flush=True)
+    print(format_table(results["batched"]))
+    for name in runs:
+        wall, cpu = seconds[name]
+        print(f"classifier {name:13s}: {wall:8.1f} s wall {cpu:8.1f} s CPU")
+    if "one-at-a-time" in runs:
+        reference = results["one-at-a-time"]
+        difference = max(abs(results["batched"][key] - reference[key]) for key in reference)
+        wall_ratio = seconds["one-at-a-time"][0] / seconds["batched"][0]
+        cpu_ratio = seconds["one-at-a-time"][1] / seconds["batched"][1]
+        print(f"one-at-a-time / batched: {wall_ratio:.1f}x wall, {cpu_ratio:.1f}x CPU; "
+              f"largest |difference| {difference:.2f}")
+    if "sklearn" in runs:
+        for key, value in results["batched"].items():
+            print(f"sklearn - SentEval {key:10s}: {results['sklearn'][key] - value:+6.2f}")
     print(
-        f"config={args.config} threads={args.threads}\n"
-        f"wall: encoding {table.seconds:.1f} s + classifiers {classifier_wall:.1f} s = total {total_wall:.1f} s\n"
-        f"CPU:  encoding {encode_cpu:.1f} s + classifiers {classifier_cpu:.1f} s = total {total_cpu:.1f} s"
+        f"config={args.config} tasks={' '.join(args.tasks)} load average at end {_load()}\n"
+        f"wall: encoding {table.seconds:.1f} s + batched classifiers {seconds['batched'][0]:.1f} s "
+        f"= {table.seconds + seconds['batched'][0]:.1f} s"
     )
 
 

@@ -84,7 +84,8 @@ class EvalConfig:
     align_uniform: bool = True  # Wang & Isola alignment/uniformity on STS-B, as SimCSE
     align_uniform_split: str = "all"  # STS-B split(s) for the geometry metrics: all | train | dev | test
     anisotropy: bool = True  # singular-value spectrum + mean cosine of random pairs (+ anisotropy.png)
-    transfer_config: str = "full"  # SentEval classifier config: full (10 folds) | fast (5 folds)
+    transfer_config: str = "full"  # SentEval classifier config: full (test: Adam, 10 folds) | fast (fasttest: RMSprop, 5 folds)
+    transfer_classifier: str = "senteval"  # senteval (SentEval's PyTorch classifier) | sklearn (lbfgs approximation)
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
     whitening: int | None = None  # BERT-whitening keeping k dimensions (null = raw embeddings)
 
@@ -352,7 +353,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         cfg.mode == "train" and cfg.train.select_metric == "transfer_dev_avg"
     )
     if not uses_transfer:
-        for key in ("eval.transfer_config", "eval.seed"):
+        for key in ("eval.transfer_config", "eval.transfer_classifier", "eval.seed"):
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"

@@ -12,6 +12,7 @@ import pytest
 import torch
 from sklearn.model_selection import StratifiedKFold
 
+import cl_bench.eval.senteval_classifier as senteval_classifier
 import cl_bench.eval.transfer as transfer
 from cl_bench.data.senteval import (
     read_binary_task,
@@ -21,6 +22,7 @@ from cl_bench.data.senteval import (
     read_trec_file,
 )
 from cl_bench.eval import evaluate, evaluate_dev
+from cl_bench.eval.tasks import EvalConfigError, check_eval_config
 from cl_bench.eval.transfer import (
     L2_GRID,
     fit_logistic_regression,
@@ -246,15 +248,18 @@ def test_probes_learn_separable_data() -> None:
 def one_penalty(monkeypatch: pytest.MonkeyPatch) -> None:
     """Wiring tests: one penalty instead of four (4x fewer fits); the grid itself is tested above."""
     monkeypatch.setattr(transfer, "L2_GRID", (1e-3,))
+    monkeypatch.setattr(senteval_classifier, "L2_GRID", (1e-3,))
 
 
 def test_evaluate_transfer_configs(
     transfer_root: Path, one_penalty: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folds_seen: list[int] = []
-    original = transfer.stratified_folds
+    original = senteval_classifier.stratified_folds
     monkeypatch.setattr(
-        transfer, "stratified_folds", lambda y, k, seed: folds_seen.append(k) or original(y, k, seed)
+        senteval_classifier,
+        "stratified_folds",
+        lambda y, k, seed: folds_seen.append(k) or original(y, k, seed),
     )
     encoder = CueEncoder()
     results = evaluate(
@@ -277,8 +282,8 @@ def test_evaluate_transfer_configs(
     assert results["transfer_avg"] == pytest.approx(np.mean([results[t] for t in tasks]))
     assert results["transfer_dev_avg"] == pytest.approx(np.mean([results[f"{t}_dev"] for t in tasks]))
     assert (
-        min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 70
-    )  # 7 in 8 carry their cue word (chance: 50)
+        min(results[t] for t in ("mr", "cr", "subj", "mpqa", "sst2")) > 65
+    )  # 7 in 8 carry their cue word (chance: 50); SentEval's early-stopped Adam/RMSprop learns less than lbfgs
     assert results["trec"] > 75 and results["mrpc"] > 60 and 0 <= results["mrpc_f1"] <= 100
     folds_seen.clear()
     full = evaluate(encoder, transfer_root, tasks=["trec"], align_uniform=False, anisotropy=False)
@@ -288,10 +293,20 @@ def test_evaluate_transfer_configs(
 def test_transfer_whitening_and_dev_selection(transfer_root: Path, one_penalty: None) -> None:
     parts = transfer.load_transfer_task(transfer_root, "cr")
     encoder = CueEncoder()
-    raw = run_transfer_task("cr", parts, encoder.encode, kfold=5)
-    white = run_transfer_task("cr", parts, encoder.encode, kfold=5, whitening=4)
+    raw = run_transfer_task("cr", parts, encoder.encode, config="fast")
+    white = run_transfer_task("cr", parts, encoder.encode, config="fast", whitening=4)
     assert set(white) == {"cr", "cr_dev"} and white != raw
     dev = evaluate_dev(encoder, transfer_root, select_metric="transfer_dev_avg")
     tasks = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
     assert dev["transfer_dev_avg"] == pytest.approx(np.mean([dev[f"{t}_dev"] for t in tasks]))
     assert "stsb_dev" in dev and "mr" not in dev  # dev evaluation reports no test figures
+
+
+def test_sklearn_classifier_is_selectable_and_bad_names_are_rejected(transfer_root: Path, one_penalty: None) -> None:
+    parts = transfer.load_transfer_task(transfer_root, "trec")
+    encoder = CueEncoder()
+    senteval = run_transfer_task("trec", parts, encoder.encode, config="fast")
+    sklearn = run_transfer_task("trec", parts, encoder.encode, config="fast", classifier="sklearn")
+    assert set(sklearn) == set(senteval) == {"trec", "trec_dev"} and sklearn != senteval
+    with pytest.raises(EvalConfigError, match="^eval.transfer_classifier: unknown 'torch'; valid: senteval, sklearn$"):
+        check_eval_config(transfer_root, ["trec"], transfer_classifier="torch")

@@ -41,7 +41,6 @@ from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
     SELECT_METRICS,
     STS_TASKS,
-    TRANSFER_CONFIGS,
     TRANSFER_TASKS,
     EvalConfigError,
     check_eval_config,
@@ -175,6 +174,7 @@ def evaluate(
     align_uniform: bool = True,
     out_dir: str | Path | None = None,
     transfer_config: str = "full",
+    transfer_classifier: str = "senteval",
     seed: int = SENTEVAL_SEED,
     whitening: int | None = None,
     align_uniform_split: str = "all",
@@ -189,7 +189,8 @@ def evaluate(
         batch_size: encoding batch size.
         align_uniform: compute alignment/uniformity on STS-B.
         out_dir: folder for artifacts (the anisotropy plot); None writes nothing.
-        transfer_config: ``full`` (10 folds) or ``fast`` (5 folds).
+        transfer_config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
+        transfer_classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (its approximation).
         seed: transfer fold-shuffling seed (SentEval: 1111).
         whitening: BERT-whitening with this many kept dimensions (None: off).
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
@@ -208,6 +209,7 @@ def evaluate(
         batch_size=batch_size,
         align_uniform=align_uniform,
         transfer_config=transfer_config,
+        transfer_classifier=transfer_classifier,
         seed=seed,
         whitening=whitening,
         align_uniform_split=align_uniform_split,
@@ -237,11 +239,12 @@ def evaluate(
     sts_avg = _mean_if_complete(results, STS_TASKS)
     if sts_avg is not None:
         results["sts_avg"] = sts_avg
-    kfold = TRANSFER_CONFIGS[transfer_config]
     for task, parts in transfer_data.items():
         interrupt.check(results)  # a stop between tasks keeps the figures so far
         task_start = time.perf_counter()
-        results.update(run_transfer_task(task, parts, table, kfold, seed, whitening))
+        results.update(
+            run_transfer_task(task, parts, table, transfer_config, seed, whitening, transfer_classifier)
+        )
         log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
     for key, names in (
         ("transfer_avg", TRANSFER_TASKS),
@@ -314,7 +317,7 @@ def evaluate_dev(
         )
     if with_transfer:
         for task, parts in transfer_data.items():
-            scores = run_transfer_task(task, parts, table, kfold=TRANSFER_CONFIGS["fast"])
+            scores = run_transfer_task(task, parts, table, config="fast")
             results[f"{task}_dev"] = scores[f"{task}_dev"]
         results["transfer_dev_avg"] = float(np.mean([results[f"{task}_dev"] for task in TRANSFER_TASKS]))
     return results

@@ -49,6 +49,8 @@ TRANSFER_FILES: dict[str, tuple[str, ...]] = {
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
 TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
+#: ``eval.transfer_classifier``: SentEval's PyTorch classifier, or the scikit-learn approximation.
+TRANSFER_CLASSIFIERS: tuple[str, ...] = ("senteval", "sklearn")
 #: Dev figures that can pick the best checkpoint during training (``train.select_metric``).
 SELECT_METRICS: tuple[str, ...] = ("stsb_dev", "sts_dev_avg", "transfer_dev_avg")
 #: Which STS-B splits alignment/uniformity/anisotropy are computed on.
@@ -145,6 +147,7 @@ def check_eval_config(
     batch_size: int = 128,
     align_uniform: bool = True,
     transfer_config: str = "full",
+    transfer_classifier: str = "senteval",
     seed: int = 1111,
     whitening: int | None = None,
     align_uniform_split: str = "all",
@@ -163,6 +166,7 @@ def check_eval_config(
         batch_size: ``eval.batch_size``.
         align_uniform: ``eval.align_uniform``.
         transfer_config: ``eval.transfer_config`` (``full`` | ``fast``).
+        transfer_classifier: ``eval.transfer_classifier`` (``senteval`` | ``sklearn``).
         seed: ``eval.seed``.
         whitening: ``eval.whitening`` (None or the number of kept dimensions k >= 1).
         align_uniform_split: ``eval.align_uniform_split``.
@@ -176,7 +180,7 @@ def check_eval_config(
         EvalConfigError: one line naming the key (``eval.tasks: ...``) or the missing path.
     """
     if unknown:
-        valid = "tasks, batch_size, align_uniform, transfer_config, seed, whitening, align_uniform_split, anisotropy"
+        valid = "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, align_uniform_split, anisotropy"
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -184,6 +188,10 @@ def check_eval_config(
     if transfer_config not in TRANSFER_CONFIGS:
         raise EvalConfigError(
             f"eval.transfer_config: unknown '{transfer_config}'; valid: {', '.join(TRANSFER_CONFIGS)}"
+        )
+    if transfer_classifier not in TRANSFER_CLASSIFIERS:
+        raise EvalConfigError(
+            f"eval.transfer_classifier: unknown '{transfer_classifier}'; valid: {', '.join(TRANSFER_CLASSIFIERS)}"
         )
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise EvalConfigError(f"eval.seed: must be an integer >= 0, got {seed!r}")

@@ -1,48 +1,43 @@
 """SentEval transfer tasks: a linear classifier on frozen sentence embeddings.
 
-Protocol (SentEval ``tools/validation.py``, SimCSE's configurations):
+Two classifiers (``eval.transfer_classifier``):
+
+* ``senteval`` (default): SentEval's own PyTorch logistic regression and validation protocols
+  (:mod:`cl_bench.eval.senteval_classifier`), ``full`` = its ``test`` configuration (Adam, 10 folds),
+  ``fast`` = ``fasttest`` (RMSprop, 5 folds); ``<task>_dev`` is SentEval's ``devacc``.
+* ``sklearn``: an approximation kept for comparison: the same folds and selection rule, but
+  scikit-learn's ``LogisticRegression`` (lbfgs, run to convergence, unpenalised intercept, refitted on
+  all the training data without a hold-out) with SentEval's L2 grid mapped onto ``C``.
+
+Protocols (SentEval ``tools/validation.py``):
 
 * **MR, CR, SUBJ, MPQA** — nested stratified k-fold (``InnerKFoldClassifier``): the outer k folds
   give the test accuracy; on each outer training part, inner k folds pick the L2 penalty.
 * **SST-2** — fixed train/dev/test (``SplitClassifier``): penalty picked on dev.
-* **TREC, MRPC** — k-fold on train picks the penalty, then a model refitted on all of train is
-  scored on the standard test set (``KFoldClassifier``). MRPC features are ``[|u - v|, u * v]``
-  and the test F1 of the positive class is reported too.
-* Folds: ``StratifiedKFold(k, shuffle=True, random_state=seed)`` (seed 1111 in SentEval) over the
-  samples in SentEval's order — each split sorted by (number of words, label), MRPC by
-  (words in A, words in B, label) — because SentEval sorts before it builds the folds.
-* Penalty grid: SentEval's PyTorch grid ``{1e-5, 1e-4, 1e-3, 1e-2}`` (``usepytorch: True``, as in
-  SimCSE); scores are rounded to 2 decimals before the argmax, as SentEval does.
-* ``full`` config: k = 10; ``fast``: k = 5 (SimCSE ``--mode fasttest``/``dev``). SentEval's fast
-  config also swaps Adam for RMSprop with fewer epochs; a converged solver has no counterpart.
+* **TREC, MRPC** — k-fold on train picks the penalty, then a model trained on train is scored on
+  the standard test set (``KFoldClassifier``). MRPC features are ``[|u - v|, u * v]`` and the test
+  F1 of the positive class is reported too.
+* Folds: ``StratifiedKFold(k, shuffle=True, random_state=seed)`` over the samples in SentEval's
+  order — each split sorted by (number of words, label), MRPC by (words in A, words in B, label) —
+  because SentEval sorts before it encodes and builds the folds.
 
-The classifier is scikit-learn's ``LogisticRegression`` (lbfgs, run to convergence) instead of
-SentEval's PyTorch ``nn.Linear`` trained by Adam/RMSprop with early stopping on a validation part.
-Mapping of the penalty: SentEval minimises ``mean cross-entropy + (l2/2) ||W||^2`` (Adam's
-``weight_decay=l2`` on a softmax layer with one row per class; its ``loss_fn.size_average = False``
-is set after construction, which PyTorch >= 0.4, used by SimCSE, ignores); scikit-learn minimises
-``C * sum cross-entropy + ||w||^2 / 2``. For k > 2 classes (TREC) the two agree when
-``C = 1 / (l2 * n_train)``. For two classes scikit-learn fits one weight vector ``w = W_1 - W_0``
-and the optimum of SentEval's two-row penalty is ``W_1 = -W_0 = w / 2``, i.e. ``(l2/4) ||w||^2``,
-so ``C = 2 / (l2 * n_train)``. Differences that remain: scikit-learn leaves the intercept
-unpenalised and trains to convergence (no early stopping, no 5% validation hold-out in the final
-fit), so accuracies need not equal SentEval's stochastic PyTorch figures to the decimal (no
-SentEval run was available to compare with); they are deterministic (the solves run on one
-BLAS/OpenMP thread, so results do not depend on the machine's core count).
+sklearn's penalty mapping: SentEval minimises ``mean cross-entropy + (l2/2) ||W||^2`` (on a softmax
+layer with one row per class); scikit-learn minimises ``C * sum cross-entropy + ||w||^2 / 2``. For
+k > 2 classes (TREC) the two agree when ``C = 1 / (l2 * n_train)``; for two classes scikit-learn fits
+one vector ``w = W_1 - W_0`` and SentEval's optimum has ``W_1 = -W_0 = w / 2``, i.e. ``(l2/4) ||w||^2``,
+so ``C = 2 / (l2 * n_train)``. The solves run on one BLAS/OpenMP thread (deterministic results).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
-from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
 from cl_bench.data.senteval import (
@@ -54,16 +49,22 @@ from cl_bench.data.senteval import (
     read_trec_file,
 )
 from cl_bench.eval.geometry import Whitening
+from cl_bench.eval.senteval_classifier import (
+    L2_GRID,
+    SENTEVAL_CONFIGS,
+    SENTEVAL_SEED,
+    ProbeResult,
+    senteval_inner_kfold,
+    senteval_kfold,
+    senteval_split,
+    stratified_folds,
+)
 from cl_bench.eval.tasks import TRANSFER_FILES
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: SentEval's L2 penalty grid for its PyTorch logistic regression: ``[10**t for t in range(-5, -1)]``.
-L2_GRID: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2)
-#: SentEval's default seed (``params.seed``), used for the fold shuffles.
-SENTEVAL_SEED = 1111
 BINARY_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa")
 #: Convergence settings of the lbfgs solver (tight enough that reruns agree to the last digit).
 MAX_ITER = 2000
@@ -126,12 +127,6 @@ def accuracy100(model: LogisticRegression, x: np.ndarray, y: np.ndarray) -> floa
     return 100.0 * float(model.score(x, y))
 
 
-def stratified_folds(y: np.ndarray, kfold: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """SentEval's folds: ``StratifiedKFold(kfold, shuffle=True, random_state=seed)`` over ``y``'s order."""
-    splitter = StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed)
-    return list(splitter.split(np.zeros(len(y)), y))
-
-
 def _cv_scores(
     x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]], seed: int
 ) -> tuple[list[float], LogisticRegression]:
@@ -155,26 +150,9 @@ def _cv_scores(
     return [round(float(score), 2) for score in accuracy.mean(axis=0)], model
 
 
-@dataclass(frozen=True)
-class ProbeResult:
-    """Outcome of one classifier protocol.
-
-    Attributes:
-        devacc: SentEval's ``devacc`` (the model-selection accuracy), x 100.
-        acc: test accuracy x 100.
-        penalties: the chosen L2 penalty (per outer fold for nested CV).
-        predictions: test predictions (KFold/Split protocols), for F1.
-    """
-
-    devacc: float
-    acc: float
-    penalties: tuple[float, ...]
-    predictions: np.ndarray | None = None
-
-
 @single_threaded
 def inner_kfold_probe(x: np.ndarray, y: np.ndarray, kfold: int, seed: int = SENTEVAL_SEED) -> ProbeResult:
-    """Nested stratified k-fold (SentEval ``InnerKFoldClassifier``) for MR, CR, SUBJ, MPQA."""
+    """scikit-learn approximation of SentEval's ``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA)."""
     dev_scores, test_scores, chosen = [], [], []
     for train_idx, test_idx in stratified_folds(y, kfold, seed):
         x_train, y_train = x[train_idx], y[train_idx]
@@ -198,7 +176,7 @@ def kfold_probe(
     kfold: int,
     seed: int = SENTEVAL_SEED,
 ) -> ProbeResult:
-    """k-fold on train picks the penalty, refit on all train, score test (SentEval ``KFoldClassifier``)."""
+    """scikit-learn approximation of SentEval's ``KFoldClassifier``: k folds pick the penalty, refit on all train."""
     scores, last = _cv_scores(x_train, y_train, stratified_folds(y_train, kfold, seed), seed)
     best = int(np.argmax(scores))
     model = fit_logistic_regression(x_train, y_train, L2_GRID[best], seed, init=last)
@@ -217,7 +195,7 @@ def split_probe(
     y_test: np.ndarray,
     seed: int = SENTEVAL_SEED,
 ) -> ProbeResult:
-    """Penalty picked on the dev split, scored on test (SentEval ``SplitClassifier``)."""
+    """scikit-learn approximation of SentEval's ``SplitClassifier``: penalty picked on dev, scored on test."""
     fitted: dict[float, LogisticRegression] = {}
     model: LogisticRegression | None = None
     for l2 in sorted(L2_GRID, reverse=True):  # strongest penalty first, each fit warm-starting the next
@@ -300,13 +278,49 @@ def task_sentences(parts: dict[str, LabeledTexts | LabeledPairs]) -> list[str]:
     return texts
 
 
+def _probe(
+    task: str,
+    parts: dict[str, np.ndarray],
+    labels: dict[str, np.ndarray],
+    config: str,
+    seed: int,
+    classifier: str,
+    batched: bool,
+) -> ProbeResult:
+    """Run the task's protocol with the chosen classifier on its features."""
+    n_classes = 6 if task == "trec" else 2
+    settings = SENTEVAL_CONFIGS[config]
+    if classifier == "senteval":
+        if task in BINARY_TASKS:
+            return senteval_inner_kfold(parts["all"], labels["all"], n_classes, settings, seed, batched)
+        if task == "sst2":
+            return senteval_split(
+                parts["train"], labels["train"], parts["dev"], labels["dev"], parts["test"], labels["test"],
+                n_classes, settings, seed, batched,
+            )
+        return senteval_kfold(
+            parts["train"], labels["train"], parts["test"], labels["test"], n_classes, settings, seed, batched
+        )
+    if classifier == "sklearn":
+        if task in BINARY_TASKS:
+            return inner_kfold_probe(parts["all"], labels["all"], settings.kfold, seed)
+        if task == "sst2":
+            return split_probe(
+                parts["train"], labels["train"], parts["dev"], labels["dev"], parts["test"], labels["test"], seed
+            )
+        return kfold_probe(parts["train"], labels["train"], parts["test"], labels["test"], settings.kfold, seed)
+    raise ValueError(f"unknown transfer classifier '{classifier}' (senteval | sklearn)")
+
+
 def run_transfer_task(
     task: str,
     parts: dict[str, LabeledTexts | LabeledPairs],
     embed: Embed,
-    kfold: int = 10,
+    config: str = "full",
     seed: int = SENTEVAL_SEED,
     whitening: int | None = None,
+    classifier: str = "senteval",
+    batched: bool = True,
 ) -> dict[str, float]:
     """Run one transfer task's protocol on embeddings from ``embed``.
 
@@ -314,43 +328,39 @@ def run_transfer_task(
         task: ``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec`` or ``mrpc``.
         parts: from :func:`load_transfer_task`.
         embed: maps sentences to (N, H) embeddings.
-        kfold: 10 (full config) or 5 (fast config); SST-2 uses its dev split instead.
-        seed: fold shuffling seed (SentEval: 1111).
+        config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
+        seed: SentEval's seed (1111): the classifiers' and the k-fold shuffles' (InnerKFold's folds
+            always use 1111, as SentEval's).
         whitening: keep this many whitened dimensions, fitted on all the task's sentences (None: off).
+        classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (the approximation).
+        batched: train SentEval's models together (False: one at a time, the reference; same results).
 
     Returns:
         ``{task: test accuracy, f"{task}_dev": SentEval devacc}`` plus ``mrpc_f1`` for MRPC.
     """
+    if task not in TRANSFER_FILES:
+        raise ValueError(f"not a transfer task: '{task}'")
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
     if whitening is not None:
         transform = Whitening.fit(embed(task_sentences(parts)), whitening).transform
 
-    def features(part: LabeledTexts) -> np.ndarray:
+    def features(part: LabeledTexts | LabeledPairs) -> np.ndarray:
+        if isinstance(part, LabeledPairs):
+            a, b = transform(embed(part.sent1)), transform(embed(part.sent2))
+            return np.concatenate([np.abs(a - b), a * b], axis=1)
         return transform(embed(part.texts))
 
-    if task in BINARY_TASKS:
-        data = parts["all"]
-        result = inner_kfold_probe(features(data), data.labels, kfold, seed)
-    elif task == "sst2":
-        train, dev, test = parts["train"], parts["dev"], parts["test"]
-        result = split_probe(
-            features(train), train.labels, features(dev), dev.labels, features(test), test.labels, seed
-        )
-    elif task == "trec":
-        train, test = parts["train"], parts["test"]
-        result = kfold_probe(features(train), train.labels, features(test), test.labels, kfold, seed)
-    elif task == "mrpc":
-
-        def pair_features(pairs: LabeledPairs) -> np.ndarray:
-            a, b = transform(embed(pairs.sent1)), transform(embed(pairs.sent2))
-            return np.concatenate([np.abs(a - b), a * b], axis=1)
-
-        train, test = parts["train"], parts["test"]
-        result = kfold_probe(
-            pair_features(train), train.labels, pair_features(test), test.labels, kfold, seed
-        )
-        f1 = round(100.0 * float(f1_score(test.labels, result.predictions)), 2)
-        return {task: result.acc, f"{task}_dev": result.devacc, f"{task}_f1": f1}
-    else:
-        raise ValueError(f"not a transfer task: '{task}'")
-    return {task: result.acc, f"{task}_dev": result.devacc}
+    result = _probe(
+        task,
+        {name: features(part) for name, part in parts.items()},
+        {name: part.labels for name, part in parts.items()},
+        config,
+        seed,
+        classifier,
+        batched,
+    )
+    scores = {task: float(result.acc), f"{task}_dev": float(result.devacc)}
+    if task == "mrpc":
+        assert result.predictions is not None
+        scores[f"{task}_f1"] = round(100.0 * float(f1_score(parts["test"].labels, result.predictions)), 2)
+    return scores

@@ -1,0 +1,522 @@
+"""SentEval's transfer classifier (``usepytorch=True``, ``nhid=0``), reproduced, and trained in batches.
+
+What SentEval does (``senteval/tools/classifier.py``, ``validation.py`` at commit 5d6dc117), and so
+what every model here does:
+
+* A logistic regression ``nn.Linear(dim, classes)`` trained on mean cross-entropy (SentEval sets
+  ``loss_fn.size_average = False`` after construction, which PyTorch >= 0.4 ignores) by Adam
+  (``full`` = SentEval's ``test`` config: batch 64, tenacity 5, epoch_size 4) or RMSprop (``fast`` =
+  ``fasttest``: batch 128, tenacity 3, epoch_size 2), both with PyTorch's default hyper-parameters;
+  the L2 penalty is the optimiser's ``weight_decay``, so it also acts on the bias.
+* Every model seeds ``np.random`` and ``torch`` with the seed (1111) when it is built, so its
+  initial weights (``nn.Linear``'s default init) and its data order are those of a fresh seed: a
+  ``np.random.permutation`` of its training rows per epoch, preceded, when it holds out 5% of its
+  data for early stopping, by the permutation that picks the hold-out (the first ``int(0.05 n)``).
+* Training runs ``epoch_size`` epochs, then scores the validation part; a new best accuracy keeps a
+  copy of the model; otherwise a non-improvement counter (never reset) stops training once it has
+  reached ``tenacity`` before the increment, i.e. at the ``tenacity + 1``-th non-improvement. It
+  also stops when the epoch counter passes 200. The model kept is the best one; its validation
+  accuracy is the figure SentEval averages into ``devacc``.
+
+Because each model's randomness is re-seeded at construction, the models of a grid search are
+independent of one another. :func:`fit_grid` therefore trains them together: one weight tensor
+per (data split x L2 value), one batched matmul per minibatch step, each model with its own
+optimiser state, its own data order (the permutations a fresh ``RandomState(seed)`` gives, shared
+between models whose data have the same size) and its own stopping state. :func:`fit_grid_sequential`
+trains the same models one at a time with ``torch.nn``/``torch.optim``, exactly as SentEval's loop
+does; it is the reference the batched trainer is tested and benchmarked against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.model_selection import StratifiedKFold
+from torch import nn
+
+#: SentEval's L2 grid for its PyTorch classifier: ``[10**t for t in range(-5, -1)]``.
+L2_GRID: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2)
+#: SentEval's default seed (``params.seed``).
+SENTEVAL_SEED = 1111
+#: Share of the training data held out for early stopping in the final fits (``validation_split``).
+VALIDATION_SPLIT = 0.05
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """SentEval's ``params.classifier`` plus ``params.kfold``.
+
+    Attributes:
+        kfold: folds of the cross-validation.
+        optim: ``adam`` or ``rmsprop`` (PyTorch defaults: lr 1e-3 / 1e-2).
+        batch_size: minibatch size.
+        tenacity: non-improvements tolerated before stopping.
+        epoch_size: epochs between two validation scores.
+        max_epoch: training stops once the epoch counter exceeds this.
+    """
+
+    kfold: int
+    optim: str
+    batch_size: int
+    tenacity: int
+    epoch_size: int
+    max_epoch: int = 200
+
+
+#: ``full``: SentEval's ``test`` configuration; ``fast``: its ``fasttest`` (SimCSE's ``--mode fasttest``).
+SENTEVAL_CONFIGS: dict[str, ClassifierConfig] = {
+    "full": ClassifierConfig(kfold=10, optim="adam", batch_size=64, tenacity=5, epoch_size=4),
+    "fast": ClassifierConfig(kfold=5, optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2),
+}
+
+
+@dataclass(frozen=True)
+class DataSplit:
+    """Rows of a feature matrix that one model trains and early-stops on.
+
+    Attributes:
+        train: training rows.
+        valid: validation rows; None holds out SentEval's 5% of ``train`` (``validation_split=0.05``).
+    """
+
+    train: np.ndarray
+    valid: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class GridResult:
+    """Fitted models of a grid (data splits x L2 values).
+
+    Attributes:
+        accuracy: (S, R) best validation accuracy of each model (a fraction, as SentEval's ``fit``).
+        weight: (S, R, C, D) weights of the kept (best) models.
+        bias: (S, R, C) their biases.
+    """
+
+    accuracy: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray
+
+    def predict(self, split: int, l2_index: int, x: np.ndarray) -> np.ndarray:
+        """Class predictions of one model on features ``x`` (argmax of the logits)."""
+        features = torch.from_numpy(np.asarray(x, dtype=np.float32))  # SentEval scores in float32
+        logits = features @ torch.from_numpy(self.weight[split, l2_index]).T
+        return (logits + torch.from_numpy(self.bias[split, l2_index])).argmax(1).numpy()
+
+
+class _Permutations:
+    """The permutations a model seeded with ``seed`` draws: SentEval seeds ``np.random`` per model,
+    so models with the same number of rows share them; they are drawn once and cached."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.streams: dict[tuple[int, bool], tuple[np.random.RandomState, list[np.ndarray]]] = {}
+
+    def holdout(self, n: int) -> np.ndarray:
+        """The permutation of ``fit(validation_split=...)``: the first draw after seeding."""
+        return np.random.RandomState(self.seed).permutation(n)
+
+    def epoch(self, n_total: int, holdout: bool, n_train: int, index: int) -> np.ndarray:
+        """The ``index``-th epoch's permutation of a model over ``n_train`` rows."""
+        key = (n_total, holdout)
+        if key not in self.streams:
+            rng = np.random.RandomState(self.seed)
+            if holdout:
+                rng.permutation(n_total)
+            self.streams[key] = (rng, [])
+        rng, drawn = self.streams[key]
+        while len(drawn) <= index:
+            drawn.append(rng.permutation(n_train))
+        return drawn[index]
+
+
+def _resolve(split: DataSplit, seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(train rows, validation rows, held out?) of a split, SentEval's hold-out applied."""
+    if split.valid is not None:
+        return np.asarray(split.train), np.asarray(split.valid), False
+    n = len(split.train)
+    permutation = _Permutations(seed).holdout(n)
+    cut = int(VALIDATION_SPLIT * n)
+    return np.asarray(split.train)[permutation[cut:]], np.asarray(split.train)[permutation[:cut]], True
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run torch on one thread, then restore the caller's setting.
+
+    The classifier's tensors are small: a second thread mostly adds synchronisation, and on a busy
+    machine its spin-waits cost several times the useful CPU time (measured: ~10x per round of TREC).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def initial_linear(dim: int, n_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``nn.Linear(dim, n_classes)``'s default initialisation right after ``torch.manual_seed(seed)``.
+
+    The global torch RNG is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = nn.Linear(dim, n_classes)
+    return layer.weight.detach().clone(), layer.bias.detach().clone()
+
+
+# ------------------------------------------------------------------------------------------------
+# One model at a time (SentEval's loop, with torch.nn and torch.optim)
+# ------------------------------------------------------------------------------------------------
+def _optimizer(name: str, parameters: Sequence[torch.Tensor], l2: float) -> torch.optim.Optimizer:
+    """SentEval's ``utils.get_optimizer(name)`` with ``param_groups[0]['weight_decay'] = l2``."""
+    if name == "adam":
+        optimizer: torch.optim.Optimizer = torch.optim.Adam(parameters)
+    elif name == "rmsprop":
+        optimizer = torch.optim.RMSprop(parameters)
+    else:
+        raise ValueError(f"unknown optimiser '{name}' (adam | rmsprop)")
+    optimizer.param_groups[0]["weight_decay"] = l2
+    return optimizer
+
+
+def fit_one(
+    x: np.ndarray,
+    y: np.ndarray,
+    split: DataSplit,
+    l2: float,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+) -> tuple[float, nn.Linear]:
+    """Train one SentEval logistic regression (``MLP(nhid=0).fit``) on rows of ``x``.
+
+    Returns:
+        The best validation accuracy (a fraction) and the model that reached it.
+    """
+    train_rows, valid_rows, holdout = _resolve(split, seed)
+    permutations = _Permutations(seed)
+    x = np.asarray(x, dtype=np.float32)  # SentEval trains in float32
+    x_train, y_train = torch.from_numpy(x[train_rows]), torch.from_numpy(y[train_rows]).long()
+    x_valid, y_valid = torch.from_numpy(x[valid_rows]), torch.from_numpy(y[valid_rows]).long()
+    weight, bias = initial_linear(x.shape[1], n_classes, seed)
+    model = nn.Linear(x.shape[1], n_classes)
+    with torch.no_grad():
+        model.weight.copy_(weight)
+        model.bias.copy_(bias)
+    optimizer = _optimizer(config.optim, list(model.parameters()), l2)
+    loss_fn = nn.CrossEntropyLoss()
+    best_accuracy, best_model, non_improvements, epoch = -1.0, model, 0, 0
+    while epoch <= config.max_epoch:
+        for index in range(epoch, epoch + config.epoch_size):
+            order = torch.from_numpy(permutations.epoch(len(split.train), holdout, len(train_rows), index))
+            for start in range(0, len(train_rows), config.batch_size):
+                batch = order[start : start + config.batch_size]
+                loss = loss_fn(model(x_train[batch]), y_train[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        epoch += config.epoch_size
+        with torch.no_grad():
+            accuracy = float((model(x_valid).argmax(1) == y_valid).sum()) / len(valid_rows)
+        if accuracy > best_accuracy:
+            best_accuracy, best_model = accuracy, copy.deepcopy(model)
+        else:
+            if non_improvements >= config.tenacity:
+                break
+            non_improvements += 1
+    return best_accuracy, best_model
+
+
+@one_torch_thread()
+def fit_grid_sequential(
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[DataSplit],
+    l2s: Sequence[float] | np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+) -> GridResult:
+    """:func:`fit_one` for every (split, L2) pair, one model after the other (the reference).
+
+    Takes the arguments of :func:`fit_grid`.
+    """
+    l2_table = np.broadcast_to(np.asarray(l2s, dtype=np.float64), (len(splits), np.shape(l2s)[-1]))
+    shape = l2_table.shape
+    accuracy = np.zeros(shape)
+    weight = np.zeros((*shape, n_classes, x.shape[1]), dtype=np.float32)
+    bias = np.zeros((*shape, n_classes), dtype=np.float32)
+    for s, split in enumerate(splits):
+        for r, l2 in enumerate(l2_table[s]):
+            accuracy[s, r], model = fit_one(x, y, split, float(l2), n_classes, config, seed)
+            weight[s, r] = model.weight.detach().numpy()
+            bias[s, r] = model.bias.detach().numpy()
+    return GridResult(accuracy, weight, bias)
+
+
+# ------------------------------------------------------------------------------------------------
+# All models of a grid at once
+# ------------------------------------------------------------------------------------------------
+@one_torch_thread()
+def fit_grid(
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[DataSplit],
+    l2s: Sequence[float] | np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+) -> GridResult:
+    """Train SentEval's model for every (split, L2) pair together; same models as
+    :func:`fit_grid_sequential` up to float rounding of the batched matmuls.
+
+    Models of one split see the same minibatches; all splits advance in lock-step through their
+    epochs (a split whose epoch has fewer minibatches skips the extra steps). Once every model of a
+    split has stopped, the split leaves the batch.
+
+    Args:
+        x: (N, D) float32 features.
+        y: (N,) labels in ``0 .. n_classes - 1``.
+        splits: the data splits (a split's models share data and data order).
+        l2s: the L2 penalties tried on every split (R,), or per split (S, R).
+        n_classes: number of classes.
+        config: SentEval's classifier configuration.
+        seed: SentEval's seed.
+    """
+    l2_table = np.broadcast_to(np.asarray(l2s, dtype=np.float64), (len(splits), np.shape(l2s)[-1]))
+    n_splits, n_l2, dim, batch = len(splits), l2_table.shape[1], x.shape[1], config.batch_size
+    resolved = [_resolve(split, seed) for split in splits]
+    permutations = _Permutations(seed)
+    features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    labels = torch.from_numpy(np.asarray(y)).long()
+    init_weight, init_bias = initial_linear(dim, n_classes, seed)
+    # Model (s, r) is column block r of weight[s]: logits of a split's minibatch = one bmm.
+    weight = init_weight.T.repeat(n_splits, 1, n_l2).contiguous()  # (S, D, R*C)
+    bias = init_bias.repeat(n_splits, 1, n_l2).contiguous()  # (S, 1, R*C)
+    l2 = torch.tensor(l2_table, dtype=torch.float32).repeat_interleave(n_classes, dim=1)  # (S, R*C)
+    first_w, second_w = torch.zeros_like(weight), torch.zeros_like(weight)
+    first_b, second_b = torch.zeros_like(bias), torch.zeros_like(bias)
+    steps = np.zeros(n_splits, dtype=np.int64)
+    l2_w = l2.unsqueeze(1)  # (S, 1, R*C), broadcast over D
+    best_accuracy = np.full((n_splits, n_l2), -1.0)
+    best_weight = weight.clone()
+    best_bias = bias.clone()
+    stopped = np.zeros((n_splits, n_l2), dtype=bool)
+    non_improvements = np.zeros((n_splits, n_l2), dtype=np.int64)
+    n_train = np.array([len(train) for train, _, _ in resolved])
+    valid_rows = [torch.from_numpy(valid).long() for _, valid, _ in resolved]
+    active = np.arange(n_splits)
+    epoch = 0
+    while epoch <= config.max_epoch and len(active):
+        for index in range(epoch, epoch + config.epoch_size):
+            # Each active split's rows in this epoch's order, padded to whole minibatches.
+            n_batches = -(-n_train[active] // batch)
+            width = int(n_batches.max()) * batch
+            rows = np.zeros((len(active), width), dtype=np.int64)
+            weights = np.zeros((len(active), width), dtype=np.float32)
+            for a, s in enumerate(active):
+                train, _, holdout = resolved[s]
+                order = permutations.epoch(len(splits[s].train), holdout, n_train[s], index)
+                rows[a, : n_train[s]] = train[order]
+                # mean cross-entropy over each minibatch (the last one may be short)
+                sizes = np.minimum(batch, n_train[s] - np.arange(0, n_train[s], batch))
+                weights[a, : n_train[s]] = np.repeat(1.0 / sizes, sizes)
+            rows_t, weights_t = torch.from_numpy(rows), torch.from_numpy(weights)
+            # one-hot labels scaled by the minibatch weights (zero on padding)
+            targets = torch.zeros(len(active), width, n_classes)
+            targets.scatter_(2, labels[rows_t].unsqueeze(2), weights_t.unsqueeze(2))
+            act = torch.from_numpy(active)
+            w, b = weight[act], bias[act]
+            fw, sw, fb, sb = first_w[act], second_w[act], first_b[act], second_b[act]
+            lw = l2_w[act]
+            for j in range(int(n_batches.max())):
+                live = np.flatnonzero(n_batches > j)
+                every = len(live) == len(active)
+                sel = slice(None) if every else torch.from_numpy(live)
+                idx = rows_t[sel, j * batch : (j + 1) * batch]
+                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim)  # (A, B, D)
+                logits = torch.baddbmm(b[sel], xb, w[sel]).view(*idx.shape, n_l2, n_classes)
+                # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size
+                logits = (logits - logits.amax(-1, keepdim=True)).exp_()
+                probs = logits.div_(logits.sum(-1, keepdim=True))
+                cols = slice(j * batch, (j + 1) * batch)
+                delta = probs.mul_(weights_t[sel, cols, None, None]).sub_(targets[sel, cols, None]).view(*idx.shape, -1)
+                grad_w = torch.bmm(xb.transpose(1, 2), delta)  # (A, D, R*C)
+                grad_b = delta.sum(1, keepdim=True)
+                steps[active[live]] += 1
+                step = steps[active[live]]
+                for param, grad, first, second, decay in (
+                    (w, grad_w, fw, sw, lw),
+                    (b, grad_b, fb, sb, lw),
+                ):
+                    p, f, q = (param, first, second) if every else (param[sel], first[sel], second[sel])
+                    g = grad + decay[sel] * p
+                    if config.optim == "adam":  # torch.optim.Adam's single-tensor step
+                        f.lerp_(g, 1 - 0.9)
+                        q.mul_(0.999).addcmul_(g, g, value=1 - 0.999)
+                        neg_step_size = torch.from_numpy(-1e-3 / (1 - 0.9**step)).float().view(-1, 1, 1)
+                        correction = torch.from_numpy((1 - 0.999**step) ** 0.5).float().view(-1, 1, 1)
+                        # addcdiv_(f, denom, value=-step_size) with a step size per model
+                        p.add_(neg_step_size * f / (q.sqrt() / correction).add_(1e-8))
+                    else:  # torch.optim.RMSprop's (alpha 0.99, lr 1e-2, no momentum)
+                        q.mul_(0.99).addcmul_(g, g, value=1 - 0.99)
+                        p.addcdiv_(g, q.sqrt().add_(1e-8), value=-1e-2)
+                    if not every:
+                        param[sel], first[sel], second[sel] = p, f, q
+            weight[act], bias[act] = w, b
+            first_w[act], second_w[act], first_b[act], second_b[act] = fw, sw, fb, sb
+        epoch += config.epoch_size
+        still = []
+        for s in active:
+            with torch.no_grad():
+                logits = features[valid_rows[s]] @ weight[s] + bias[s]
+            predicted = logits.view(-1, n_l2, n_classes).argmax(-1)
+            correct = (predicted == labels[valid_rows[s], None]).sum(0).numpy()
+            accuracy = correct / len(valid_rows[s])
+            for r in range(n_l2):
+                if stopped[s, r]:
+                    continue
+                if accuracy[r] > best_accuracy[s, r]:
+                    best_accuracy[s, r] = accuracy[r]
+                    cols = slice(r * n_classes, (r + 1) * n_classes)
+                    best_weight[s, :, cols] = weight[s, :, cols]
+                    best_bias[s, :, cols] = bias[s, :, cols]
+                elif non_improvements[s, r] >= config.tenacity:
+                    stopped[s, r] = True
+                else:
+                    non_improvements[s, r] += 1
+            if not stopped[s].all():
+                still.append(s)
+        active = np.array(still, dtype=np.int64)
+    return GridResult(
+        best_accuracy,
+        best_weight.view(n_splits, dim, n_l2, n_classes).permute(0, 2, 3, 1).numpy().copy(),
+        best_bias.view(n_splits, n_l2, n_classes).numpy().copy(),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# SentEval's validation protocols (tools/validation.py)
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of one classifier protocol.
+
+    Attributes:
+        devacc: SentEval's ``devacc`` (the model-selection accuracy), x 100.
+        acc: test accuracy x 100.
+        penalties: the chosen L2 penalty (per outer fold for nested CV).
+        predictions: test predictions (KFold/Split protocols), for F1.
+    """
+
+    devacc: float
+    acc: float
+    penalties: tuple[float, ...]
+    predictions: np.ndarray | None = None
+
+
+def stratified_folds(y: np.ndarray, kfold: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """SentEval's folds: ``StratifiedKFold(kfold, shuffle=True, random_state=seed)`` over ``y``'s order."""
+    splitter = StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(y)), y))
+
+
+def _trainer(batched: bool) -> Callable[..., GridResult]:
+    return fit_grid if batched else fit_grid_sequential
+
+
+def _grid_scores(accuracy: np.ndarray) -> list[float]:
+    """SentEval's per-penalty score: ``round(100 * mean over folds, 2)``."""
+    return [round(100 * np.mean([float(a) for a in accuracy[:, r]]), 2) for r in range(accuracy.shape[1])]
+
+
+def _accuracy100(predictions: np.ndarray, y: np.ndarray) -> float:
+    return round(100 * float(np.mean(predictions == y)), 2)
+
+
+def senteval_inner_kfold(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+    batched: bool = True,
+) -> ProbeResult:
+    """SentEval's ``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA): on each outer fold's training part,
+    inner folds pick the penalty; a model with that penalty, early-stopped on a 5% hold-out of the
+    training part, is scored on the outer test fold. Both fold loops use ``random_state=1111``
+    whatever the seed, as SentEval does."""
+    train = _trainer(batched)
+    outer = stratified_folds(y, config.kfold, SENTEVAL_SEED)
+    splits = [
+        DataSplit(train_idx[inner_train], train_idx[inner_test])
+        for train_idx, _ in outer
+        for inner_train, inner_test in stratified_folds(y[train_idx], config.kfold, SENTEVAL_SEED)
+    ]
+    scan = train(x, y, splits, L2_GRID, n_classes, config, seed)
+    dev_scores, chosen = [], []
+    for fold in range(len(outer)):
+        scores = _grid_scores(scan.accuracy[fold * config.kfold : (fold + 1) * config.kfold])
+        dev_scores.append(np.max(scores))
+        chosen.append(L2_GRID[int(np.argmax(scores))])
+    final = train(x, y, [DataSplit(train_idx) for train_idx, _ in outer], np.array(chosen)[:, None], n_classes, config, seed)
+    test_scores = [
+        _accuracy100(final.predict(fold, 0, x[test_idx]), y[test_idx]) for fold, (_, test_idx) in enumerate(outer)
+    ]
+    return ProbeResult(round(np.mean(dev_scores), 2), round(np.mean(test_scores), 2), tuple(chosen))
+
+
+def senteval_kfold(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+    batched: bool = True,
+) -> ProbeResult:
+    """SentEval's ``KFoldClassifier`` (TREC, MRPC): k folds of train pick the penalty; a model with
+    it, early-stopped on a 5% hold-out of train, is scored on test."""
+    train = _trainer(batched)
+    folds = stratified_folds(y_train, config.kfold, seed)
+    scan = train(x_train, y_train, [DataSplit(a, b) for a, b in folds], L2_GRID, n_classes, config, seed)
+    scores = _grid_scores(scan.accuracy)
+    best = int(np.argmax(scores))
+    final = train(x_train, y_train, [DataSplit(np.arange(len(y_train)))], [L2_GRID[best]], n_classes, config, seed)
+    predictions = final.predict(0, 0, x_test)
+    return ProbeResult(np.max(scores), _accuracy100(predictions, y_test), (L2_GRID[best],), predictions)
+
+
+def senteval_split(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_dev: np.ndarray,
+    y_dev: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+    batched: bool = True,
+) -> ProbeResult:
+    """SentEval's ``SplitClassifier`` (SST-2): the penalty is picked on dev, early stopping uses dev.
+
+    SentEval then refits the chosen penalty with the same seed, data and stopping rule, which
+    rebuilds the scanned model; that model is scored on test here.
+    """
+    x = np.concatenate([x_train, x_dev])
+    y = np.concatenate([y_train, y_dev])
+    split = DataSplit(np.arange(len(y_train)), np.arange(len(y_train), len(y)))
+    scan = _trainer(batched)(x, y, [split], L2_GRID, n_classes, config, seed)
+    scores = [round(100 * float(accuracy), 2) for accuracy in scan.accuracy[0]]
+    best = int(np.argmax(scores))
+    predictions = scan.predict(0, best, x_test)
+    return ProbeResult(np.max(scores), _accuracy100(predictions, y_test), (L2_GRID[best],), predictions)

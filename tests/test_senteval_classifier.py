@@ -1,0 +1,107 @@
+"""SentEval's transfer classifier: the batched trainer trains the models the one-at-a-time reference
+trains, SentEval's RNG use (fresh seed per model, 5% hold-out, nn.Linear init), and the protocols."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import cl_bench.eval.senteval_classifier as sc
+from cl_bench.eval.senteval_classifier import (
+    L2_GRID,
+    SENTEVAL_CONFIGS,
+    DataSplit,
+    fit_grid,
+    fit_grid_sequential,
+    initial_linear,
+    senteval_inner_kfold,
+    senteval_kfold,
+    senteval_split,
+    stratified_folds,
+)
+
+#: SentEval's configurations with fewer epochs, so the one-at-a-time reference runs in seconds; the
+#: ``stopping`` variant stops early (tenacity 1) so the stopping rule is exercised.
+SHORT = {name: dataclasses.replace(config, max_epoch=8) for name, config in SENTEVAL_CONFIGS.items()}
+SHORT["stopping"] = dataclasses.replace(SENTEVAL_CONFIGS["full"], max_epoch=16, tenacity=1, batch_size=32)
+
+
+def noisy(n: int, classes: int = 2, width: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Overlapping Gaussian classes: accuracies neither 0 nor 1, so early stopping has work to do."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % classes
+    x = rng.normal(size=(n, width)) + 2.0 * np.eye(classes, width)[y]
+    return x.astype(np.float32), y
+
+
+@pytest.mark.parametrize("name", ["full", "fast", "stopping"])
+def test_batched_grid_trains_the_one_at_a_time_models(name: str) -> None:
+    x, y = noisy(155, classes=3)
+    # folds of unequal sizes (last minibatches differ), a 5% hold-out split, per-split penalties
+    splits = [DataSplit(train, test) for train, test in stratified_folds(y, 4, 1111)]
+    splits.append(DataSplit(np.arange(len(y))))
+    penalties = np.array([L2_GRID[:2], L2_GRID[2:], L2_GRID[1:3], L2_GRID[::3], L2_GRID[:2]])
+    batched = fit_grid(x, y, splits, penalties, 3, SHORT[name])
+    reference = fit_grid_sequential(x, y, splits, penalties, 3, SHORT[name])
+    assert np.array_equal(batched.accuracy, reference.accuracy)
+    np.testing.assert_allclose(batched.weight, reference.weight, atol=1e-5)
+    np.testing.assert_allclose(batched.bias, reference.bias, atol=1e-5)
+    initial = initial_linear(6, 3, 1111)[0].numpy()
+    assert np.abs(batched.weight - initial).max(axis=(2, 3)).min() > 0  # every kept model was trained
+
+
+def test_models_start_from_a_freshly_seeded_linear_layer() -> None:
+    state = torch.random.get_rng_state()
+    weight, bias = initial_linear(7, 3, 1111)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's RNG is left alone
+    torch.manual_seed(1111)
+    layer = nn.Linear(7, 3)
+    assert torch.equal(weight, layer.weight) and torch.equal(bias, layer.bias)
+    assert not torch.equal(weight, initial_linear(7, 3, 1112)[0])
+
+
+def test_final_fit_holds_out_sentevals_five_percent() -> None:
+    rows = np.arange(100, 300)
+    train, valid, holdout = sc._resolve(DataSplit(rows), 1111)
+    permutation = np.random.RandomState(1111).permutation(200)  # np.random.seed(1111) in MLP.__init__
+    assert holdout and np.array_equal(valid, rows[permutation[:10]])
+    assert np.array_equal(train, rows[permutation[10:]])
+    # the epochs then draw from the same RandomState, after the hold-out permutation
+    rng = np.random.RandomState(1111)
+    rng.permutation(200)
+    assert np.array_equal(sc._Permutations(1111).epoch(200, True, 190, 0), rng.permutation(190))
+    plain = sc._Permutations(1111)
+    fresh = np.random.RandomState(1111)
+    assert np.array_equal(plain.epoch(200, False, 200, 0), fresh.permutation(200))
+    assert np.array_equal(plain.epoch(200, False, 200, 1), fresh.permutation(200))
+
+
+def test_protocols_batched_equal_one_at_a_time_and_use_sentevals_folds(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int, int]] = []
+    original = sc.stratified_folds
+
+    def spy(labels: np.ndarray, kfold: int, seed: int) -> list:
+        calls.append((len(labels), kfold, seed))
+        return original(labels, kfold, seed)
+
+    monkeypatch.setattr(sc, "stratified_folds", spy)
+    config = dataclasses.replace(SHORT["fast"], kfold=3)
+    x, y = noisy(90)
+    inner = senteval_inner_kfold(x, y, 2, config, seed=7)
+    # InnerKFoldClassifier: outer and inner folds with random_state=1111 whatever the seed
+    assert calls == [(90, 3, 1111)] + [(60, 3, 1111)] * 3
+    assert inner == senteval_inner_kfold(x, y, 2, config, seed=7, batched=False)
+    assert len(inner.penalties) == 3 and inner.acc > 60
+    calls.clear()
+    x3, y3 = noisy(150, classes=3, seed=1)
+    kfold = senteval_kfold(x3[:120], y3[:120], x3[120:], y3[120:], 3, config, seed=7)
+    assert calls == [(120, 3, 7)]  # KFoldClassifier: random_state=seed
+    reference = senteval_kfold(x3[:120], y3[:120], x3[120:], y3[120:], 3, config, seed=7, batched=False)
+    assert kfold.acc == reference.acc and kfold.devacc == reference.devacc
+    assert np.array_equal(kfold.predictions, reference.predictions) and kfold.predictions.shape == (30,)
+    split = senteval_split(x[:50], y[:50], x[50:70], y[50:70], x[70:], y[70:], 2, config)
+    assert split.devacc > 60 and split.acc > 60
