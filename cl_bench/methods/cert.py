@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_bench import distributed
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.moco import queue_info_nce, queue_logits
 from cl_bench.methods.base import Method, MethodContext
@@ -161,7 +162,7 @@ class CERT(Method):
         """After the optimizer step: move the key encoder, then enqueue this step's keys."""
         self.momentum_update()
         if self._pending_keys is not None:
-            self.enqueue(self._pending_keys)
+            self.enqueue(distributed.gather_rows(self._pending_keys))  # every rank's keys, in rank order
             self._pending_keys = None
 
     def eval_encoder(self) -> SentenceEncoder:
