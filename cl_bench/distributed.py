@@ -129,6 +129,15 @@ def broadcast_object(obj: Any) -> Any:
     return holder[0]
 
 
+def gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` in rank order (``[obj]`` when not distributed); every rank must call it."""
+    if not is_distributed():
+        return [obj]
+    gathered: list[Any] = [None] * world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def all_true(flag: bool) -> bool:
     """True only when ``flag`` is true on every rank (every rank must call it)."""
     if not is_distributed():
@@ -248,11 +257,14 @@ def data_parallel(method: nn.Module, device: torch.device) -> nn.Module:
     hooks = MethodHooks(method)
     if not is_distributed():
         return hooks
+    # newer torch names the per-forward buffer broadcast forward_sync_buffers (and deprecates broadcast_buffers)
+    parameters = inspect.signature(DistributedDataParallel).parameters
+    buffers = "forward_sync_buffers" if "forward_sync_buffers" in parameters else "broadcast_buffers"
     return DistributedDataParallel(
         hooks,
         device_ids=[device.index] if device.type == "cuda" else None,
         find_unused_parameters=True,
-        broadcast_buffers=False,
+        **{buffers: False},
     )
 
 

@@ -38,6 +38,12 @@ def _popen(args: list[str], data_dir: Path, log_file: Path) -> subprocess.Popen:
     return subprocess.Popen(args, env=_env(data_dir), stdout=log_file.open("w"), stderr=subprocess.STDOUT, text=True)
 
 
+def _weight_files(run_dir: Path) -> list[str]:
+    """Every file under ``run_dir`` that holds model weights (checkpoints, state dicts, HF weights)."""
+    suffixes = (".pt", ".bin", ".safetensors")
+    return sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.suffix in suffixes)
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
     start = time.time()
     while not path.exists():
@@ -66,6 +72,8 @@ def test_sigkill_then_resume_gives_the_same_final_metrics(tiny_bert, data_dir, t
     whole = json.loads((tmp_path / "whole" / "results.json").read_text())
     again = json.loads((killed_dir / "results.json").read_text())
     assert again == whole  # to the last digit
+    for run_dir in (tmp_path / "whole", killed_dir):  # a finished run keeps one copy of its weights
+        assert _weight_files(run_dir) == ["best_model/model.safetensors"]
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     runs = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])

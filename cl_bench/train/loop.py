@@ -180,7 +180,7 @@ class Trainer:
         self.state = TrainState()
         #: the best method state so far, on the CPU (rank 0); written to disk only inside checkpoints
         self.best_weights: dict[str, torch.Tensor] | None = None
-        self._resume_rng: dict[str, Any] | None = None
+        self._resume_rng: list[dict[str, Any]] | None = None  # per rank, from the checkpoint
         self.build()
 
     # ----- build ------------------------------------------------------------------------------
@@ -236,7 +236,8 @@ class Trainer:
             self.scaler.load_state_dict(checkpoint["scaler"])
         self.state = TrainState(**checkpoint["state"])
         self.best_weights = checkpoint.get("best")
-        self._resume_rng = checkpoint["rng"]
+        rng = checkpoint["rng"]
+        self._resume_rng = rng if isinstance(rng, list) else [rng]  # a dict: written before per-rank states
         log.info("resuming from %s at step %d (epoch %d)", self.run_dir.checkpoint, self.state.step, self.state.epoch)
         return True
 
@@ -248,8 +249,14 @@ class Trainer:
             # Replay the epoch's order up to the saved position, then restore the RNGs as they were.
             for _ in range(self.state.batch_in_epoch):
                 next(batches)
-            restore_rng_states(self._resume_rng, self.method.rng)
-            distributed.seed_rank(self.cfg.seed, self.method.rng, self.state.step)  # per-rank streams again
+            saved = self._resume_rng
+            if len(saved) == distributed.world_size():
+                restore_rng_states(saved[distributed.rank()], self.method.rng)
+            else:  # another number of processes: rank 0's streams, then fresh per-rank streams
+                log.warning("resuming %d processes from a checkpoint of %d: dropout masks will differ",
+                            distributed.world_size(), len(saved))
+                restore_rng_states(saved[0], self.method.rng)
+                distributed.seed_rank(self.cfg.seed, self.method.rng, self.state.step)
             self._resume_rng = None
         return batches
 
@@ -353,7 +360,7 @@ class Trainer:
                          state.step, tcfg.select_metric, tcfg.early_stopping_patience)
         if tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and not last:
             self.checkpoint()
-        if self.stop_requested():
+        if not distributed.all_true(not self.stop_requested()):  # a signal to any rank stops all of them
             self.checkpoint()
             raise TrainingInterrupted(state)
 
@@ -383,7 +390,12 @@ class Trainer:
 
     # ----- checkpoint -------------------------------------------------------------------------
     def checkpoint(self) -> None:
-        """Rank 0 writes ``checkpoint.pt`` atomically: all a killed run needs to continue exactly."""
+        """Rank 0 writes ``checkpoint.pt`` atomically: all a killed run needs to continue exactly.
+
+        Every rank must call it: the RNG states of all ranks are saved (each rank draws its own
+        dropout masks), so a resume with the same number of processes continues every stream.
+        """
+        rng = distributed.gather_objects(rng_states(self.method.rng))
         if not self.is_main:
             return
         atomic_save(
@@ -393,7 +405,7 @@ class Trainer:
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                 "state": asdict(self.state),
-                "rng": rng_states(self.method.rng),
+                "rng": rng,  # one entry per rank
                 "best": self.best_weights,
             },
             self.run_dir.checkpoint,
