@@ -190,16 +190,22 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
 # ------------------------------------------------------------------------------------------------
 # Training pieces
 # ------------------------------------------------------------------------------------------------
-def shard_batches(batches: Iterable[list[Any]]) -> Iterable[list[Any]]:
+def shard_batches(
+    batches: Iterable[list[Any]], this_rank: int | None = None, world: int | None = None
+) -> Iterable[list[Any]]:
     """Each rank's contiguous slice of every global batch (the batches themselves when not distributed).
 
     A global batch whose size is not a multiple of the world size loses its last ``size % W`` items
     (equal slices are what the gather needs); one with fewer items than processes is skipped. All
     ranks draw the same batches (the data order is seeded by ``seed`` and the epoch), so they agree.
+    ``this_rank``/``world`` default to this process's (DataLoader workers pass the ones captured in
+    the main process).
     """
-    if not is_distributed():
+    this_rank = rank() if this_rank is None else this_rank
+    world = world_size() if world is None else world
+    if world == 1:
         return batches
-    return _shards(batches, rank(), world_size())
+    return _shards(batches, this_rank, world)
 
 
 def _shards(batches: Iterable[list[Any]], this_rank: int, world: int) -> Iterator[list[Any]]:

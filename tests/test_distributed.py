@@ -22,6 +22,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench import distributed
 from cl_bench.augment.base import Dropout
 from cl_bench.losses.infonce import info_nce
+from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.cert import CERT
@@ -42,7 +43,7 @@ CASES = {
     "simcse_ntxent_symmetric": ("simcse", functools.partial(ntxent, tau=0.05), 0),
     "simcse_gradcache": ("simcse", functools.partial(info_nce, tau=0.05), 2),
     "sup_hard_negatives_alpha2": ("sup", functools.partial(info_nce, tau=0.05, hard_negative_alpha=2.0), 0),
-    "cert_queue": ("cert", functools.partial(info_nce, tau=0.07), 0),
+    "cert_queue": ("cert", functools.partial(queue_info_nce, tau=0.07), 0),
 }
 
 
@@ -216,8 +217,6 @@ def test_sharding_drops_the_uneven_tail_and_keeps_order() -> None:
 
 
 def test_gathered_loss_refuses_losses_with_other_tensor_inputs() -> None:
-    from cl_bench.losses.moco import queue_info_nce
-
     with pytest.raises(ValueError, match="loss: .*queue.*multi-process training can only gather"):
         distributed.GatheredLoss(functools.partial(queue_info_nce, tau=0.07))
     wrapped = distributed.GatheredLoss(functools.partial(info_nce, tau=0.05))
@@ -237,7 +236,7 @@ def test_torchrun_cli_trains_once_and_only_rank0_tracks(tiny_bert: Path, data_di
     env = dict(os.environ, CL_BENCH_DATA=str(data_dir), OMP_NUM_THREADS="1")
     env.pop("MLFLOW_TRACKING_URI", None)
     args = [
-        torchrun, "--nproc_per_node=2", f"--master_port={_free_port()}", "-m", "cl_bench.cli",
+        torchrun, "--nproc_per_node=2", f"--master_port={_free_port()}", "-m", "cl_bench",  # the README's command
         f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=40", "batch_size=8",
         "train.max_steps=3", "train.eval_steps=3", "train.device=cpu", "train.progress_bar=false",
     ]

@@ -25,6 +25,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import distributed  # torchrun (no-ops in one process)
+from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import build_encoder
 from cl_bench.rundir import RunDir
@@ -225,6 +226,12 @@ class Trainer:
 
             self.grad_cache = GradCache(self.method, tcfg.gradcache_chunk, self.autocast, self.model)
         self.trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
+        # batches prepared (augmented, tokenized) by DataLoader workers; GradCache prepares its chunks itself
+        self.data = BatchLoader(
+            self.items, self.method.batches, self.method.prepare if self.grad_cache is None else keep_items,
+            tcfg.batch_size, cfg.seed, num_workers=int(tcfg.get("num_workers", 0)),
+            pin_memory=self.device.type == "cuda",
+        )
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The autocast context of ``train.precision`` on this run's device."""
@@ -248,14 +255,11 @@ class Trainer:
         log.info("resuming from %s at step %d (epoch %d)", self.run_dir.checkpoint, self.state.step, self.state.epoch)
         return True
 
-    def epoch_batches(self) -> Iterator[list[Any]]:
-        """This rank's batches of the current epoch, from the saved position after a resume."""
-        generator = torch.Generator().manual_seed(self.cfg.seed + self.state.epoch)
-        batches = iter(distributed.shard_batches(self.method.batches(self.items, self.tcfg.batch_size, generator)))
+    def epoch_batches(self) -> Iterator[Any]:
+        """This rank's prepared batches of the current epoch, from the saved position after a resume."""
+        start = 0
         if self._resume_rng is not None:
-            # Replay the epoch's order up to the saved position, then restore the RNGs as they were.
-            for _ in range(self.state.batch_in_epoch):
-                next(batches)
+            start = self.state.batch_in_epoch  # batches are prepared from (seed, epoch, index): no replay
             saved = self._resume_rng
             if len(saved) == distributed.world_size():
                 restore_rng_states(saved[distributed.rank()], self.method.rng)
@@ -265,7 +269,7 @@ class Trainer:
                 restore_rng_states(saved[0], self.method.rng)
                 distributed.seed_rank(self.cfg.seed, self.method.rng, self.state.step)
             self._resume_rng = None
-        return batches
+        return self.data.epoch(self.state.epoch, start)
 
     # ----- fit --------------------------------------------------------------------------------
     def fit(self) -> tuple[Method, TrainState]:
