@@ -130,6 +130,9 @@ class BatchLoader:
             pin_memory=pin_memory,
             persistent_workers=num_workers > 0,
             prefetch_factor=2 if num_workers > 0 else None,
+            # each iter() draws a base seed: from its own generator, not the global RNG the training
+            # step's dropout uses (a resume would otherwise draw once more than the uninterrupted run)
+            generator=torch.Generator().manual_seed(seed),
         )
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]:
