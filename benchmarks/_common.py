@@ -25,3 +25,20 @@ def load_encoder(args: argparse.Namespace) -> SentenceEncoder:
     """Set the torch thread count and load the encoder as evaluation does."""
     torch.set_num_threads(args.threads)
     return build_encoder(args.model, pooler=args.pooler, fresh_mlp=False)
+
+
+def print_machine() -> None:
+    """Print the CPU model, its bf16/AMX/AVX-512 flags, torch's CPU capability and the load average."""
+    import platform
+    import subprocess
+
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        lscpu = ""
+    model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), platform.processor())
+    flags = next((line.split(":", 1)[1].split() for line in lscpu.splitlines() if line.startswith("Flags")), [])
+    wanted = [f for f in flags if f.startswith(("avx512f", "avx512_bf16", "amx", "avx2"))]
+    print(f"cpu: {model}; {os.cpu_count()} cores; flags: {' '.join(sorted(wanted))}")
+    print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, threads {torch.get_num_threads()}")
+    print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

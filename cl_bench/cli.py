@@ -422,6 +422,7 @@ def _train_and_evaluate(
     cfg: DictConfig, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
 ) -> dict[str, float]:
     from cl_bench.eval import evaluate_dev
+    from cl_bench.train.checkpoint import remove_checkpoint
     from cl_bench.train.loop import train
 
     data_dir = cfg.paths.data_dir
@@ -444,6 +445,7 @@ def _train_and_evaluate(
         raise
     results.update(training)
     tracker.log_results(results, state.step)
+    remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():
         tracker.set_tags({"best_model": str(RunDir(run_dir).best_model)})

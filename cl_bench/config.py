@@ -21,6 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from cl_bench.models.poolers import POOLERS
 
 MODES = ("train", "eval")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 class ConfigError(ValueError):
@@ -65,7 +66,9 @@ class TrainConfig:
     select_metric: str = "stsb_dev"  # dev metric that picks the best checkpoint
     save_best: bool = True
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
+    compile: bool = False  # torch.compile the trained encoder (cl_bench.train.loop.compile_encoder)
+    num_workers: int = 0  # DataLoader worker processes preparing batches (augmentation, tokenisation)
     num_threads: int | None = None  # torch CPU threads (None = torch default)
     progress_bar: bool = True
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
@@ -226,6 +229,10 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             raise ConfigError(f"train.early_stopping_patience: must be >= 0 (0 = off), got {cfg.train.early_stopping_patience}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
+        if cfg.train.num_workers < 0:
+            raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process), got {cfg.train.num_workers}")
+        if cfg.train.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision: must be one of {', '.join(PRECISIONS)}, got '{cfg.train.precision}'")
         if cfg.train.gradcache_chunk < 0:
             raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:

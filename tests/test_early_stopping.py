@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -57,6 +58,23 @@ def test_off_by_default(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None
     assert cfg.train.early_stopping_patience == 0
     _, state = train(cfg, tmp_path, lambda metrics, step: None, _scripted_dev([5.0, 1.0]))
     assert (state.step, state.stopped_early, state.best_step) == (10, False, 1)
+
+
+def test_best_weights_come_back_without_files_when_save_best_is_off(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    cfg = _config(tiny_bert, data_dir, "train.max_steps=3")  # _config: train.save_best=false, no checkpoints
+    seen: list[dict] = []
+    scripted = _scripted_dev([5.0, 1.0, 2.0])  # best at step 1
+
+    def dev_eval(encoder: torch.nn.Module) -> dict[str, float]:
+        seen.append({k: v.clone() for k, v in encoder.state_dict().items()})
+        return scripted(encoder)
+
+    method, state = train(cfg, tmp_path, lambda metrics, step: None, dev_eval)
+    assert state.best_step == 1
+    returned = method.eval_encoder().state_dict()
+    assert all(torch.equal(returned[k], v) for k, v in seen[0].items())  # the step-1 weights, from memory
+    assert not all(torch.equal(seen[2][k], v) for k, v in seen[0].items())  # (training did move them)
+    assert list(tmp_path.iterdir()) == []  # and nothing was written to the run directory
 
 
 def test_a_negative_patience_names_the_key(tiny_bert: Path, data_dir: Path) -> None:

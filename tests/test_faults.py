@@ -38,6 +38,12 @@ def _popen(args: list[str], data_dir: Path, log_file: Path) -> subprocess.Popen:
     return subprocess.Popen(args, env=_env(data_dir), stdout=log_file.open("w"), stderr=subprocess.STDOUT, text=True)
 
 
+def _weight_files(run_dir: Path) -> list[str]:
+    """Every file under ``run_dir`` that holds model weights (checkpoints, state dicts, HF weights)."""
+    suffixes = (".pt", ".bin", ".safetensors")
+    return sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.suffix in suffixes)
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
     start = time.time()
     while not path.exists():
@@ -47,25 +53,29 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
 
 
 def test_sigkill_then_resume_gives_the_same_final_metrics(tiny_bert, data_dir, tmp_path) -> None:
-    db = tmp_path / "mlflow.db"
+    # The reference prepares batches in the main process; the killed and resumed runs in 2 DataLoader
+    # workers: equal figures show both that workers change nothing and that the resume is exact.
+    db, workers = tmp_path / "mlflow.db", "train.num_workers=2"
     reference = subprocess.run(_args(tiny_bert, tmp_path / "whole", db), env=_env(data_dir), capture_output=True, text=True)
     assert reference.returncode == 0, reference.stderr[-3000:]
 
     killed_dir = tmp_path / "killed"
-    proc = _popen(_args(tiny_bert, killed_dir, db), data_dir, tmp_path / "killed.log")
+    proc = _popen(_args(tiny_bert, killed_dir, db, workers), data_dir, tmp_path / "killed.log")
     _wait_for(killed_dir / "checkpoint.pt", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed_dir / "results.json").exists()  # it really died mid-training
 
     resumed = subprocess.run(
-        _args(tiny_bert, killed_dir, db, "train.resume=true"), env=_env(data_dir), capture_output=True, text=True
+        _args(tiny_bert, killed_dir, db, workers, "train.resume=true"), env=_env(data_dir), capture_output=True, text=True
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout + resumed.stderr
     whole = json.loads((tmp_path / "whole" / "results.json").read_text())
     again = json.loads((killed_dir / "results.json").read_text())
     assert again == whole  # to the last digit
+    for run_dir in (tmp_path / "whole", killed_dir):  # a finished run keeps one copy of its weights
+        assert _weight_files(run_dir) == ["best_model/model.safetensors"]
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     runs = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])

@@ -7,24 +7,32 @@ Shared by the ``back_translation`` augmentation and the CERT method (which pre-t
   (:meth:`BackTranslator.from_pretrained` loads ``Helsinki-NLP/opus-mt-{src}-{pivot}`` and back);
 * :class:`ParaphraseTable` maps each corpus sentence to a precomputed paraphrase, read from a file
   with one paraphrase per corpus line (for machines that cannot load the translation models);
-* :func:`write_paraphrase_file` precomputes that file (``python -m cl_bench.augment.back_translation``).
+* :func:`write_paraphrase_file` precomputes that file (``python -m cl_bench.augment.back_translation``);
+* :func:`cached_back_translations` translates a corpus once into a cache file keyed by the
+  translation models, the generation settings and the corpus's SHA-256, and reads it back in later
+  runs (CERT back-translated its corpus offline, once).
 
-:class:`BackTranslation` uses the models when they load and the paraphrase file otherwise.
+:class:`BackTranslation` uses the cache (beam search is deterministic, so a cached paraphrase is the
+one an on-the-fly translation would give), the models on the fly when sampling, and the paraphrase
+file when the models cannot load.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
+import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.data.text import DataFileError, iter_lines
+from cl_bench.data.text import DataFileError, iter_lines, read_sentences
 
 log = logging.getLogger(__name__)
 SOURCES = ("auto", "models", "file")
@@ -235,6 +243,63 @@ def write_paraphrase_file(
     return len(sentences)
 
 
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/cl_bench/back_translation`` (``~/.cache/...`` when the variable is unset)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cl_bench" / "back_translation"
+
+
+def cache_key(sentences: Sequence[str], model_ids: Sequence[str], generation: dict[str, Any]) -> dict[str, Any]:
+    """What a cached back-translation depends on: the two models, the generation settings and the corpus."""
+    corpus = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+    settings = {k: v for k, v in generation.items() if k != "batch_size"}  # batching does not change the output
+    return {"models": list(model_ids), "generation": settings, "corpus_sha256": corpus, "sentences": len(sentences)}
+
+
+def cached_back_translations(
+    sentences: Sequence[str],
+    model_ids: Sequence[str],
+    generation: dict[str, Any],
+    cache_dir: str | Path,
+    load_translator: Callable[[], BackTranslator],
+    progress: bool = True,
+) -> list[str]:
+    """The back-translation of every sentence, computed once and then read from ``cache_dir``.
+
+    The cache file is ``<cache_dir>/<key>.txt`` (one paraphrase per sentence; ``<key>.json`` beside
+    it says what the key covers, see :func:`cache_key`). A miss loads the translator (only then),
+    translates the corpus with a progress bar and writes the file atomically.
+
+    Raises:
+        BackTranslationUnavailable: on a miss, when the translation models cannot be loaded.
+    """
+    key = cache_key(sentences, model_ids, generation)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    path = Path(cache_dir) / f"{digest}.txt"
+    if path.is_file():
+        cached = path.read_text(encoding="utf-8").split("\n")[:-1]
+        if len(cached) == len(sentences):
+            log.info("back-translations of %d sentences from the cache %s", len(sentences), path)
+            return cached
+        log.warning("back-translation cache %s has %d lines, not %d: translating again", path, len(cached), len(sentences))
+    translator = load_translator()
+    from tqdm.auto import tqdm
+
+    paraphrases: list[str] = []
+    step = translator.batch_size * 8  # a few generation batches per progress update
+    with tqdm(total=len(sentences), desc="back-translating", unit="sent", disable=not progress) as bar:
+        for start in range(0, len(sentences), step):
+            chunk = sentences[start : start + step]
+            paraphrases += [p.replace("\n", " ") for p in translator.round_trip(chunk)]
+            bar.update(len(chunk))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(p + "\n" for p in paraphrases), encoding="utf-8")
+    os.replace(tmp, path)
+    path.with_suffix(".json").write_text(json.dumps(key, indent=2))
+    log.info("wrote %d back-translations to the cache %s", len(paraphrases), path)
+    return paraphrases
+
+
 class BackTranslation(Augmentation):
     """Back-translated views: MarianMT round trip when the models load, else a paraphrase file.
 
@@ -250,6 +315,11 @@ class BackTranslation(Augmentation):
         do_sample: sample translations (seeded by the run) for different views of one sentence.
         max_length: longest translation, in tokens.
         batch_size: sentences per generation call.
+        cache: with beam search and a ``corpus_file``, back-translate the corpus once into
+            ``cache_dir`` and reuse it (False: translate every batch during training).
+        cache_dir: where cached corpora go (default :func:`default_cache_dir`).
+        limit: translate only the first ``limit`` sentences of the corpus (``${data.limit}``: the
+            ones training reads).
     """
 
     name = "back_translation"
@@ -267,6 +337,9 @@ class BackTranslation(Augmentation):
         do_sample: bool = False,
         max_length: int = 128,
         batch_size: int = 32,
+        cache: bool = True,
+        cache_dir: str | None = None,
+        limit: int | None = None,
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"augmentation.source must be one of {', '.join(SOURCES)}, got '{source}'")
@@ -280,22 +353,42 @@ class BackTranslation(Augmentation):
             "max_length": max_length,
             "batch_size": batch_size,
         }
+        self.cache, self.cache_dir, self.limit = cache, cache_dir, limit
         self.translator: BackTranslator | None = None
         self.table: ParaphraseTable | None = None
         self._encoder: Any = None
+
+    def model_ids(self) -> tuple[str, str]:
+        """The forward and backward translation models' ids or paths."""
+        return (
+            self.forward_model or marian_model_id(self.source_lang, self.pivot_lang),
+            self.backward_model or marian_model_id(self.pivot_lang, self.source_lang),
+        )
+
+    def load_translator(self) -> BackTranslator:
+        """Load the two translation models (raises BackTranslationUnavailable)."""
+        return BackTranslator.from_pretrained(
+            self.source_lang, self.pivot_lang, self.forward_model, self.backward_model, **self.generation
+        )
+
+    def uses_cache(self) -> bool:
+        """True when the corpus is translated once (beam search, a corpus file, ``cache`` on)."""
+        return bool(self.cache and self.corpus_file and not self.generation["do_sample"])
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Load the translation models, or the paraphrase table when they cannot be loaded."""
         self._encoder = encoder
         if self.source in ("auto", "models"):
             try:
-                self.translator = BackTranslator.from_pretrained(
-                    self.source_lang,
-                    self.pivot_lang,
-                    self.forward_model,
-                    self.backward_model,
-                    **self.generation,
-                )
+                if self.uses_cache():
+                    sentences = read_sentences(str(self.corpus_file), limit=self.limit)
+                    paraphrases = cached_back_translations(
+                        sentences, self.model_ids(), self.generation, self.cache_dir or default_cache_dir(),
+                        self.load_translator,
+                    )
+                    self.table = ParaphraseTable(dict(zip(sentences, paraphrases, strict=True)))
+                else:
+                    self.translator = self.load_translator()
                 return
             except BackTranslationUnavailable as err:
                 if self.source == "models" or not self.paraphrase_file:

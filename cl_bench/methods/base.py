@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_bench import distributed
 from cl_bench.data.text import read_sentences
 from cl_bench.models.encoder import SentenceEncoder
 
@@ -49,6 +50,19 @@ class MethodContext:
     max_length: int = 32
     seed: int = 42
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class Prepared:
+    """Base of a batch after :meth:`Method.prepare` (text views, token ids on the CPU).
+
+    A subclass is a dataclass; its dict-of-tensor fields are pinned by the DataLoader on CUDA.
+    """
+
+    def pin_memory(self) -> Prepared:
+        for name, value in vars(self).items():
+            if isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
+                setattr(self, name, {k: v.pin_memory() for k, v in value.items()})
+        return self
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -138,6 +152,23 @@ class Method(nn.Module, abc.ABC):
         full, rest = divmod(num_items, batch_size)
         return full + (1 if rest >= 2 else 0)
 
+    def prepare(self, items: list[Any], rng: random.Random) -> Any:
+        """The CPU-side work on one batch — text augmentation, tokenisation — run in a DataLoader worker
+        (``train.num_workers``; :mod:`cl_bench.data.loader`). Every random choice must come from
+        ``rng`` (seeded per batch). Default: the items unchanged (:meth:`training_step` does the work).
+        """
+        return items
+
+    def prepared(self, batch: Any) -> Any:
+        """``batch`` as :meth:`prepare` returns it: as given when the data loader prepared it, else
+        prepared now with the method's own RNG (direct calls, GradCache's chunks)."""
+        return batch if isinstance(batch, Prepared) else self.prepare(batch, self.rng)
+
+    def to_device(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Prepared token tensors on the encoder's device (asynchronous from pinned memory)."""
+        device = self.encoder.device
+        return {k: v.to(device, non_blocking=True) for k, v in features.items()}
+
     # ----- training ---------------------------------------------------------------------------
     @abc.abstractmethod
     def training_step(self, batch: list[Any]) -> dict[str, torch.Tensor]:
@@ -213,5 +244,5 @@ class MomentumMethod(Method):
         """After the optimizer step: move the momentum copies, then enqueue this step's keys."""
         self.momentum_update()
         if self.pending_keys is not None and hasattr(self, "queue"):
-            self.enqueue(self.pending_keys)
+            self.enqueue(distributed.gather_rows(self.pending_keys))  # under DDP: every rank's keys, in rank order
         self.pending_keys = None

@@ -7,13 +7,23 @@ An optional MLM auxiliary loss is added with weight ``mlm_weight`` (λ, Table D.
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext, check_ranges, mlm_inert_keys
+from cl_bench.methods.base import Method, MethodContext, Prepared, check_ranges, mlm_inert_keys
 from cl_bench.models.mlm import MLMHead, with_mlm_term
+
+
+@dataclass
+class TextViews(Prepared):
+    """A prepared SimCSE batch: ``size`` sentences, both views tokenized together (rows ``[:size]``, ``[size:]``)."""
+
+    size: int
+    features: dict[str, torch.Tensor]
 
 
 class SimCSE(Method):
@@ -58,29 +68,38 @@ class SimCSE(Method):
             raise ValueError("method.fixed_dropout_mask: cannot be combined with an embedding-level augmentation")
         self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
 
-    def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
-        """Text views of the batch (identical for dropout-only SimCSE)."""
-        aug = self.augmentation
+    def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
+        """Text views of the batch (identical for dropout-only SimCSE), drawn from ``rng`` (default the method's)."""
+        aug, rng = self.augmentation, rng or self.rng
         if aug is None or aug.embedding_level:
             return list(sentences), list(sentences)
-        first = aug.augment_text(sentences, self.rng) if self.augment_both_views else list(sentences)
-        return first, aug.augment_text(sentences, self.rng)
+        first = aug.augment_text(sentences, rng) if self.augment_both_views else list(sentences)
+        return first, aug.augment_text(sentences, rng)
+
+    def prepare(self, items: list[str], rng: random.Random) -> TextViews:
+        """The two text views and their token ids (CPU), as one DataLoader worker makes them."""
+        first, second = self.make_views(items, rng)
+        return TextViews(len(first), self.encoder.tokenize(first + second))
 
     def embed_views(self, first: list[str], second: list[str]) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Encode both views in one forward pass (independent dropout masks per copy)."""
-        features = self.tokenize(first + second)
+        """Encode two lists of text views in one forward pass (independent dropout masks per copy)."""
+        return self.embed_prepared(TextViews(len(first), self.encoder.tokenize(first + second)))
+
+    def embed_prepared(self, views: TextViews) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Encode a prepared batch's two views in one forward pass (independent dropout masks per copy)."""
+        features, n = self.to_device(views.features), views.size
         aug = self.augmentation
         if aug is not None and aug.embedding_level:
             # Shen et al.'s cutoffs act on the second view's embedding-layer output (and mask).
             generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
-            z = encode_with_embedding_augmentation(self.encoder, features, aug, len(first), generator)
-            return z[: len(first)], z[len(first) :], features
+            z = encode_with_embedding_augmentation(self.encoder, features, aug, n, generator)
+            return z[:n], z[n:], features
         # fixed dropout mask (Table 3 "fixed 0.1")
         if self.fixed_dropout_mask:
-            z1, z2 = self._encode_views_same_mask(features, len(first))
+            z1, z2 = self._encode_views_same_mask(features, n)
             return z1, z2, features
         z = self.encoder(features)
-        return z[: len(first)], z[len(first) :], features
+        return z[:n], z[n:], features
 
     # fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py)
     def _encode_views_same_mask(self, features: dict[str, torch.Tensor], n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,8 +129,7 @@ class SimCSE(Method):
 
     def cache_embed(self, batch: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """GradCache hook: the two views' embeddings of a chunk of the batch (rows follow ``batch``)."""
-        first, second = self.make_views(batch)
-        z1, z2, _ = self.embed_views(first, second)
+        z1, z2, _ = self.embed_prepared(self.prepare(batch, self.rng))
         return z1, z2
 
     def cache_loss(self, embeddings: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
@@ -120,8 +138,7 @@ class SimCSE(Method):
         return {"loss": contrastive, "loss_contrastive": contrastive}
 
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        first, second = self.make_views(batch)
-        z1, z2, features = self.embed_views(first, second)
+    def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
+        z1, z2, features = self.embed_prepared(self.prepared(batch))
         return with_mlm_term(self.loss_fn(z1, z2), self.mlm, self.mlm_weight, features)
 

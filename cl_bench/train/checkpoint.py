@@ -47,3 +47,9 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def remove_checkpoint(run_dir: Path) -> None:
+    """Delete the run directory's resume checkpoint: called once a run has finished and its results are
+    written, so that a finished run keeps one copy of its weights (``best_model/``)."""
+    RunDir(run_dir).checkpoint.unlink(missing_ok=True)

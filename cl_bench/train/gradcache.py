@@ -22,6 +22,10 @@ Enable with ``train.gradcache_chunk=N`` (chunk size; 0 = off). A method supports
   concatenated embeddings;
 
 and optionally ``gradcache_blocker() -> str | None`` naming a setting that rules it out.
+
+Under DDP (``model``: the :func:`cl_bench.distributed.data_parallel` wrapper) pass 3 runs every
+chunk but the last inside ``no_sync``, so the gradients are all-reduced once per step, with the last
+chunk's backward, as with one forward pass.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from cl_bench import distributed
 
 
 @dataclass
@@ -91,6 +97,8 @@ class GradCache:
         method: the method (an ``nn.Module`` with the two hooks; its ``rng`` is replayed too).
         chunk_size: items encoded at once (the memory knob; the loss still sees the whole batch).
         autocast: factory of the autocast context used for both forward passes (they must match).
+        model: the module pass 3 calls as ``model("cache_embed", chunk)`` (the DDP wrapper under
+            torchrun); default: the method's own hook.
     """
 
     def __init__(
@@ -98,9 +106,11 @@ class GradCache:
         method: Any,
         chunk_size: int,
         autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+        model: torch.nn.Module | None = None,
     ) -> None:
         check_supported(method, chunk_size)
         self.method = method
+        self.model = model
         self.chunk_size = int(chunk_size)
         self.autocast = autocast
         self._chunks: list[Sequence[Any]] = []
@@ -148,19 +158,27 @@ class GradCache:
         rng = getattr(self.method, "rng", None)
         offsets = [0] * len(grads)
         try:
+            last = len(self._chunks) - 1
             for index, (chunk, state) in enumerate(zip(self._chunks, self._states, strict=True)):
                 state.restore(rng)  # the same dropout masks and augmentations as in pass 1
-                with self.autocast():
-                    outputs = tuple(self.method.cache_embed(list(chunk)))
-                tensors, chunk_grads = [], []
-                for k, output in enumerate(outputs):
-                    rows = self._rows[k][index]
-                    if output.requires_grad:  # an output of frozen modules only has nothing to push
-                        tensors.append(output)
-                        chunk_grads.append(grads[k][offsets[k] : offsets[k] + rows].to(output.dtype))
-                    offsets[k] += rows
-                if tensors:
-                    torch.autograd.backward(tensors, chunk_grads)
+                # DDP all-reduces once, in the last chunk's backward
+                last_chunk = self.model is None or index == last
+                sync = contextlib.nullcontext() if last_chunk else distributed.no_sync(self.model)
+                with sync:  # covers the chunk's forward and backward
+                    with self.autocast():
+                        outputs = tuple(
+                            self.model("cache_embed", list(chunk)) if self.model is not None
+                            else self.method.cache_embed(list(chunk))
+                        )
+                    tensors, chunk_grads = [], []
+                    for k, output in enumerate(outputs):
+                        rows = self._rows[k][index]
+                        if output.requires_grad:  # an output of frozen modules only has nothing to push
+                            tensors.append(output)
+                            chunk_grads.append(grads[k][offsets[k] : offsets[k] + rows].to(output.dtype))
+                        offsets[k] += rows
+                    if tensors:
+                        torch.autograd.backward(tensors, chunk_grads)
         finally:
             if self._after_forward is not None:
                 self._after_forward.restore(rng)

@@ -1,9 +1,10 @@
-"""A plain PyTorch training loop, shared by every method.
+"""The training loop shared by every method: :class:`Trainer` (build, resume, step, evaluate, checkpoint).
 
 AdamW + the transformers linear schedule (SimCSE uses the HF Trainer defaults), seeded data order,
-autocast on CUDA, dev evaluation every ``train.eval_steps`` with the best checkpoint kept (in memory
-and in Hugging Face format under ``<run dir>/best_model``), then the final evaluation of the best
-weights. Everything method-specific is behind :class:`cl_bench.methods.base.Method`.
+autocast (``train.precision``; bf16 also on CPUs), optional ``torch.compile`` of the encoder, torch
+DDP under torchrun, dev evaluation every ``train.eval_steps`` with the best weights kept (in memory,
+and once on disk in Hugging Face format under ``<run dir>/best_model``), then the final evaluation of
+the best weights. Everything method-specific is behind :class:`cl_bench.methods.base.Method`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import distributed  # torchrun (no-ops in one process)
+from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import build_encoder
 from cl_bench.rundir import RunDir
@@ -56,12 +58,28 @@ def resolve_device(name: str) -> torch.device:
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``train.precision`` (None = fp32). Autocast is used on CUDA only."""
-    if device.type != "cuda" or precision == "fp32":
+    """The autocast dtype for ``train.precision`` (None = fp32).
+
+    ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA and fp32 elsewhere; ``bf16`` also runs on
+    CPUs, where autocast's bf16 matrix products use the AVX512_BF16/AMX units when the CPU has them.
+
+    Raises:
+        ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
+    """
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
         return None
     if precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError(f"train.precision: fp16 needs a CUDA device, got {device}; use bf16 or fp32")
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device`` (a no-op context for fp32)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def build_method(cfg: DictConfig, device: torch.device) -> Method:
@@ -141,6 +159,279 @@ class NonFiniteLossError(RuntimeError):
     """The loss or the gradient norm was NaN/Inf and ``train.nonfinite=stop``."""
 
 
+class Trainer:
+    """One training run, as the pipeline it is: :meth:`build`, :meth:`resume`, then :meth:`fit`, which
+    repeats :meth:`step`, :meth:`evaluate` and :meth:`checkpoint` and ends with the best weights loaded.
+
+    Under torchrun the method runs inside torch's ``DistributedDataParallel``
+    (:func:`cl_bench.distributed.data_parallel`); only rank 0 evaluates, logs and writes files.
+
+    Args:
+        cfg: the composed, validated config.
+        run_dir: the run directory (``best_model/`` and ``checkpoint.pt`` go here).
+        log_metrics: ``(metrics, step)`` sink (the run tracker).
+        dev_eval: scores an encoder on the dev metric; must return ``cfg.train.select_metric``.
+        stop_requested: polled after every step; True checkpoints and raises TrainingInterrupted.
+    """
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        run_dir: Path,
+        log_metrics: Callable[[dict[str, float], int], None],
+        dev_eval: Callable[[Any], dict[str, float]],
+        stop_requested: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.cfg, self.tcfg = cfg, cfg.train
+        self.run_dir = RunDir(run_dir)
+        self.log_metrics, self.dev_eval, self.stop_requested = log_metrics, dev_eval, stop_requested
+        self.state = TrainState()
+        #: the best method state so far, on the CPU (rank 0); written to disk only inside checkpoints
+        self.best_weights: dict[str, torch.Tensor] | None = None
+        self._resume_rng: list[dict[str, Any]] | None = None  # per rank, from the checkpoint
+        self.build()
+
+    # ----- build ------------------------------------------------------------------------------
+    def build(self) -> None:
+        """Method, DDP wrapper, data, optimizer, schedule, precision and GradCache."""
+        cfg, tcfg = self.cfg, self.tcfg
+        if tcfg.num_threads:
+            torch.set_num_threads(int(tcfg.num_threads))
+        seed_everything(cfg.seed)
+        self.device = distributed.local_device(resolve_device(tcfg.device))  # cuda:LOCAL_RANK under torchrun
+        self.amp_dtype = autocast_dtype(tcfg.precision, self.device)
+        self.method = build_method(cfg, self.device)
+        self.is_main = distributed.is_main_process()
+        distributed.check_batch_size(tcfg.batch_size)
+        if tcfg.get("compile", False):
+            compile_encoder(self.method)
+        # DDP copies rank 0's weights to every rank here; each rank then draws its own dropout masks
+        self.model = distributed.data_parallel(self.method, self.device)
+        distributed.seed_rank(cfg.seed, self.method.rng)
+        self.items = self.method.read_corpus(cfg.data.train_file)
+        self.batches_per_epoch = self.method.num_batches(len(self.items), tcfg.batch_size)
+        if self.batches_per_epoch < 1:
+            raise ValueError(f"data.train_file: {len(self.items)} items give no batch of size {tcfg.batch_size}")
+        self.total_steps = tcfg.max_steps if tcfg.max_steps > 0 else tcfg.epochs * self.batches_per_epoch
+        self.optimizer = make_optimizer(self.method, tcfg)
+        from transformers import get_linear_schedule_with_warmup
+
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.optimizer, int(tcfg.warmup_ratio * self.total_steps), self.total_steps
+        )
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        self.grad_cache = None
+        if tcfg.get("gradcache_chunk", 0):
+            from cl_bench.train.gradcache import GradCache
+
+            self.grad_cache = GradCache(self.method, tcfg.gradcache_chunk, self.autocast, self.model)
+        self.trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
+        # batches prepared (augmented, tokenized) by DataLoader workers; GradCache prepares its chunks itself
+        self.data = BatchLoader(
+            self.items, self.method.batches, self.method.prepare if self.grad_cache is None else keep_items,
+            tcfg.batch_size, cfg.seed, num_workers=int(tcfg.get("num_workers", 0)),
+            pin_memory=self.device.type == "cuda",
+        )
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The autocast context of ``train.precision`` on this run's device."""
+        return autocast(self.device, self.amp_dtype)
+
+    # ----- resume -----------------------------------------------------------------------------
+    def resume(self) -> bool:
+        """Load ``checkpoint.pt`` when the run directory has one; True when it did."""
+        checkpoint = load_checkpoint(self.run_dir.path)
+        if checkpoint is None:
+            return False
+        self.method.load_state_dict(checkpoint["method"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        if self.scaler is not None and checkpoint.get("scaler"):
+            self.scaler.load_state_dict(checkpoint["scaler"])
+        self.state = TrainState(**checkpoint["state"])
+        self.best_weights = checkpoint.get("best")
+        rng = checkpoint["rng"]
+        self._resume_rng = rng if isinstance(rng, list) else [rng]  # a dict: written before per-rank states
+        log.info("resuming from %s at step %d (epoch %d)", self.run_dir.checkpoint, self.state.step, self.state.epoch)
+        return True
+
+    def epoch_batches(self) -> Iterator[Any]:
+        """This rank's prepared batches of the current epoch, from the saved position after a resume."""
+        start = 0
+        if self._resume_rng is not None:
+            start = self.state.batch_in_epoch  # batches are prepared from (seed, epoch, index): no replay
+            saved = self._resume_rng
+            if len(saved) == distributed.world_size():
+                restore_rng_states(saved[distributed.rank()], self.method.rng)
+            else:  # another number of processes: rank 0's streams, then fresh per-rank streams
+                log.warning("resuming %d processes from a checkpoint of %d: dropout masks will differ",
+                            distributed.world_size(), len(saved))
+                restore_rng_states(saved[0], self.method.rng)
+                distributed.seed_rank(self.cfg.seed, self.method.rng, self.state.step)
+            self._resume_rng = None
+        return self.data.epoch(self.state.epoch, start)
+
+    # ----- fit --------------------------------------------------------------------------------
+    def fit(self) -> tuple[Method, TrainState]:
+        """Train to ``train.max_steps`` (or the epochs); return the method with its best weights loaded.
+
+        Raises:
+            TrainingInterrupted: after a requested stop (checkpoint written).
+            NonFiniteLossError: a NaN/Inf loss or gradient with ``train.nonfinite=stop``.
+        """
+        tcfg, state = self.tcfg, self.state
+        log.info(
+            "training %s on %s: %d items, %d steps (%d/epoch), batch %d, device %s, precision %s",
+            self.cfg.method.get("name", type(self.method).__name__), self.cfg.data.train_file, len(self.items),
+            self.total_steps, self.batches_per_epoch, tcfg.batch_size, self.device,
+            "fp32" if self.amp_dtype is None else str(self.amp_dtype).removeprefix("torch."),
+        )
+        progress = _progress(self.total_steps, tcfg.progress_bar and self.is_main, initial=state.step)
+        started = time.perf_counter()
+        try:
+            while state.step < self.total_steps and not state.stopped_early:
+                for batch in self.epoch_batches():
+                    terms = self.step(batch)
+                    progress.update(1)
+                    self.after_step(terms, progress)
+                    if state.step >= self.total_steps or state.stopped_early:
+                        break
+                else:
+                    state.epoch += 1
+                    state.batch_in_epoch = 0
+        finally:
+            progress.close()
+        log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
+                 tcfg.select_metric, state.best_score, state.best_step)
+        if self.is_main and self.best_weights is not None:  # only rank 0 evaluates after training
+            self.method.load_state_dict(self.best_weights)
+        return self.method, state
+
+    def step(self, batch: list[Any]) -> dict[str, torch.Tensor]:
+        """One optimizer step on ``batch`` (skipped, per ``train.nonfinite``, when not finite).
+
+        The backward pass always runs, so that DDP's gradient all-reduce completes on every rank;
+        a non-finite step then discards the gradients on all ranks alike.
+        """
+        tcfg, state = self.tcfg, self.state
+        self.method.train()
+        with self.autocast():
+            if self.grad_cache is None:
+                terms = self.model("training_step", batch)
+            else:
+                terms = self.grad_cache.forward(batch)
+        loss = terms["loss"]
+        scaled = self.scaler.scale(loss) if self.scaler else loss
+        if self.grad_cache is None:
+            scaled.backward()  # DDP averages the gradients over the ranks during this pass
+        else:
+            self.grad_cache.backward(scaled)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.trainable, tcfg.max_grad_norm if tcfg.max_grad_norm > 0 else math.inf
+        )
+        # with fp16 the scaler handles overflowing gradients itself (skips the step)
+        finite = distributed.all_true(
+            bool(torch.isfinite(loss)) and (self.scaler is not None or bool(torch.isfinite(grad_norm)))
+        )
+        if not finite:
+            _handle_nonfinite(tcfg.nonfinite, state, terms, self.run_dir.path)
+            if self.scaler:
+                self.scaler.update()
+            state.skipped_steps += 1
+            self.log_metrics({"skipped_steps": state.skipped_steps}, state.step + 1)
+        elif self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if finite:
+            self.method.on_after_step()
+        self.scheduler.step()
+        state.step += 1
+        state.batch_in_epoch += 1
+        return terms
+
+    def after_step(self, terms: dict[str, torch.Tensor], progress: Any) -> None:
+        """Log, evaluate, stop early, checkpoint and honour a stop request, as their cadences say."""
+        tcfg, state = self.tcfg, self.state
+        last = state.step == self.total_steps
+        if state.step % tcfg.log_steps == 0 or last:
+            metrics = {f"train_{k}": float(v.detach()) for k, v in terms.items()}
+            metrics["lr"] = self.scheduler.get_last_lr()[0]
+            progress.set_postfix(loss=f"{metrics['train_loss']:.4f}")
+            self.log_metrics(metrics, state.step)
+        if (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or last:
+            self.evaluate()
+            if not last and self.patience_ran_out():
+                state.stopped_early = True
+                log.info("early stopping at step %d: no better %s in %d evaluations",
+                         state.step, tcfg.select_metric, tcfg.early_stopping_patience)
+        if tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and not last:
+            self.checkpoint()
+        if not distributed.all_true(not self.stop_requested()):  # a signal to any rank stops all of them
+            self.checkpoint()
+            raise TrainingInterrupted(state)
+
+    # ----- evaluate ---------------------------------------------------------------------------
+    def evaluate(self) -> None:
+        """Rank 0 scores the dev metric and keeps the best weights (in memory; ``best_model/`` on disk)."""
+        if not self.is_main:  # the other ranks go on to the next step
+            return
+        tcfg, state = self.tcfg, self.state
+        scores = self.dev_eval(self.method.eval_encoder())
+        score = scores[tcfg.select_metric]
+        self.log_metrics({**scores, "epoch": state.epoch}, state.step)
+        log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
+        if score > state.best_score:
+            state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
+            self.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in self.method.state_dict().items()}
+            if tcfg.save_best:  # the one copy of the best weights a finished run keeps
+                self.method.eval_encoder().save(self.run_dir.best_model, {"step": state.step, tcfg.select_metric: score})
+        else:
+            state.evals_since_best += 1
+
+    def patience_ran_out(self) -> bool:
+        """Early stopping: ``train.early_stopping_patience`` evaluations without a new best."""
+        # Only rank 0 evaluates; the others vote "go on", so the all-reduce carries rank 0's decision.
+        patience = self.tcfg.early_stopping_patience
+        return patience > 0 and not distributed.all_true(self.state.evals_since_best < patience)
+
+    # ----- checkpoint -------------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Rank 0 writes ``checkpoint.pt`` atomically: all a killed run needs to continue exactly.
+
+        Every rank must call it: the RNG states of all ranks are saved (each rank draws its own
+        dropout masks), so a resume with the same number of processes continues every stream.
+        """
+        rng = distributed.gather_objects(rng_states(self.method.rng))
+        if not self.is_main:
+            return
+        atomic_save(
+            {
+                "method": self.method.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "state": asdict(self.state),
+                "rng": rng,  # one entry per rank
+                "best": self.best_weights,
+            },
+            self.run_dir.checkpoint,
+        )
+
+
+def compile_encoder(method: Method) -> None:
+    """``train.compile``: compile the trained encoder in place with ``torch.compile`` (same state_dict keys).
+
+    Shapes vary with the padded batch length, so dynamic shapes are on from the start rather than
+    after the first recompilation.
+    """
+    method.encoder.compile(dynamic=True)
+
+
 def train(
     cfg: DictConfig,
     run_dir: Path,
@@ -149,180 +440,15 @@ def train(
     stop_requested: Callable[[], bool] = lambda: False,
     resume: bool = False,
 ) -> tuple[Method, TrainState]:
-    """Train ``cfg.method``; returns the method with its best weights loaded, and the final state.
+    """Train ``cfg.method`` (:class:`Trainer`); returns the method with its best weights loaded, and the state.
 
-    Args:
-        cfg: the composed, validated config.
-        run_dir: run directory (``best_model/``, ``checkpoint.pt``, ``best_state.pt`` go here).
-        log_metrics: ``(metrics, step)`` sink (the run tracker).
-        dev_eval: scores an encoder on the dev metric; must return ``cfg.train.select_metric``.
-        stop_requested: polled after every step; True checkpoints and raises TrainingInterrupted.
-        resume: continue from ``run_dir/checkpoint.pt`` when it exists.
-
-    Raises:
-        TrainingInterrupted: after a requested stop (checkpoint written).
-        NonFiniteLossError: a NaN/Inf loss or gradient with ``train.nonfinite=stop``.
+    ``resume`` continues from ``run_dir/checkpoint.pt`` when it exists. The other arguments are
+    :class:`Trainer`'s.
     """
-    tcfg = cfg.train
-    if tcfg.num_threads:
-        torch.set_num_threads(int(tcfg.num_threads))
-    seed_everything(cfg.seed)
-    device = distributed.local_device(resolve_device(tcfg.device))  # cuda:LOCAL_RANK under torchrun
-    method = build_method(cfg, device)
-    # torchrun (no-ops in one process) and gradient caching
-    is_main = distributed.is_main_process()
-    distributed.check_batch_size(tcfg.batch_size)
-    distributed.broadcast_parameters(method)
-    distributed.seed_rank(cfg.seed, method.rng)
-    items = method.read_corpus(cfg.data.train_file)
-    batches_per_epoch = method.num_batches(len(items), tcfg.batch_size)
-    if batches_per_epoch < 1:
-        raise ValueError(f"data.train_file: {len(items)} items give no batch of size {tcfg.batch_size}")
-    total_steps = tcfg.max_steps if tcfg.max_steps > 0 else tcfg.epochs * batches_per_epoch
-    optimizer = make_optimizer(method, tcfg)
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(tcfg.warmup_ratio * total_steps), total_steps)
-    amp_dtype = autocast_dtype(tcfg.precision, device)
-    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    # gradient caching (train.gradcache_chunk > 0)
-    grad_cache = None
-    if tcfg.get("gradcache_chunk", 0):
-        from cl_bench.train.gradcache import GradCache
-
-        grad_cache = GradCache(
-            method, tcfg.gradcache_chunk,
-            lambda: torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext(),
-        )
-    state = TrainState()
-    checkpoint = load_checkpoint(run_dir) if resume else None
-    if checkpoint is not None:
-        method.load_state_dict(checkpoint["method"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        if scaler is not None and checkpoint.get("scaler"):
-            scaler.load_state_dict(checkpoint["scaler"])
-        state = TrainState(**checkpoint["state"])
-        log.info("resuming from %s at step %d (epoch %d)", RunDir(run_dir).checkpoint, state.step, state.epoch)
-    log.info(
-        "training %s on %s: %d items, %d steps (%d/epoch), batch %d, device %s",
-        cfg.method.get("name", type(method).__name__), cfg.data.train_file, len(items), total_steps,
-        batches_per_epoch, tcfg.batch_size, device,
-    )
-    trainable = [p for group in optimizer.param_groups for p in group["params"]]
-    progress = _progress(total_steps, tcfg.progress_bar and is_main, initial=state.step)
-    started = time.perf_counter()
-
-    def save_checkpoint() -> None:
-        if not is_main:  # rank 0 writes for all
-            return
-        atomic_save(
-            {
-                "method": method.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "state": asdict(state),
-                "rng": rng_states(method.rng),
-            },
-            RunDir(run_dir).checkpoint,
-        )
-
-    def evaluate_and_keep_best() -> None:
-        if not is_main:  # rank 0 evaluates; the others go on to the next step
-            return
-        scores = dev_eval(method.eval_encoder())
-        score = scores[tcfg.select_metric]
-        log_metrics({**scores, "epoch": state.epoch}, state.step)
-        log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
-        if score > state.best_score:
-            state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
-            atomic_save(method.state_dict(), RunDir(run_dir).best_state)
-            if tcfg.save_best:
-                method.eval_encoder().save(RunDir(run_dir).best_model, {"step": state.step, tcfg.select_metric: score})
-        else:
-            state.evals_since_best += 1
-
-    def patience_ran_out() -> bool:
-        # Only rank 0 evaluates; the others vote "go on", so the all-reduce carries rank 0's decision.
-        patience = tcfg.early_stopping_patience
-        return patience > 0 and not distributed.all_true(state.evals_since_best < patience)
-
-    while state.step < total_steps and not state.stopped_early:
-        generator = torch.Generator().manual_seed(cfg.seed + state.epoch)
-        batches = distributed.shard_batches(method.batches(items, tcfg.batch_size, generator))
-        if checkpoint is not None:
-            # Replay the epoch's order up to the saved position, then restore the RNGs as they were.
-            for _ in range(state.batch_in_epoch):
-                next(batches)
-            restore_rng_states(checkpoint["rng"], method.rng)
-            distributed.seed_rank(cfg.seed, method.rng, state.step)  # per-rank streams again
-            checkpoint = None
-        for batch in batches:
-            method.train()
-            autocast = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-            with autocast:
-                terms = method.training_step(batch) if grad_cache is None else grad_cache.forward(batch)
-            loss = terms["loss"]
-            finite = distributed.all_true(bool(torch.isfinite(loss)))  # all ranks skip together
-            if finite:
-                # cached backward; gradient averaging across torchrun ranks
-                scaled = scaler.scale(loss) if scaler else loss
-                if grad_cache is None:
-                    scaled.backward()
-                else:
-                    grad_cache.backward(scaled)
-                distributed.average_gradients(trainable)
-                if scaler:
-                    scaler.unscale_(optimizer)
-                grad_norm = torch.nn.utils.clip_grad_norm_(trainable, tcfg.max_grad_norm if tcfg.max_grad_norm > 0 else math.inf)
-                # with fp16 the scaler handles overflowing gradients itself (skips the step)
-                finite = scaler is not None or bool(torch.isfinite(grad_norm))
-            if not finite:
-                _handle_nonfinite(tcfg.nonfinite, state, terms, run_dir)
-                optimizer.zero_grad(set_to_none=True)
-                state.skipped_steps += 1
-                log_metrics({"skipped_steps": state.skipped_steps}, state.step + 1)
-            else:
-                if scaler:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                method.on_after_step()
-            scheduler.step()
-            state.step += 1
-            state.batch_in_epoch += 1
-            progress.update(1)
-            if state.step % tcfg.log_steps == 0 or state.step == total_steps:
-                metrics = {f"train_{k}": float(v.detach()) for k, v in terms.items()}
-                metrics["lr"] = scheduler.get_last_lr()[0]
-                progress.set_postfix(loss=f"{metrics['train_loss']:.4f}")
-                log_metrics(metrics, state.step)
-            if (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or state.step == total_steps:
-                evaluate_and_keep_best()
-                if state.step < total_steps and patience_ran_out():
-                    state.stopped_early = True
-                    log.info("early stopping at step %d: no better %s in %d evaluations",
-                             state.step, tcfg.select_metric, tcfg.early_stopping_patience)
-            if tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and state.step < total_steps:
-                save_checkpoint()
-            if stop_requested():
-                save_checkpoint()
-                progress.close()
-                raise TrainingInterrupted(state)
-            if state.step >= total_steps or state.stopped_early:
-                break
-        else:
-            state.epoch += 1
-            state.batch_in_epoch = 0
-    progress.close()
-    log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
-             tcfg.select_metric, state.best_score, state.best_step)
-    if is_main and RunDir(run_dir).best_state.is_file():  # only rank 0 evaluates after training
-        method.load_state_dict(torch.load(RunDir(run_dir).best_state, map_location="cpu", weights_only=True))
-    return method, state
+    trainer = Trainer(cfg, run_dir, log_metrics, dev_eval, stop_requested)
+    if resume:
+        trainer.resume()
+    return trainer.fit()
 
 
 def _handle_nonfinite(policy: str, state: TrainState, terms: dict[str, torch.Tensor], run_dir: Path) -> None:
