@@ -20,6 +20,7 @@ from cl_bench.config import validate
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder
+from cl_bench.train.loop import build_loss
 
 AUGMENTATIONS = sorted(p.stem for p in (CONF_DIR / "augmentation").glob("*.yaml"))
 LOSSES = sorted(p.stem for p in (CONF_DIR / "loss").glob("*.yaml"))
@@ -89,7 +90,7 @@ def one_step(cfg) -> tuple[SimCSE, dict[str, torch.Tensor]]:
     augmentation = instantiate(cfg.augmentation)
     augmentation.setup(encoder, cfg.model.name_or_path)
     context = MethodContext(
-        encoder=encoder, loss=instantiate(cfg.loss), augmentation=augmentation, seed=cfg.seed
+        encoder=encoder, loss=build_loss(cfg.loss), augmentation=augmentation, seed=cfg.seed
     )
     method = SimCSE(context, augment_both_views=cfg.method.augment_both_views)
     out = method.training_step(BATCH)

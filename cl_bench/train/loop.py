@@ -82,6 +82,11 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
     return torch.autocast(device.type, dtype=dtype)
 
 
+def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:
+    """The loss function of a ``loss`` config node (its ``name`` is a label, not an argument)."""
+    return instantiate(OmegaConf.masked_copy(node, [k for k in node if k != "name"]))
+
+
 def build_method(cfg: DictConfig, device: torch.device) -> Method:
     """Encoder, loss, augmentation and method from the config (hydra ``_target_`` nodes)."""
     encoder = build_encoder(
@@ -101,7 +106,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         augmentation.setup(encoder, cfg.model.name_or_path)
     loss = None
     if "loss" in method_class.uses:
-        loss = instantiate(OmegaConf.masked_copy(cfg.loss, [k for k in cfg.loss if k != "name"]))
+        loss = build_loss(cfg.loss)
     context = MethodContext(
         encoder=encoder,
         loss=distributed.gather_loss(loss) if loss is not None else None,  # global batch under torchrun
