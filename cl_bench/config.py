@@ -58,6 +58,7 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
+    adam_bias_correction: bool = True  # false: transformers' AdamW(correct_bias=False), as IS-BERT and DeCLUTR (cl_bench/train/optim.py)
     max_grad_norm: float = 1.0  # HF Trainer default used by SimCSE; 0 disables clipping
     eval_steps: int = 125  # evaluate on the dev metric every N steps (0 = only at the end)
     log_steps: int = 10

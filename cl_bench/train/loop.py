@@ -34,6 +34,7 @@ from cl_bench.train.checkpoint import (
     restore_rng_states,
     rng_states,
 )
+from cl_bench.train.optim import build_optimizer
 
 log = logging.getLogger(__name__)
 BEST_MODEL_DIR = "best_model"
@@ -95,19 +96,8 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
 
 
 def make_optimizer(method: Method, train_cfg: DictConfig) -> torch.optim.Optimizer:
-    """AdamW over trainable parameters; no weight decay on biases and LayerNorm weights (HF convention)."""
-    decay, no_decay = [], []
-    for name, param in method.named_parameters():
-        if not param.requires_grad:
-            continue
-        (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(param)
-    groups = [
-        {"params": decay, "weight_decay": train_cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups, lr=train_cfg.lr, betas=(train_cfg.adam_beta1, train_cfg.adam_beta2), eps=train_cfg.adam_eps
-    )
+    """The ``train.*`` optimiser over the method's trainable parameters (cl_bench/train/optim.py)."""
+    return build_optimizer(method.named_parameters(), train_cfg)
 
 
 @dataclass
