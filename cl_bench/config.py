@@ -37,7 +37,7 @@ class ModelConfig:
 class PoolerConfig:
     name: str = "cls"
     mlp_only_train: bool = True  # SimCSE --mlp_only_train: MLP in training only
-    first_layer: int = 1  # avg_first_last: 1 = first transformer layer (SimCSE >= 206d7ae), 0 = embeddings
+    first_layer: int = 1  # avg_first_last: hidden_states index of "first": 0 = embedding output (SimCSE paper), 1 = first transformer layer (SimCSE >= 206d7ae)
 
 
 @dataclass

@@ -33,6 +33,7 @@ OPTIONS = {
     "none": "none",
     "dropout": "dropout",
     "eda_synonym": "eda_synonym",
+    "synonym": "synonym",
     "eda_insert": "eda_insert",
     "eda_swap": "eda_swap",
     "eda_delete": "eda_delete",
