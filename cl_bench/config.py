@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from cl_bench.models.poolers import POOLERS
+from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 MODES = ("train", "eval")
 
@@ -72,6 +73,8 @@ class TrainConfig:
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
     nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
     early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10); needs train.eval_steps > 0
+    early_stopping_rule: str = "no_gain"  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
+    final_weights: str = "best"  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
     gradcache_chunk: int = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
 
 
@@ -213,6 +216,14 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
         if cfg.train.early_stopping_patience < 0:
             raise ConfigError(f"train.early_stopping_patience: must be >= 0 (0 = off), got {cfg.train.early_stopping_patience}")
+        if cfg.train.early_stopping_rule not in EARLY_STOPPING_RULES:
+            raise ConfigError(f"train.early_stopping_rule: unknown '{cfg.train.early_stopping_rule}'; "
+                              f"valid: {', '.join(EARLY_STOPPING_RULES)}")
+        if cfg.train.early_stopping_rule != "no_gain" and cfg.train.early_stopping_patience == 0:
+            raise ConfigError(f"train.early_stopping_rule: '{cfg.train.early_stopping_rule}' needs "
+                              "train.early_stopping_patience > 0 (early stopping is off)")
+        if cfg.train.final_weights not in FINAL_WEIGHTS:
+            raise ConfigError(f"train.final_weights: unknown '{cfg.train.final_weights}'; valid: {', '.join(FINAL_WEIGHTS)}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
         if cfg.train.gradcache_chunk < 0:

@@ -82,3 +82,11 @@ def test_masked_mode_needs_an_mlm_weight(tiny_bert) -> None:
         SimCSE(_context(tiny_bert), mlm_weight=0.0, mlm_mode="masked")
     with pytest.raises(ValueError, match=r"method.mlm_mode: unknown 'dirty'"):
         SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="dirty")
+
+
+def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> None:
+    from test_ablations import job_config, sweep_jobs
+
+    seen = [(cfg.method.mlm_weight, cfg.method.mlm_mode)
+            for cfg in (job_config(job, data_dir, tiny_bert) for job in sweep_jobs("ablation_mlm_weight"))]
+    assert seen == [(0.0, "clean"), (0.01, "masked"), (0.1, "masked"), (1.0, "masked")]

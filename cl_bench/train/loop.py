@@ -34,6 +34,7 @@ from cl_bench.train.checkpoint import (
     rng_states,
 )
 from cl_bench.train.optim import build_optimizer
+from cl_bench.train.selection import early_stopping_count
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class TrainState:
     best_score: float = -math.inf
     best_step: int = -1
     skipped_steps: int = 0
-    evals_since_best: int = 0  # dev evaluations without a new best (early stopping)
+    evals_since_best: int = 0  # early-stopping count (train.early_stopping_rule; cl_bench/train/selection.py)
+    last_dev_score: float = 0.0  # the previous dev score (rule 'drops' compares with it; SG-BERT starts at 0)
     stopped_early: bool = False
 
 
@@ -132,7 +134,8 @@ def train(
     stop_requested: Callable[[], bool] = lambda: False,
     resume: bool = False,
 ) -> tuple[Method, TrainState]:
-    """Train ``cfg.method``; returns the method with its best weights loaded, and the final state.
+    """Train ``cfg.method``; returns the method with its best weights loaded (its last with
+    ``train.final_weights=last``), and the final state.
 
     Args:
         cfg: the composed, validated config.
@@ -218,13 +221,16 @@ def train(
         score = scores[tcfg.select_metric]
         log_metrics({**scores, "epoch": state.epoch}, state.step)
         log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
-        if score > state.best_score:
-            state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
+        improved = score > state.best_score
+        state.evals_since_best = early_stopping_count(
+            tcfg.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved
+        )
+        state.last_dev_score = score
+        if improved:
+            state.best_score, state.best_step = score, state.step
             atomic_save(method.state_dict(), RunDir(run_dir).best_state)
             if tcfg.save_best:
                 method.eval_encoder().save(RunDir(run_dir).best_model, {"step": state.step, tcfg.select_metric: score})
-        else:
-            state.evals_since_best += 1
 
     def patience_ran_out() -> bool:
         # Only rank 0 evaluates; the others vote "go on", so the all-reduce carries rank 0's decision.
@@ -303,7 +309,7 @@ def train(
     progress.close()
     log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
              tcfg.select_metric, state.best_score, state.best_step)
-    if is_main and RunDir(run_dir).best_state.is_file():  # only rank 0 evaluates after training
+    if is_main and tcfg.final_weights == "best" and RunDir(run_dir).best_state.is_file():  # rank 0 evaluates
         method.load_state_dict(torch.load(RunDir(run_dir).best_state, map_location="cpu", weights_only=True))
     return method, state
 
