@@ -88,6 +88,6 @@ def build_optimizer(
     """The optimiser ``train.*`` asks for: lr, betas, eps, weight decay and ``adam_bias_correction``."""
     groups = parameter_groups(named_parameters, train_cfg.weight_decay)
     betas = (train_cfg.adam_beta1, train_cfg.adam_beta2)
-    if train_cfg.adam_bias_correction:
+    if train_cfg.get("adam_bias_correction", True):  # partial configs (tests, callers) mean torch AdamW
         return torch.optim.AdamW(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps)
     return AdamWNoBiasCorrection(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps)
