@@ -86,3 +86,20 @@ def test_optimiser_state_round_trips() -> None:
     optimizer.step()
     resumed.step()
     assert torch.equal(param, clone)
+
+
+@pytest.mark.parametrize(("preset", "eps"), [("is_bert", 1e-7), ("declutr_small", 1e-6)])
+def test_presets_reach_the_loop_optimiser(preset: str, eps: float, tiny_bert, data_dir) -> None:
+    """The IS-BERT and DeCLUTR presets train with transformers' AdamW(correct_bias=False), as their code."""
+    import os
+
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR
+    from cl_bench.train.loop import make_optimizer
+
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiment={preset}", f"model.name_or_path={tiny_bert}"])
+    optimizer = make_optimizer(torch.nn.Linear(3, 2), cfg.train)  # the loop's call, on a stand-in module
+    assert type(optimizer) is AdamWNoBiasCorrection and optimizer.defaults["eps"] == eps
