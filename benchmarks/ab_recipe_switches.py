@@ -51,7 +51,7 @@ SWITCHES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
     ),
     "sg_frozen_dropout": (
         ["experiment=sg_opt_bert", "batch_size=16", "model.max_length=32", "train.eval_steps=0",
-         "train.early_stopping_patience=0"],
+         "train.early_stopping_patience=0", "train.early_stopping_rule=no_gain"],
         {"frozen_eval": ["method.frozen_dropout=false"], "frozen_dropout": ["method.frozen_dropout=true"]},
     ),
     "sg_early_stopping_rule": (
@@ -61,7 +61,7 @@ SWITCHES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
     ),
     "sg_final_weights": (
         ["experiment=sg_opt_bert", "batch_size=16", "model.max_length=32", "train.eval_steps=4",
-         "train.early_stopping_patience=0"],
+         "train.early_stopping_patience=0", "train.early_stopping_rule=no_gain"],
         {"best": ["train.final_weights=best"], "last": ["train.final_weights=last"]},
     ),
 }
