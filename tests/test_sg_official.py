@@ -9,9 +9,8 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.augment.base import Dropout
 from cl_bench.cli import CONF_DIR
-from cl_bench.losses.infonce import info_nce
+from cl_bench.losses.sg_opt import sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided
 from cl_bench.models.encoder import build_encoder
@@ -21,8 +20,8 @@ BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat
 
 def _method(tiny_bert: Path, frozen_dropout: bool) -> SelfGuided:
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", dropout=0.3, max_length=16)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(),
-                            model_name_or_path=str(tiny_bert))
+    context = MethodContext(encoder=encoder, loss=functools.partial(sg_contrastive_loss, tau=0.01, objective="opt3"),
+                            augmentation=None, model_name_or_path=str(tiny_bert))
     return SelfGuided(context, projection_size=8, frozen_dropout=frozen_dropout)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import cosine_logits
 
 
@@ -34,6 +35,7 @@ def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor,
     return torch.cat([positive, negative], dim=1)
 
 
+@loss_kind("queue")
 def queue_info_nce(
     queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, *, tau: float = 0.07
 ) -> torch.Tensor:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.models.mlm import mlm_head, with_mlm_term
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
+from cl_bench.models.mlm import MLM_MODES, mlm_head, with_mlm_term
 
 
 class SimCSE(Method):
@@ -32,6 +32,19 @@ class SimCSE(Method):
     """
 
     name = "simcse"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "unsupervised SimCSE: two views of each sentence (dropout, or any augmentation), in-batch negatives, optional MLM"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
+                              "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+        check_choice(values, "mlm_mode", MLM_MODES)
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        return mlm_inert_keys(values)
 
     def __init__(
         self,
