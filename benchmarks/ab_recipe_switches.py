@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--model", default=os.environ.get("CL_BENCH_MINILM", "../shared/models/all-MiniLM-L6-v2"))
     parser.add_argument("--data", default=os.environ.get("CL_BENCH_DATA", "../shared/data"))
+    parser.add_argument("--setting", nargs="+", default=None, help="run only these settings of the switches")
     parser.add_argument("--jsonl", default="", help="append one JSON line per run here")
     args = parser.parse_args()
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -136,6 +137,8 @@ def main() -> None:
         shared, settings = SWITCHES[switch]
         summary = []
         for label, overrides in settings.items():
+            if args.setting and label not in args.setting:
+                continue
             scores = []
             for seed in args.seeds:
                 started = time.perf_counter()
