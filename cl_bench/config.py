@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from cl_bench.models.poolers import POOLERS
+from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 MODES = ("train", "eval")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -39,7 +40,7 @@ class ModelConfig:
 class PoolerConfig:
     name: str = "cls"
     mlp_only_train: bool = True  # SimCSE --mlp_only_train: MLP in training only
-    first_layer: int = 1  # avg_first_last: 1 = first transformer layer (SimCSE >= 206d7ae), 0 = embeddings
+    first_layer: int = 1  # avg_first_last: hidden_states index of "first": 0 = embedding output (SimCSE paper), 1 = first transformer layer (SimCSE >= 206d7ae)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
+    adam_bias_correction: bool = True  # false: transformers' AdamW(correct_bias=False), as IS-BERT and DeCLUTR (cl_bench/train/optim.py)
     max_grad_norm: float = 1.0  # HF Trainer default used by SimCSE; 0 disables clipping
     eval_steps: int = 125  # evaluate on the dev metric every N steps (0 = only at the end)
     log_steps: int = 10
@@ -75,6 +77,8 @@ class TrainConfig:
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
     nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
     early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10); needs train.eval_steps > 0
+    early_stopping_rule: str = "no_gain"  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
+    final_weights: str = "best"  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
     gradcache_chunk: int = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
 
 
@@ -227,6 +231,14 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
         if cfg.train.early_stopping_patience < 0:
             raise ConfigError(f"train.early_stopping_patience: must be >= 0 (0 = off), got {cfg.train.early_stopping_patience}")
+        if cfg.train.early_stopping_rule not in EARLY_STOPPING_RULES:
+            raise ConfigError(f"train.early_stopping_rule: unknown '{cfg.train.early_stopping_rule}'; "
+                              f"valid: {', '.join(EARLY_STOPPING_RULES)}")
+        if cfg.train.early_stopping_rule != "no_gain" and cfg.train.early_stopping_patience == 0:
+            raise ConfigError(f"train.early_stopping_rule: '{cfg.train.early_stopping_rule}' needs "
+                              "train.early_stopping_patience > 0 (early stopping is off)")
+        if cfg.train.final_weights not in FINAL_WEIGHTS:
+            raise ConfigError(f"train.final_weights: unknown '{cfg.train.final_weights}'; valid: {', '.join(FINAL_WEIGHTS)}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
         if cfg.train.num_workers < 0:

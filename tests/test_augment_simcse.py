@@ -144,7 +144,7 @@ def test_table1_preset_is_one_sweep_over_the_paper_rows(tiny_bert, data_root) ->
         "crop_20": ("cl_bench.augment.words.Crop", {"rate": 0.2}),
         "word_deletion_30": ("cl_bench.augment.words.WordDeletion", {"rate": 0.3}),
         "delete_one_word": ("cl_bench.augment.words.DeleteOneWord", {}),
-        "synonym": ("cl_bench.augment.eda.SynonymReplacement", {"alpha": 0.0}),
+        "synonym": ("cl_bench.augment.synonym.SynonymSubstitution", {"aug_p": 0.3, "aug_min": 1, "aug_max": 1}),
         "mlm_15": (
             "cl_bench.augment.mlm_replace.MLMReplace",
             {"probability": 0.15, "mlm_model": "bert-base-uncased"},

@@ -30,9 +30,9 @@ from cl_bench.config import check_target_node
 
 CONF_AUG = Path(__file__).resolve().parents[1] / "conf" / "augmentation"
 OPTIONS = {
-    "none": "none",
     "dropout": "dropout",
     "eda_synonym": "eda_synonym",
+    "synonym": "synonym",
     "eda_insert": "eda_insert",
     "eda_swap": "eda_swap",
     "eda_delete": "eda_delete",

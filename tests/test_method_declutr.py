@@ -266,6 +266,7 @@ def test_declutr_small_preset_is_the_paper_recipe(tiny_bert, data_dir) -> None:
     assert (cfg.method.num_anchors, cfg.method.num_positives, cfg.method.min_span_len, cfg.method.max_span_len) == (2, 2, 32, 512)
     assert (cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay, cfg.method.mlm_weight) == (4, 5e-5, 0.1, 1.0)
     assert cfg.data.name == "enwiki_documents" and cfg.train.eval_steps == 0
+    assert cfg.train.adam_bias_correction is False and cfg.train.adam_eps == 1e-6
     validate(cfg)
 
 

@@ -195,6 +195,7 @@ def test_preset_composes_and_validates(tiny_bert: Path, data_dir: Path) -> None:
     validate(cfg)
     assert cfg.method.kernel_sizes == [1, 3, 5] and cfg.method.channels == 256 and cfg.method.activation == "relu"
     assert cfg.train.lr == 2e-6 and cfg.train.adam_eps == 1e-7 and cfg.train.batch_size == 32
+    assert cfg.train.adam_bias_correction is False and cfg.train.select_metric == "stsb_dev_max_similarity"
     assert cfg.model.max_length == 128 and cfg.data.name == "nli_sentences"
 
 
@@ -212,7 +213,7 @@ def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
         tmp_path, data_dir,
     )
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert -100 <= results["stsb"] <= 100 and math.isfinite(results["best_stsb_dev"])
+    assert -100 <= results["stsb"] <= 100 and math.isfinite(results["best_stsb_dev_max_similarity"])
     losses = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(v) for m in losses for k, v in m.items() if k.startswith("train_loss"))
     assert (tmp_path / "run" / "best_model" / CNN_WEIGHTS_FILE).is_file()

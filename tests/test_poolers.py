@@ -80,3 +80,28 @@ def test_encode_keeps_input_order_and_dedupes(tiny_bert) -> None:
     assert batched.shape == (4, encoder.hidden_size)
     assert abs(batched - np.stack(one_by_one)).max() < 1e-5
     assert (batched[0] == batched[2]).all()
+
+
+def test_first_last_baseline_preset_averages_the_embedding_output(tiny_bert, data_dir) -> None:
+    """experiment=bert_first_last_avg (SimCSE Table 5's baseline) reads hidden_states[0], not [1]."""
+    import os
+
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR
+    from cl_bench.config import validate
+
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=bert_first_last_avg", f"model.name_or_path={tiny_bert}"])
+    validate(cfg)
+    assert (cfg.mode, cfg.pooler.name, cfg.pooler.first_layer) == ("eval", "avg_first_last", 0)
+    encoder = build_encoder(str(tiny_bert), pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False)
+    features = encoder.tokenize(["a small test sentence", "another one"])
+    with torch.inference_mode():
+        states = encoder.backbone(**features, output_hidden_states=True).hidden_states
+        mask = features["attention_mask"]
+        expected = (masked_mean(states[0], mask) + masked_mean(states[-1], mask)) / 2
+        assert torch.allclose(encoder.eval()(features), expected, atol=1e-6)
+        layer_one = (masked_mean(states[1], mask) + masked_mean(states[-1], mask)) / 2
+        assert not torch.allclose(expected, layer_one, atol=1e-3)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
-from cl_bench.augment.words import WordAugmentation, check_rate, split_affixes
+from cl_bench.augment.words import WordAugmentation, check_rate, split_affixes, with_case_of
 
 # EDA retries: up to 10 random words to find one with synonyms (insertion), 3 draws for a distinct swap partner.
 _INSERT_TRIES = 10
@@ -27,10 +27,6 @@ _SWAP_TRIES = 3
 def eda_count(alpha: float, length: int) -> int:
     """EDA's number of words changed: ``max(1, int(alpha * length))``."""
     return max(1, int(alpha * length))
-
-
-def _with_case_of(original: str, replacement: str) -> str:
-    return replacement[:1].upper() + replacement[1:] if original[:1].isupper() else replacement
 
 
 def synonym_replacement(
@@ -53,7 +49,7 @@ def synonym_replacement(
         for i, word in enumerate(words):
             prefix, core, suffix = split_affixes(word)
             if core.lower() == candidate:
-                out[i] = prefix + _with_case_of(core, synonym) + suffix
+                out[i] = prefix + with_case_of(core, synonym) + suffix
         replaced += 1
         if replaced >= n:
             break
@@ -126,7 +122,7 @@ class _SynonymOperation(_EDAOperation):
 class SynonymReplacement(_SynonymOperation):
     """EDA SR: replace ``max(1, floor(α l))`` non-stop words by WordNet synonyms.
 
-    ``alpha=0`` replaces exactly one word (SimCSE Table 1's "synonym replacement").
+    ``alpha=0`` replaces exactly one word. SimCSE Table 1's row is ``augmentation=synonym`` (nlpaug's rule).
     """
 
     name = "eda_synonym"

@@ -30,6 +30,11 @@ def split_affixes(word: str) -> tuple[str, str, str]:
     return match.group(1), match.group(2), match.group(3)
 
 
+def with_case_of(original: str, replacement: str) -> str:
+    """``replacement`` with an initial capital when ``original`` has one."""
+    return replacement[:1].upper() + replacement[1:] if original[:1].isupper() else replacement
+
+
 def rounded_count(rate: float, length: int) -> int:
     """``rate * length`` rounded half up to a whole number of words."""
     return int(math.floor(rate * length + 0.5))

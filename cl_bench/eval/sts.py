@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
+from sklearn.metrics.pairwise import paired_euclidean_distances, paired_manhattan_distances
 
 from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_sts_year, read_stsb_split
 from cl_bench.eval.geometry import Whitening, cosine_rows
@@ -104,6 +105,30 @@ def aggregate_subsets(system: dict[str, np.ndarray], gold: dict[str, np.ndarray]
         "mean": float(np.mean(per_subset)),
         "wmean": float(np.average(per_subset, weights=sizes)),
     }
+
+
+def similarity_spearmans(task: str, pairs: ScoredPairs, embed: Embed) -> dict[str, float]:
+    """Spearman x 100 of four similarity functions on one split, and their maximum.
+
+    sentence-transformers' ``EmbeddingSimilarityEvaluator`` (IS-BERT's fork, lines 81-129) scores
+    cosine, negative Manhattan and Euclidean distances and the dot product, and returns the best of
+    the four Spearmans when no ``main_similarity`` is given, which is how IS-BERT picks its checkpoint.
+
+    Returns:
+        ``<task>_cosine``, ``<task>_manhattan``, ``<task>_euclidean``, ``<task>_dot`` and
+        ``<task>_max_similarity``.
+    """
+    first, second = embed(pairs.sent1), embed(pairs.sent2)
+    system = {
+        "cosine": cosine_rows(first, second),
+        "manhattan": -paired_manhattan_distances(first, second),
+        "euclidean": -paired_euclidean_distances(first, second),
+        "dot": (first * second).sum(axis=1),
+    }
+    results = {f"{task}_{name}": spearman100(scores, pairs.gold) for name, scores in system.items()}
+    finite = [value for value in results.values() if not np.isnan(value)]  # a constant score gives NaN
+    results[f"{task}_max_similarity"] = max(finite, default=float("nan"))
+    return results
 
 
 def score_sts_task(

@@ -36,7 +36,7 @@ from cl_bench import interrupt
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.geometry import Whitening, alignment, anisotropy_metrics, plot_spectrum, uniformity
-from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task
+from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task, similarity_spearmans
 from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
     SELECT_METRICS,
@@ -285,7 +285,8 @@ def evaluate_dev(
     Args:
         encoder: anything with ``encode(sentences, batch_size)``.
         data_dir: the data root.
-        select_metric: ``stsb_dev`` | ``sts_dev_avg`` | ``transfer_dev_avg``; always a key of the result.
+        select_metric: ``stsb_dev`` | ``sts_dev_avg`` | ``transfer_dev_avg`` | ``stsb_dev_max_similarity``
+            (adds ``stsb_dev_cosine/_manhattan/_euclidean/_dot``); always a key of the result.
         batch_size: encoding batch size.
         align_uniform: also compute ``align_dev`` and ``uniform_dev``.
         anisotropy: also compute ``anisotropy_mean_cos_dev`` and the spectrum summaries.
@@ -311,6 +312,8 @@ def evaluate_dev(
     for task, parts in sts_data.items():
         results.update(score_sts_task(task, parts, table))
     results["sts_dev_avg"] = (results["stsb_dev"] + results["sickr_dev"]) / 2
+    if select_metric == "stsb_dev_max_similarity":
+        results.update(similarity_spearmans("stsb_dev", sts_data["stsb"]["dev"], table))
     if align_uniform or anisotropy:
         results.update(
             geometry_metrics(sts_data["stsb"]["dev"], table, align_uniform, anisotropy, suffix="_dev")

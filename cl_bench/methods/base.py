@@ -66,10 +66,11 @@ class Prepared:
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
-    """``mlm_probability`` cannot act when ``mlm_weight`` is 0 (no MLM term)."""
-    if float(values.get("mlm_weight", 0.0) or 0.0) == 0.0 and "mlm_probability" in values:
-        return {"mlm_probability": "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"}
-    return {}
+    """``mlm_probability`` (and ``mlm_mode``, where a method has it) cannot act when ``mlm_weight`` is 0 (no MLM term)."""
+    if float(values.get("mlm_weight", 0.0) or 0.0) != 0.0:
+        return {}
+    why = "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"
+    return {key: why for key in ("mlm_probability", "mlm_mode") if key in values}
 
 
 def check_ranges(values: dict[str, Any], rules: dict[str, tuple[Callable[[Any], bool], str]]) -> None:

@@ -88,6 +88,10 @@ class SelfGuided(Method):
         layer_pooling: ``max`` (paper) or ``mean`` (official code's ``--pooling2`` default).
         projection_size: width P of the head f (paper: 4096); 0 removes the head (ablation row).
         freeze_embeddings: freeze BERT_T's embedding layer (paper and code: yes).
+        frozen_dropout: run BERT_F with dropout while training, as the official code does (its
+            ``Loss`` module holds BERT_F, and ``fit`` puts the loss model in train mode every epoch
+            and after every evaluation; modules.py lines 250 and 300). False keeps it in eval mode,
+            the paper's fixed guide.
         stsb_splits: when ``data.train_file`` is an STS-B ``sts-<split>.csv``, read sentence1 and
             sentence2 of these splits from its directory (SG-BERT: train, dev, test); None reads
             that file only. Any other file is read one sentence per line.
@@ -113,6 +117,7 @@ class SelfGuided(Method):
         projection_size: int = 4096,
         freeze_embeddings: bool = True,
         stsb_splits: Sequence[str] | None = ("train", "dev", "test"),
+        frozen_dropout: bool = False,
     ) -> None:
         super().__init__(context)
         backbone = self.encoder.backbone
@@ -124,6 +129,7 @@ class SelfGuided(Method):
         self.layers = chosen
         self.layer_pooling = layer_pooling
         self.stsb_splits = list(stsb_splits) if stsb_splits else None
+        self.frozen_dropout = bool(frozen_dropout)
         # BERT_F: copied before any training. It is kept out of the module tree (a list, like
         # MLMHead's model) so that train() cannot switch on its dropout, the optimizer never sees
         # it and checkpoints do not store a second copy of BERT (a resume rebuilds it from the
@@ -165,8 +171,9 @@ class SelfGuided(Method):
     # ----- training ---------------------------------------------------------------------------
     @torch.no_grad()
     def layer_views(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """BERT_F's pooled views of ``layers``: (B, len(layers), H), no gradient."""
+        """BERT_F's pooled views of ``layers``: (B, len(layers), H), no gradient (dropout with ``frozen_dropout``)."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        self.frozen.train(self.frozen_dropout and self.training)  # frozen_dropout: the official code's train mode
         outputs = self.frozen(**inputs, output_hidden_states=True, return_dict=True)
         return pool_layers(outputs.hidden_states, features["attention_mask"], self.layers, self.layer_pooling)
 

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext, Prepared, check_ranges, mlm_inert_keys
-from cl_bench.models.mlm import MLMHead, with_mlm_term
+from cl_bench.methods.base import Method, MethodContext, Prepared, check_choice, check_ranges, mlm_inert_keys
+from cl_bench.models.mlm import MLM_MODES, mlm_head, with_mlm_term
 
 
 @dataclass
@@ -33,6 +33,9 @@ class SimCSE(Method):
         context: shared build context.
         mlm_weight: λ of the auxiliary MLM loss (0 disables it and loads no MLM head).
         mlm_probability: fraction of tokens masked for the MLM loss.
+        mlm_mode: ``clean`` (contrastive views from the clean inputs, LM head tied) or ``masked`` (SimCSE's
+            official code before its PR #121: the views are the MLM-masked inputs, LM head untied);
+            see :mod:`cl_bench.models.mlm`. Needs ``mlm_weight > 0`` when ``masked``.
         augment_both_views: apply the text augmentation to both views (else only to the second).
         fixed_dropout_mask: encode the two views with the *same* dropout mask (Table 3 "fixed 0.1":
             the views then differ only by text augmentation, if any).
@@ -47,6 +50,7 @@ class SimCSE(Method):
     def check_config(cls, values: dict[str, Any]) -> None:
         check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
                               "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+        check_choice(values, "mlm_mode", MLM_MODES)
 
     @classmethod
     def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
@@ -57,6 +61,7 @@ class SimCSE(Method):
         context: MethodContext,
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
+        mlm_mode: str = "clean",
         augment_both_views: bool = True,
         fixed_dropout_mask: bool = False,
     ) -> None:
@@ -66,7 +71,7 @@ class SimCSE(Method):
         self.fixed_dropout_mask = fixed_dropout_mask
         if fixed_dropout_mask and self.augmentation is not None and self.augmentation.embedding_level:
             raise ValueError("method.fixed_dropout_mask: cannot be combined with an embedding-level augmentation")
-        self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
+        self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
 
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
         """Text views of the batch (identical for dropout-only SimCSE), drawn from ``rng`` (default the method's)."""
@@ -88,6 +93,8 @@ class SimCSE(Method):
     def embed_prepared(self, views: TextViews) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Encode a prepared batch's two views in one forward pass (independent dropout masks per copy)."""
         features, n = self.to_device(views.features), views.size
+        if self.mlm is not None:
+            features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
         aug = self.augmentation
         if aug is not None and aug.embedding_level:
             # Shen et al.'s cutoffs act on the second view's embedding-layer output (and mask).

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import Method, MethodContext, check_ranges, mlm_inert_keys
-from cl_bench.models.mlm import MLMHead, with_mlm_term
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
+from cl_bench.models.mlm import MLM_MODES, mlm_head, with_mlm_term
 
 
 class SupervisedSimCSE(Method):
@@ -32,6 +32,8 @@ class SupervisedSimCSE(Method):
             accepts 2-column files.
         mlm_weight: λ of the auxiliary MLM loss on all sentences of the batch (0 = off).
         mlm_probability: fraction of tokens masked for the MLM loss.
+        mlm_mode: ``clean`` or ``masked`` (SimCSE's official code before PR #121: all three sentences'
+            contrastive inputs are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
     """
 
     name = "simcse_sup"
@@ -44,6 +46,7 @@ class SupervisedSimCSE(Method):
     def check_config(cls, values: dict[str, Any]) -> None:
         check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
                               "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+        check_choice(values, "mlm_mode", MLM_MODES)
 
     @classmethod
     def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
@@ -59,11 +62,12 @@ class SupervisedSimCSE(Method):
         use_hard_negatives: bool = True,
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
+        mlm_mode: str = "clean",
     ) -> None:
         super().__init__(context)
         self.use_hard_negatives = use_hard_negatives
         self.mlm_weight = float(mlm_weight)
-        self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
+        self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
 
     def read_corpus(self, path: str) -> Sequence[tuple[str, ...]]:
         """Read the NLI CSV; with hard negatives every row must have the ``hard_neg`` column."""
@@ -79,5 +83,7 @@ class SupervisedSimCSE(Method):
         columns = 3 if self.use_hard_negatives else 2
         groups = [[row[c] for row in batch] for c in range(columns)]
         features = self.tokenize([text for group in groups for text in group])
+        if self.mlm is not None:
+            features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
         embeddings = self.encoder(features).split(len(batch))
         return with_mlm_term(self.loss_fn(*embeddings), self.mlm, self.mlm_weight, features)

@@ -1,4 +1,18 @@
-"""Masked-language-model auxiliary head sharing the encoder's backbone (SimCSE λ·ℓ_mlm, DeCLUTR)."""
+"""Masked-language-model auxiliary head sharing the encoder's backbone (SimCSE λ·ℓ_mlm, DeCLUTR).
+
+Two modes (``method.mlm_mode``):
+
+* ``clean``: the contrastive views are the clean inputs; the MLM loss is computed on a separately
+  masked copy; the LM head's decoder is tied to the encoder's word embeddings (HF's
+  ``AutoModelForMaskedLM`` default).
+* ``masked``: what SimCSE's training code did before its PR #121 (commit a0867f4, 2021-11-23, the
+  code behind the paper's "w/ MLM" rows and the λ ablation): ``mask_tokens`` in train.py masked the
+  batch's ``input_ids`` in place, so the contrastive forward pass saw the MLM-masked inputs (each
+  copy of a sentence masked independently) and the MLM loss used those same inputs; and its LM head
+  (``BertForCL.lm_head = BertLMPredictionHead``) is not tied to the word embeddings: train.py copies
+  BERT's pretrained ``cls.predictions`` weights into it (RoBERTa's ``lm_head`` loads from the
+  checkpoint), then both train apart.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +21,37 @@ from torch import nn
 
 from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
 
+MLM_MODES: tuple[str, ...] = ("clean", "masked")
+#: key of the MLM labels in a features dict whose ``input_ids`` were masked for the contrastive views too
+MLM_LABELS = "mlm_labels"
+
 
 class MLMHead(nn.Module):
     """An ``AutoModelForMaskedLM`` whose base model *is* the encoder's backbone (shared weights).
 
     The LM head is loaded from ``name_or_path`` when the checkpoint has one, else freshly
-    initialised (e.g. sentence-tuned checkpoints saved as a bare ``BertModel``).
+    initialised (e.g. sentence-tuned checkpoints saved as a bare ``BertModel``). In ``clean`` mode its
+    decoder is tied to the shared word embeddings; in ``masked`` mode (SimCSE's official code) the
+    decoder is its own parameter, a copy of the pretrained decoder weights.
     """
 
-    def __init__(self, encoder: SentenceEncoder, name_or_path: str, mlm_probability: float = 0.15) -> None:
+    def __init__(
+        self, encoder: SentenceEncoder, name_or_path: str, mlm_probability: float = 0.15, mode: str = "clean"
+    ) -> None:
         super().__init__()
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
+        if mode not in MLM_MODES:
+            raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MLM_MODES)}")
+        self.mode = mode
         mlm_model = AutoModelForMaskedLM.from_pretrained(name_or_path, config=encoder.backbone.config)
-        # Share the backbone: swap the MLM model's base model for the encoder's, then re-tie the
-        # decoder to the shared word embeddings.
+        # Share the backbone: swap the MLM model's base model for the encoder's.
         setattr(mlm_model, mlm_model.base_model_prefix, encoder.backbone)
-        mlm_model.tie_weights()
+        decoder = mlm_model.get_output_embeddings()
+        if mode == "clean":
+            mlm_model.tie_weights()  # re-tie the decoder to the shared word embeddings
+        else:  # untied, as BertForCL.lm_head: the decoder starts from the checkpoint's weights, then trains apart
+            decoder.weight = nn.Parameter(decoder.weight.detach().clone())
         # Only the LM head is registered here; the backbone is registered by the encoder.
         self._mlm_model = [mlm_model]
         self.lm_head = _lm_head_module(mlm_model)
@@ -36,12 +64,39 @@ class MLMHead(nn.Module):
         inputs, labels = self.collator.torch_mask_tokens(input_ids.cpu().clone(), special_tokens_mask=special)
         return inputs.to(input_ids.device), labels.to(input_ids.device)
 
-    def loss(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """MLM cross-entropy on a freshly masked copy of ``features`` (one extra forward pass)."""
+    def contrastive_inputs(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The features the contrastive views are encoded from: masked (with their labels) in ``masked`` mode."""
+        if self.mode == "clean":
+            return features
         inputs, labels = self.mask(features["input_ids"])
-        masked = dict(features, input_ids=inputs)
-        outputs = self._mlm_model[0](**{k: v for k, v in masked.items() if k != "special_tokens_mask"}, labels=labels)
-        return outputs.loss
+        return dict(features, input_ids=inputs, **{MLM_LABELS: labels})
+
+    def loss(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """MLM cross-entropy (one extra forward pass) on the already masked ``features`` when they carry
+        their labels (``masked`` mode), else on a freshly masked copy."""
+        if MLM_LABELS in features:
+            inputs, labels = features["input_ids"], features[MLM_LABELS]
+        else:
+            inputs, labels = self.mask(features["input_ids"])
+        model_inputs = {k: v for k, v in features.items() if k not in ("special_tokens_mask", MLM_LABELS)}
+        return self._mlm_model[0](**dict(model_inputs, input_ids=inputs), labels=labels).loss
+
+
+def mlm_head(
+    encoder: SentenceEncoder, name_or_path: str, weight: float, probability: float, mode: str
+) -> MLMHead | None:
+    """The MLM head of a method with ``method.mlm_weight``/``mlm_probability``/``mlm_mode``; None when the weight is 0.
+
+    Raises:
+        ValueError: ``mlm_mode=masked`` with ``mlm_weight=0`` (nothing would be masked: the option would not act).
+    """
+    if mode not in MLM_MODES:
+        raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MLM_MODES)}")
+    if weight <= 0:
+        if mode == "masked":
+            raise ValueError("method.mlm_mode: 'masked' needs method.mlm_weight > 0 (without MLM nothing is masked)")
+        return None
+    return MLMHead(encoder, name_or_path, probability, mode)
 
 
 def with_mlm_term(

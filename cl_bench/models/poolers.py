@@ -7,9 +7,12 @@ Pooler names follow SimCSE's ``--pooler`` option:
 * ``cls_before_pooler``: the raw last-layer [CLS] vector.
 * ``avg``: mean of the last layer over non-padding tokens.
 * ``avg_top2``: mean of the last two layers' masked means.
-* ``avg_first_last``: mean of the first *transformer* layer (``hidden_states[1]``) and the last
-  layer. SimCSE before commit 206d7ae used the embedding output (``hidden_states[0]``); set
-  ``first_layer=0`` to reproduce the paper's first-last baselines.
+* ``avg_first_last``: mean of the "first" layer ``hidden_states[first_layer]`` and the last layer.
+  ``first_layer=1`` (the default) is the first *transformer* layer, SimCSE's code since commit
+  206d7ae; ``first_layer=0`` is the *embedding output*, what SimCSE's code did before it and what the
+  paper's first-last baselines used (its README and issue #285). BERT-flow's "last2avg"
+  (``run_siamese.py``: ``all_encoder_layers[0]`` and ``[-1]``, TF BERT's list without the embeddings)
+  is ``first_layer=1``.
 """
 
 from __future__ import annotations

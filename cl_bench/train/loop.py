@@ -35,6 +35,8 @@ from cl_bench.train.checkpoint import (
     restore_rng_states,
     rng_states,
 )
+from cl_bench.train.optim import build_optimizer
+from cl_bench.train.selection import early_stopping_count
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +125,8 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
 
 
 def make_optimizer(method: Method, train_cfg: DictConfig) -> torch.optim.Optimizer:
-    """AdamW over trainable parameters; no weight decay on biases and LayerNorm weights (HF convention)."""
-    decay, no_decay = [], []
-    for name, param in method.named_parameters():
-        if not param.requires_grad:
-            continue
-        (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(param)
-    groups = [
-        {"params": decay, "weight_decay": train_cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups, lr=train_cfg.lr, betas=(train_cfg.adam_beta1, train_cfg.adam_beta2), eps=train_cfg.adam_eps
-    )
+    """The ``train.*`` optimiser over the method's trainable parameters (cl_bench/train/optim.py)."""
+    return build_optimizer(method.named_parameters(), train_cfg)
 
 
 @dataclass
@@ -148,7 +139,8 @@ class TrainState:
     best_score: float = -math.inf
     best_step: int = -1
     skipped_steps: int = 0
-    evals_since_best: int = 0  # dev evaluations without a new best (early stopping)
+    evals_since_best: int = 0  # early-stopping count (train.early_stopping_rule; cl_bench/train/selection.py)
+    last_dev_score: float = 0.0  # the previous dev score (rule 'drops' compares with it; SG-BERT starts at 0)
     stopped_early: bool = False
 
 
@@ -308,7 +300,8 @@ class Trainer:
             progress.close()
         log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
                  tcfg.select_metric, state.best_score, state.best_step)
-        if self.is_main and self.best_weights is not None:  # only rank 0 evaluates after training
+        # only rank 0 evaluates after training; train.final_weights=last keeps the last weights (SG-BERT's fit)
+        if self.is_main and self.tcfg.final_weights == "best" and self.best_weights is not None:
             self.method.load_state_dict(self.best_weights)
         return self.method, state
 
@@ -390,13 +383,16 @@ class Trainer:
         score = scores[tcfg.select_metric]
         self.log_metrics({**scores, "epoch": state.epoch}, state.step)
         log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
-        if score > state.best_score:
-            state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
+        improved = score > state.best_score
+        state.evals_since_best = early_stopping_count(
+            tcfg.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved
+        )
+        state.last_dev_score = score
+        if improved:
+            state.best_score, state.best_step = score, state.step
             self.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in self.method.state_dict().items()}
             if tcfg.save_best:  # the one copy of the best weights a finished run keeps
                 self.method.eval_encoder().save(self.run_dir.best_model, {"step": state.step, tcfg.select_metric: score})
-        else:
-            state.evals_since_best += 1
 
     def patience_ran_out(self) -> bool:
         """Early stopping: ``train.early_stopping_patience`` evaluations without a new best."""

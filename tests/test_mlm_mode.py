@@ -1,0 +1,92 @@
+"""method.mlm_mode: masked (SimCSE's code before PR #121) vs clean, for simcse and simcse_sup."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from cl_bench.losses.infonce import info_nce
+from cl_bench.methods.base import MethodContext
+from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.models.encoder import build_encoder, special_tokens_mask
+
+BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat food", "a cat sits on a chair"] * 16
+
+
+def _context(tiny_bert) -> MethodContext:
+    encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, mlp_only_train=True)
+    return MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05),
+                         model_name_or_path=str(tiny_bert), seed=1)
+
+
+def _backbone_inputs(method, step) -> list[torch.Tensor]:
+    """input_ids of every backbone call during ``step()``: the contrastive pass first, then the MLM pass."""
+    seen: list[torch.Tensor] = []
+    hook = method.encoder.backbone.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append((args[0] if args else kwargs["input_ids"]).clone()), with_kwargs=True
+    )
+    try:
+        terms = step()
+    finally:
+        hook.remove()
+    assert torch.isfinite(terms["loss_mlm"]) and torch.isfinite(terms["loss_contrastive"])
+    return seen
+
+
+def _lm_decoder(method) -> torch.Tensor:
+    return method.mlm._mlm_model[0].get_output_embeddings().weight
+
+
+def test_masked_mode_encodes_the_mlm_inputs_and_unties_the_head(tiny_bert) -> None:
+    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="masked")
+    method.train()
+    torch.manual_seed(0)
+    contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
+    clean = method.tokenize(BATCH + BATCH)["input_ids"]
+    assert torch.equal(contrastive, mlm)  # the contrastive views ARE the MLM inputs
+    real = ~special_tokens_mask(method.encoder.tokenizer, clean).bool() & (clean != method.encoder.tokenizer.pad_token_id)
+    changed = (contrastive != clean)[real].float().mean().item()
+    assert 0.08 < changed < 0.2  # 15% selected, of which 80% [MASK] + 10% random
+    # the two copies of a sentence are masked independently, as the per-row bernoulli of the official collator
+    assert not torch.equal(contrastive[: len(BATCH)], contrastive[len(BATCH):])
+    word_embeddings = method.encoder.backbone.get_input_embeddings().weight
+    assert _lm_decoder(method).data_ptr() != word_embeddings.data_ptr()
+    params = {id(p) for p in method.parameters()}
+    assert id(_lm_decoder(method)) in params  # the untied decoder is trained
+
+
+def test_clean_mode_encodes_clean_inputs_with_a_tied_head(tiny_bert) -> None:
+    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="clean")
+    method.train()
+    torch.manual_seed(0)
+    contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
+    assert torch.equal(contrastive, method.tokenize(BATCH + BATCH)["input_ids"])
+    assert not torch.equal(contrastive, mlm)
+    assert _lm_decoder(method).data_ptr() == method.encoder.backbone.get_input_embeddings().weight.data_ptr()
+
+
+def test_supervised_masked_mode(tiny_bert) -> None:
+    triples = [(a, b, c) for a, b, c in zip(BATCH[:8], BATCH[1:9], BATCH[2:10], strict=True)]
+    method = SupervisedSimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="masked")
+    method.train()
+    contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(triples))
+    assert torch.equal(contrastive, mlm)
+    assert _lm_decoder(method).data_ptr() != method.encoder.backbone.get_input_embeddings().weight.data_ptr()
+
+
+def test_masked_mode_needs_an_mlm_weight(tiny_bert) -> None:
+    with pytest.raises(ValueError, match=r"method.mlm_mode: 'masked' needs method.mlm_weight > 0"):
+        SimCSE(_context(tiny_bert), mlm_weight=0.0, mlm_mode="masked")
+    with pytest.raises(ValueError, match=r"method.mlm_mode: unknown 'dirty'"):
+        SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="dirty")
+
+
+def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> None:
+    from test_ablations import job_config, sweep_jobs
+
+    seen = [(cfg.method.mlm_weight, cfg.method.mlm_mode)
+            for cfg in (job_config(job, data_dir, tiny_bert) for job in sweep_jobs("ablation_mlm_weight"))]
+    assert seen == [(0.0, "clean"), (0.01, "masked"), (0.1, "masked"), (1.0, "masked")]
