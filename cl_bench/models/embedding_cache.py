@@ -44,9 +44,16 @@ def state_digest(module: nn.Module, skip_prefix: str | None = None) -> str:
 
 
 def tokenizer_digest(tokenizer: Any) -> str:
-    """Hex digest of a tokenizer's full definition (vocabulary, normaliser, special tokens)."""
+    """Hex digest of a tokenizer's full definition (vocabulary, normaliser, special tokens).
+
+    The fast tokenizer's padding/truncation state is left out: every call sets it anew.
+    """
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    if backend is not None:
+        definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("padding", "truncation")}
+        text = json.dumps(definition, sort_keys=True)
+    else:
+        text = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.blake2b(f"{type(tokenizer).__name__}|{text}".encode(), digest_size=20).hexdigest()
 
 
