@@ -13,7 +13,7 @@ import torch
 from conftest import WORDS, minilm_path
 
 from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
-from cl_bench.eval.tasks import STS_TASKS
+from cl_bench.eval.tasks import STS_TASKS, STSB_FILES, STSB_FOLDER
 from cl_bench.models import inference
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 from cl_bench.models.inference import EncodingSettings, InferenceConfigError, encoding
@@ -32,18 +32,24 @@ def _settings(tmp_path: Path, backend: str = "torch", precision: str = "fp32", c
     return EncodingSettings(backend, precision, cache, tmp_path / "cache")
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the pooler tests: the tiny BERT is exported once for all of them."""
+    return tmp_path_factory.mktemp("shared")
+
+
 @pytest.mark.parametrize("pooler", POOLERS)
-def test_onnx_runtime_embeddings_equal_torch_for_every_pooler(pooler: str, tiny_bert: Path, tmp_path: Path) -> None:
+def test_onnx_runtime_embeddings_equal_torch_for_every_pooler(pooler: str, tiny_bert: Path, shared_cache: Path) -> None:
     encoder = build_encoder(str(tiny_bert), pooler=pooler, first_layer=0, fresh_mlp=False)
     reference = encoder.encode(SENTENCES, batch_size=5)  # outside any context: torch, fp32
-    with encoding(_settings(tmp_path, "onnx")) as settings:
+    with encoding(_settings(shared_cache, "onnx")) as settings:
         # batch size 1 (no padding), 5 (mixed lengths), all at once
         for batch_size in (1, 5, len(SENTENCES)):
             onnx = encoder.encode(SENTENCES, batch_size=batch_size)
             assert onnx.shape == reference.shape and onnx.dtype == np.float32
             np.testing.assert_allclose(onnx, reference, atol=2e-5, rtol=1e-4)
     assert settings.backends_used == {"onnx"}
-    assert len(list((tmp_path / "cache" / "onnx").glob("*.onnx"))) == 1  # exported once, reused
+    assert len(list((shared_cache / "cache" / "onnx").glob("*.onnx"))) == 1  # exported once, reused
 
 
 def test_onnx_export_follows_the_weights(tiny_bert: Path, tmp_path: Path) -> None:
@@ -151,14 +157,19 @@ def test_auto_picks_onnx_for_fp32_on_cpu_and_torch_otherwise(monkeypatch: pytest
 
 def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    small = tmp_path / "data" / STSB_FOLDER  # the first 200 pairs of the real STS-B dev and test files
+    small.mkdir(parents=True)
+    for split in ("dev", "test"):
+        lines = (data_dir / STSB_FOLDER / STSB_FILES[split]).read_text(encoding="utf-8").splitlines(keepends=True)
+        (small / STSB_FILES[split]).write_text("".join(lines[:200]), encoding="utf-8")
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     options = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache_dir": str(tmp_path)}
-    torch_fp32 = evaluate(encoder, data_dir, backend="torch", **options)
-    onnx_fp32 = evaluate(encoder, data_dir, backend="auto", **options)
+    torch_fp32 = evaluate(encoder, tmp_path / "data", backend="torch", **options)
+    onnx_fp32 = evaluate(encoder, tmp_path / "data", backend="auto", **options)
     assert "eval_onnx" not in torch_fp32 and onnx_fp32["eval_onnx"] == 1.0
     assert abs(onnx_fp32["stsb"] - torch_fp32["stsb"]) < 0.01
     monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))  # runs (slowly) anywhere
-    bf16 = evaluate(encoder, data_dir, backend="auto", precision="bf16", **options)
+    bf16 = evaluate(encoder, tmp_path / "data", backend="auto", precision="bf16", **options)
     assert bf16["eval_bf16"] == 1.0 and "eval_onnx" not in bf16  # auto: bf16 runs on torch
 
 
