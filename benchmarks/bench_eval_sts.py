@@ -16,7 +16,7 @@ One warm-up batch runs before either is timed, so neither pays for the thread po
 
 Prints the CPU model, its bf16/AVX-512 flags and the load average, then per column the wall time,
 the process CPU time, the ratio to torch fp32 and the largest score difference to it over the 9
-figures; for torch fp32 and naive also the tokens the model processed (padding included). The
+figures (``--tasks`` times a subset); for torch fp32 and naive also the tokens the model processed (padding included). The
 embedding cache is off for every column. ``--transfer`` adds the encoding of every distinct sentence
 of the 7 transfer tasks (MR … MRPC, what ``tasks=[transfer]`` encodes) per backend.
 ``benchmarks/bench_gemm.py`` gives the matrix-product throughput these figures can be read against.
@@ -68,8 +68,10 @@ class TokenCounter:
         return self._forward(features, *args, **kwargs)
 
 
-def naive_sts(encoder: SentenceEncoder, data_dir: Path, batch_size: int) -> dict[str, float]:
-    """Score the 7 STS test and 2 dev figures pair batch by pair batch, without sorting or de-duplication."""
+def naive_sts(
+    encoder: SentenceEncoder, data_dir: Path, batch_size: int, tasks: tuple[str, ...] = STS_TASKS
+) -> dict[str, float]:
+    """Score the STS test (and dev) figures pair batch by pair batch, without sorting or de-duplication."""
 
     @torch.no_grad()
     def embed(sentences: list[str]) -> np.ndarray:
@@ -88,7 +90,7 @@ def naive_sts(encoder: SentenceEncoder, data_dir: Path, batch_size: int) -> dict
 
     encoder.eval()
     results = {}
-    for task in STS_TASKS:
+    for task in tasks:
         if task in DEV_TASKS:
             for split, name in (("test", task), ("dev", f"{task}_dev")):
                 results[name] = score(list(load_sts_task(data_dir, task, (split,)).values()))
@@ -138,11 +140,14 @@ def main() -> None:
     parser = encoder_parser(__doc__)
     parser.add_argument("--transfer", action="store_true", help="also time encoding the transfer tasks' sentences")
     parser.add_argument("--no-naive", action="store_true", help="skip the naive per-pair loop")
+    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), choices=STS_TASKS,
+                        help="STS tasks to time (default: all 7)")
     args = parser.parse_args()
+    tasks = tuple(task for task in STS_TASKS if task in args.tasks)
     encoder = load_encoder(args)
     data_dir = Path(args.data)
     print(cpu_description(), flush=True)
-    for task in STS_TASKS:  # parse once up front so no timing includes file reading
+    for task in tasks:  # parse once up front so no timing includes file reading
         load_sts_task(data_dir, task, ("dev", "test"))
     columns = sts_columns(encoder)
     for backend, precision in columns.values():  # warm-up; makes the ONNX export outside the timings
@@ -155,18 +160,18 @@ def main() -> None:
     rows: dict[str, tuple[dict[str, float], float, float]] = {}
     for name, (backend, precision) in columns.items():
         rows[name] = timed(
-            evaluate, encoder, data_dir, tasks=["sts"], batch_size=args.batch_size, align_uniform=False,
+            evaluate, encoder, data_dir, tasks=list(tasks), batch_size=args.batch_size, align_uniform=False,
             anisotropy=False, backend=backend, precision=precision, cache=False,
         )
         print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU", flush=True)
         if name == "torch fp32":
             ours_tokens, counter.tokens = counter.tokens, 0
     if not args.no_naive:
-        rows["naive loop (torch fp32)"] = timed(naive_sts, encoder, data_dir, args.batch_size)
+        rows["naive loop (torch fp32)"] = timed(naive_sts, encoder, data_dir, args.batch_size, tasks)
         naive_tokens = counter.tokens
 
     reference, reference_s, reference_cpu = rows["torch fp32"]
-    figures = [*STS_TASKS, *(f"{task}_dev" for task in DEV_TASKS)]
+    figures = [*tasks, *(f"{task}_dev" for task in DEV_TASKS if task in tasks)]
     print(f"model {args.model} pooler={args.pooler} threads={args.threads} batch={args.batch_size}")
     print(f"{'figure':10s} " + " ".join(f"{name:>24s}" for name in rows))
     for figure in figures:

@@ -75,15 +75,15 @@ def main() -> None:
         a_bf, b_bf = a.bfloat16(), b.bfloat16()
         flops = 2.0 * m * k * n
         row = [
-            gflops(lambda: a @ b, flops, args.repeats),
-            gflops(lambda: a_np @ b_np, flops, args.repeats),
+            gflops(lambda a=a, b=b: a @ b, flops, args.repeats),
+            gflops(lambda a=a_np, b=b_np: a @ b, flops, args.repeats),
         ]
         if onnxruntime_available():
             run = onnx_matmul(b_np, args.threads)
-            row.append(gflops(lambda: run(a_np), flops, args.repeats))
+            row.append(gflops(lambda run=run, a=a_np: run(a), flops, args.repeats))
         else:
             row.append(float("nan"))
-        row.append(gflops(lambda: a_bf @ b_bf, flops, args.repeats))
+        row.append(gflops(lambda a=a_bf, b=b_bf: a @ b, flops, args.repeats))
         print(f"{f'{m}x{k}x{n}':>18s} " + " ".join(f"{value:10.0f} " for value in row))
     print(cpu_description())
 

@@ -21,7 +21,12 @@ import torch
 from torch import nn
 
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
-from cl_bench.models.inference import EncodingSettings, check_inference_options, current_settings, resolve_backend
+from cl_bench.models.inference import (
+    EncodingSettings,
+    check_inference_options,
+    current_settings,
+    resolve_backend,
+)
 from cl_bench.models.onnx_backend import onnx_backbone
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 

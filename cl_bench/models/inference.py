@@ -55,9 +55,7 @@ class EncodingSettings:
         return self.cache_dir if self.cache_dir is not None else default_cache_dir()
 
 
-_SETTINGS: contextvars.ContextVar[EncodingSettings] = contextvars.ContextVar(
-    "cl_bench_encoding", default=EncodingSettings()
-)
+_SETTINGS: contextvars.ContextVar[EncodingSettings | None] = contextvars.ContextVar("cl_bench_encoding", default=None)
 
 
 def default_cache_dir() -> Path:
@@ -70,7 +68,7 @@ def default_cache_dir() -> Path:
 
 def current_settings() -> EncodingSettings:
     """The settings of the innermost :func:`encoding` context (torch, fp32, no cache outside any)."""
-    return _SETTINGS.get()
+    return _SETTINGS.get() or EncodingSettings()
 
 
 @contextlib.contextmanager

@@ -74,7 +74,7 @@ def export_backbone(backbone: nn.Module, input_names: tuple[str, ...], path: Pat
     model = copy.deepcopy(backbone).to("cpu", torch.float32).eval()
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation("eager")  # plain MatMul/Softmax attention: ONNX Runtime fuses it
-    layers = int(getattr(model.config, "num_hidden_layers"))
+    layers = int(model.config.num_hidden_layers)
     output_names = [f"hidden_{i}" for i in range(layers + 1)]
     vocab = int(getattr(model.config, "vocab_size", 100))
     # a padded example (second row shorter), so that no mask branch is traced as "no padding"
