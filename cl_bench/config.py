@@ -95,6 +95,11 @@ class EvalConfig:
     transfer_classifier: str = "senteval"  # senteval (SentEval's PyTorch classifier) | sklearn (lbfgs approximation)
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
     whitening: int | None = None  # BERT-whitening keeping k dimensions (null = raw embeddings)
+    backend: str = "auto"  # encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
+    precision: str = "fp32"  # fp32 | bf16 (only where the CPU/GPU has bf16 matrix units)
+    cache: bool = True  # reuse embeddings of the same weights, pooler, length, precision, backend and sentences
+    cache_dir: str | None = None  # embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
+    cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first
 
 
 @dataclass

@@ -18,6 +18,8 @@ Metric keys (results.json / MLflow):
   #128): ``align`` over pairs with gold score > 4, ``uniform`` over the distinct sentences;
   ``anisotropy_mean_cos``, ``anisotropy_sv_top1``, ``anisotropy_sv_top10``,
   ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
+* Encoding: ``eval_onnx`` = 1 when ONNX Runtime computed the embeddings (``eval.backend``),
+  ``eval_bf16`` = 1 when they were computed in bf16 (``eval.precision``); absent otherwise.
 * With ``whitening=k`` every figure is computed on whitened embeddings, the transform being
   fitted per task on all of that task's sentences (for the geometry: all STS-B splits).
 """
@@ -46,6 +48,7 @@ from cl_bench.eval.tasks import (
     check_eval_config,
 )
 from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
+from cl_bench.models.inference import EncodingSettings, encoding
 from cl_bench.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -132,6 +135,20 @@ def geometry_metrics(
     return results
 
 
+def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
+    """``eval_onnx: 1`` when ONNX Runtime computed the embeddings, ``eval_bf16: 1`` when bf16 did.
+
+    They go to results.json and MLflow beside the figures they qualify (absent = torch / fp32); an
+    encoder that is not a :class:`~cl_bench.models.encoder.SentenceEncoder` ignores both options.
+    """
+    flags: dict[str, float] = {}
+    if "onnx" in settings.backends_used:
+        flags["eval_onnx"] = 1.0
+    if settings.backends_used and settings.precision == "bf16":
+        flags["eval_bf16"] = 1.0
+    return flags
+
+
 def _mean_if_complete(results: dict[str, float], keys: Sequence[str]) -> float | None:
     if all(key in results for key in keys):
         return float(np.mean([results[key] for key in keys]))
@@ -179,6 +196,11 @@ def evaluate(
     whitening: int | None = None,
     align_uniform_split: str = "all",
     anisotropy: bool = True,
+    backend: str = "auto",
+    precision: str = "fp32",
+    cache: bool = True,
+    cache_dir: str | None = None,
+    cache_size_gb: float = 20.0,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -195,6 +217,11 @@ def evaluate(
         whitening: BERT-whitening with this many kept dimensions (None: off).
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
         anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
+        backend: forward pass of a :class:`~cl_bench.models.encoder.SentenceEncoder`: ``auto`` | ``torch`` | ``onnx``.
+        precision: ``fp32`` | ``bf16``.
+        cache: reuse cached embeddings of the same weights, pooler, length, precision, backend, sentences.
+        cache_dir: the cache folder (None: ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``).
+        cache_size_gb: prune the cache folder to this size.
 
     Returns:
         Flat ``{metric name: value}`` (see the module docstring for the names).
@@ -214,6 +241,11 @@ def evaluate(
         whitening=whitening,
         align_uniform_split=align_uniform_split,
         anisotropy=anisotropy,
+        backend=backend,
+        precision=precision,
+        cache=cache,
+        cache_dir=cache_dir,
+        cache_size_gb=cache_size_gb,
     )
     sts_splits = ("train", "dev", "test") if whitening else ("dev", "test")
     sts_data = {task: load_sts_task(data_dir, task, sts_splits) for task in resolved if task in STS_TASKS}
@@ -230,10 +262,14 @@ def evaluate(
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
     sentences += pair_sentences(geometry_parts) + pair_sentences(whitening_fit_parts)
-    announce_cost(encoder, sentences, batch_size, resolved)
-    table = EmbeddingTable(encoder, sentences, batch_size)
+    settings = EncodingSettings(
+        backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb
+    )
+    with encoding(settings):
+        announce_cost(encoder, sentences, batch_size, resolved)
+        table = EmbeddingTable(encoder, sentences, batch_size)
 
-    results: dict[str, float] = {}
+    results: dict[str, float] = encoding_flags(settings)
     for task, parts in sts_data.items():
         results.update(score_sts_task(task, parts, table, whitening))
     sts_avg = _mean_if_complete(results, STS_TASKS)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.data.senteval import STS_SUBSETS
+from cl_bench.models.inference import InferenceConfigError, check_inference_options
 
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
@@ -154,6 +155,11 @@ def check_eval_config(
     whitening: int | None = None,
     align_uniform_split: str = "all",
     anisotropy: bool = True,
+    backend: str = "auto",
+    precision: str = "fp32",
+    cache: bool = True,
+    cache_dir: str | None = None,
+    cache_size_gb: float = 20.0,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -173,6 +179,11 @@ def check_eval_config(
         whitening: ``eval.whitening`` (None or the number of kept dimensions k >= 1).
         align_uniform_split: ``eval.align_uniform_split``.
         anisotropy: ``eval.anisotropy``.
+        backend: ``eval.backend`` (``auto`` | ``torch`` | ``onnx``).
+        precision: ``eval.precision`` (``fp32`` | ``bf16``; bf16 only on hardware with bf16 matrix units).
+        cache: ``eval.cache``.
+        cache_dir: ``eval.cache_dir`` (None: the default cache folder).
+        cache_size_gb: ``eval.cache_size_gb`` (> 0).
         **unknown: anything else is an error (a misspelled key).
 
     Returns:
@@ -182,7 +193,10 @@ def check_eval_config(
         EvalConfigError: one line naming the key (``eval.tasks: ...``) or the missing path.
     """
     if unknown:
-        valid = "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, align_uniform_split, anisotropy"
+        valid = (
+            "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, "
+            "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb"
+        )
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -207,6 +221,16 @@ def check_eval_config(
         raise EvalConfigError(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
         )
+    try:
+        check_inference_options(backend, precision)
+    except InferenceConfigError as err:
+        raise EvalConfigError(str(err)) from err
+    if not isinstance(cache, bool):
+        raise EvalConfigError(f"eval.cache: must be true or false, got {cache!r}")
+    if isinstance(cache_size_gb, bool) or not isinstance(cache_size_gb, int | float) or cache_size_gb <= 0:
+        raise EvalConfigError(f"eval.cache_size_gb: must be > 0, got {cache_size_gb!r}")
+    if cache_dir is not None and Path(cache_dir).expanduser().is_file():
+        raise EvalConfigError(f"eval.cache_dir: '{cache_dir}' is a file, not a folder")
     if select_metric is not None and select_metric not in SELECT_METRICS:
         raise EvalConfigError(
             f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"

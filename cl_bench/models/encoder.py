@@ -8,6 +8,7 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,6 +21,14 @@ import torch
 from torch import nn
 
 from cl_bench import interrupt
+from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
+from cl_bench.models.inference import (
+    EncodingSettings,
+    check_inference_options,
+    current_settings,
+    resolve_backend,
+)
+from cl_bench.models.onnx_backend import onnx_backbone
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 
 ENCODER_META_FILE = "cl_bench_encoder.json"
@@ -234,16 +243,58 @@ class SentenceEncoder(nn.Module):
         outputs = self.token_states(features, inputs_embeds)
         return self.pool_outputs(outputs, features["attention_mask"], apply_mlp)
 
+    def cache_identity(self, backend: str, precision: str) -> dict[str, Any]:
+        """Everything this encoder's embeddings depend on, for the embedding cache's key.
+
+        Every parameter and buffer (bit for bit, including the MLP head and any subclass module),
+        the class, the pooling options, the tokenizer, the length limit, the backend and the precision.
+        """
+        return {
+            "encoder_class": _class_path(type(self)),
+            "weights": state_digest(self),
+            "tokenizer": tokenizer_digest(self.tokenizer),
+            "pooler": self.pooler,
+            "first_layer": self.first_layer,
+            "mlp": self.mlp is not None and not self.mlp_only_train,
+            "max_length": self.model_max_length,
+            "backend": backend,
+            "precision": precision,
+        }
+
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 128) -> np.ndarray:
         """Embed sentences for evaluation (eval mode, no truncation below the model limit).
 
-        Each distinct sentence is encoded once, in length-sorted batches, under inference mode
-        (bf16 autocast on CUDA). Returns float32 (N, H) in the input order.
+        Each distinct sentence is encoded once, in length-sorted batches, under inference mode, with
+        the backend, precision and cache of the current :func:`cl_bench.models.inference.encoding`
+        context (outside one: torch, fp32, no cache). Returns float32 (N, H) in the input order.
         """
+        settings = current_settings()
+        device = self.device
+        backend = resolve_backend(settings.backend, settings.precision, device)
+        check_inference_options(backend, settings.precision, device)
+        settings.backends_used.add(backend)
+        unique = list(dict.fromkeys(sentences))
+        log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
+                 " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
+        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and unique else None
+        key = cache_key(self.cache_identity(backend, settings.precision), unique) if cache else ""
+        vectors = cache.load(key, len(unique)) if cache else None
+        if vectors is not None:
+            log.info("embedding cache hit: %d sentences (%s)", len(unique), key[:12])
+        else:
+            vectors = self._encode_distinct(unique, batch_size, backend, settings)
+            if cache:
+                cache.store(key, vectors)
+        position = {s: i for i, s in enumerate(unique)}
+        return vectors[[position[s] for s in sentences]]
+
+    def _encode_distinct(
+        self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings
+    ) -> np.ndarray:
+        """(len(unique), H) float32 embeddings of distinct sentences with ``backend``."""
         was_training = self.training
         self.eval()
-        unique = list(dict.fromkeys(sentences))
         # Tokenize once (the same truncation as tokenize(..., None)); each batch only pads stored ids:
         # tokenizing again per batch cost ~13% of the STS suite's CPU time with all-MiniLM-L6-v2.
         tokens = self.tokenizer(unique, truncation=True, max_length=self.model_max_length) if unique else {}
@@ -251,17 +302,28 @@ class SentenceEncoder(nn.Module):
         order = sorted(range(len(unique)), key=lambda i: len(tokens["input_ids"][i]))
         device = self.device
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
+        onnx = onnx_backbone(self.backbone, self.tokenizer, settings.folder()) if backend == "onnx" and unique else None
+        if settings.precision == "bf16":
+            autocast: Any = torch.autocast(device.type, dtype=torch.bfloat16)
+        else:
+            autocast = contextlib.nullcontext()
         for start in range(0, len(order), batch_size):
             interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             idx = order[start : start + batch_size]
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens}, return_tensors="pt")
+            features = {key: value.to(device) for key, value in batch.items()}
             with autocast:
-                vectors = self({key: value.to(device) for key, value in batch.items()})
+                if onnx is not None:
+                    outputs = onnx(batch, needs_hidden_states(self.pooler))
+                    outputs.last_hidden_state = outputs.last_hidden_state.to(device)
+                    if outputs.hidden_states is not None:
+                        outputs.hidden_states = tuple(h.to(device) for h in outputs.hidden_states)
+                    vectors = self.pool_outputs(outputs, features["attention_mask"])
+                else:
+                    vectors = self(features)
             out[idx] = vectors.float().cpu().numpy()
         self.train(was_training)
-        position = {s: i for i, s in enumerate(unique)}
-        return out[[position[s] for s in sentences]]
+        return out
 
     @classmethod
     def from_saved(cls, base: SentenceEncoder, model_dir: Path) -> SentenceEncoder:
@@ -296,14 +358,6 @@ def special_tokens_mask(tokenizer: Any, input_ids: torch.Tensor) -> torch.Tensor
     """(B, T) bool mask of special tokens ([CLS], [SEP], [PAD] …) in ``input_ids``."""
     rows = [tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True) for ids in input_ids.tolist()]
     return torch.tensor(rows, dtype=torch.bool, device=input_ids.device)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def build_encoder(

@@ -1,0 +1,163 @@
+"""How evaluation encodes: backend (torch | ONNX Runtime), precision (fp32 | bf16), embedding cache.
+
+The settings are a context (like ``torch.autocast``): :func:`encoding` sets them for every
+:meth:`cl_bench.models.encoder.SentenceEncoder.encode` call inside it, including the sub-encoders
+of wrappers such as QuickThoughts' concatenation. Outside any context, encoding is torch, fp32,
+uncached — what the dev evaluations during training use (their weights change at every step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import torch
+
+BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+#: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
+BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
+#: Environment variable naming the cache folder when ``eval.cache_dir`` is not set.
+CACHE_ENV = "CL_BENCH_CACHE"
+
+
+class InferenceConfigError(ValueError):
+    """An ``eval.backend``/``eval.precision`` value this machine cannot honour (one line, names the key)."""
+
+
+@dataclass(frozen=True)
+class EncodingSettings:
+    """Resolved encoding options.
+
+    Args:
+        backend: ``torch`` or ``onnx`` (``auto`` is resolved by :func:`resolve_backend` first).
+        precision: ``fp32`` or ``bf16``.
+        cache: reuse embeddings of identical (weights, pooler, length, precision, backend, sentences).
+        cache_dir: folder of the embedding cache and of the ONNX exports.
+        cache_size_gb: the cache folder is pruned to this size, least recently used first.
+        backends_used: filled by the encoders: the backends that actually ran (``auto`` resolved).
+    """
+
+    backend: str = "torch"
+    precision: str = "fp32"
+    cache: bool = False
+    cache_dir: Path | None = None
+    cache_size_gb: float = 20.0
+    backends_used: set[str] = field(default_factory=set, compare=False)
+
+    def folder(self) -> Path:
+        """The cache folder (``cache_dir``, else ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``)."""
+        return self.cache_dir if self.cache_dir is not None else default_cache_dir()
+
+
+_SETTINGS: contextvars.ContextVar[EncodingSettings | None] = contextvars.ContextVar("cl_bench_encoding", default=None)
+
+
+def default_cache_dir() -> Path:
+    """``$CL_BENCH_CACHE``, else ``$XDG_CACHE_HOME/cl-bench``, else ``~/.cache/cl-bench``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "cl-bench"
+
+
+def current_settings() -> EncodingSettings:
+    """The settings of the innermost :func:`encoding` context (torch, fp32, no cache outside any)."""
+    return _SETTINGS.get() or EncodingSettings()
+
+
+@contextlib.contextmanager
+def encoding(settings: EncodingSettings) -> Iterator[EncodingSettings]:
+    """Encode with ``settings`` inside the ``with`` block."""
+    token = _SETTINGS.set(settings)
+    try:
+        yield settings
+    finally:
+        _SETTINGS.reset(token)
+
+
+@cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as the kernel reports them (empty where ``/proc/cpuinfo`` is absent)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def onnxruntime_available() -> bool:
+    """Whether ONNX Runtime (and the ``onnx`` package the exporter writes with) can be imported."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def probable_eval_device() -> torch.device:
+    """The device a model is evaluated on with ``train.device=auto``: CUDA when present, else CPU."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def check_bf16(device: torch.device) -> None:
+    """Raise unless ``device`` has bf16 matrix units (CPU: avx512_bf16/amx_bf16; CUDA: compute >= 8.0)."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if major < 8:
+            raise InferenceConfigError(
+                f"eval.precision: bf16 needs CUDA compute capability >= 8.0; this GPU has {major}.{minor}; use fp32"
+            )
+        return
+    if device.type == "cpu":
+        if not cpu_flags() & set(BF16_CPU_FLAGS):
+            raise InferenceConfigError(
+                f"eval.precision: bf16 needs a CPU with {' or '.join(BF16_CPU_FLAGS)} (bf16 matrix units); "
+                "this CPU has neither; use fp32"
+            )
+        return
+    raise InferenceConfigError(f"eval.precision: bf16 is supported on CPU and CUDA, not on {device.type}")
+
+
+def check_inference_options(backend: str, precision: str, device: torch.device | None = None) -> None:
+    """Validate ``eval.backend``/``eval.precision`` for ``device`` (default: the probable eval device).
+
+    Raises:
+        InferenceConfigError: one line naming the key.
+    """
+    if backend not in BACKENDS:
+        raise InferenceConfigError(f"eval.backend: unknown '{backend}'; valid: {', '.join(BACKENDS)}")
+    if precision not in PRECISIONS:
+        raise InferenceConfigError(f"eval.precision: unknown '{precision}'; valid: {', '.join(PRECISIONS)}")
+    if backend == "onnx" and not onnxruntime_available():
+        raise InferenceConfigError("eval.backend: onnx needs the onnxruntime and onnx packages (pip install onnxruntime onnx)")
+    if backend == "onnx" and precision != "fp32":
+        raise InferenceConfigError(
+            "eval.backend: onnx runs fp32 only (ONNX Runtime's CPU provider has no bf16 matrix kernels on x86); "
+            "use eval.backend=torch or auto with eval.precision=bf16"
+        )
+    if precision == "bf16":
+        check_bf16(device if device is not None else probable_eval_device())
+
+
+def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
+    """``auto`` -> the fastest backend with fp32-identical scores here; explicit names pass through.
+
+    ``auto`` picks ONNX Runtime for fp32 on CPU when it is installed (measured faster than torch's
+    fp32 CPU path, embeddings equal to ~1e-7; ``benchmarks/bench_eval_sts.py``), and torch
+    otherwise (GPU, bf16, or no ONNX Runtime). It never picks bf16: precision is the user's choice.
+    """
+    if backend != "auto":
+        return backend
+    if precision == "fp32" and device.type == "cpu" and onnxruntime_available():
+        return "onnx"
+    return "torch"

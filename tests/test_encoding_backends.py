@@ -1,0 +1,185 @@
+"""Encoding backends, precision and the embedding cache (cl_bench/models/inference.py, onnx_backend.py,
+embedding_cache.py): ONNX Runtime equals torch for every pooler, the cache hits only on identical
+weights, bf16 is refused where the hardware lacks bf16 units, and the real MiniLM scores the same STS
+figures with both backends (slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import WORDS, minilm_path
+
+from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
+from cl_bench.eval.tasks import STS_TASKS, STSB_FILES, STSB_FOLDER
+from cl_bench.models import inference
+from cl_bench.models.encoder import SentenceEncoder, build_encoder
+from cl_bench.models.inference import EncodingSettings, InferenceConfigError, encoding
+from cl_bench.models.poolers import POOLERS
+
+SENTENCES = [
+    "the man plays the guitar",
+    "a dog",
+    "two children walking in the park with a red ball and a small blue bike",
+    "the man plays the guitar",  # a duplicate: encoded once, returned twice
+    *[" ".join(WORDS[i : i + 1 + i % 9]) for i in range(0, 60, 3)],
+]
+
+
+def _settings(tmp_path: Path, backend: str = "torch", precision: str = "fp32", cache: bool = False) -> EncodingSettings:
+    return EncodingSettings(backend, precision, cache, tmp_path / "cache")
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the pooler tests: the tiny BERT is exported once for all of them."""
+    return tmp_path_factory.mktemp("shared")
+
+
+@pytest.mark.parametrize("pooler", POOLERS)
+def test_onnx_runtime_embeddings_equal_torch_for_every_pooler(pooler: str, tiny_bert: Path, shared_cache: Path) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler=pooler, first_layer=0, fresh_mlp=False)
+    reference = encoder.encode(SENTENCES, batch_size=5)  # outside any context: torch, fp32
+    with encoding(_settings(shared_cache, "onnx")) as settings:
+        # batch size 1 (no padding), 5 (mixed lengths), all at once
+        for batch_size in (1, 5, len(SENTENCES)):
+            onnx = encoder.encode(SENTENCES, batch_size=batch_size)
+            assert onnx.shape == reference.shape and onnx.dtype == np.float32
+            np.testing.assert_allclose(onnx, reference, atol=2e-5, rtol=1e-4)
+    assert settings.backends_used == {"onnx"}
+    assert len(list((shared_cache / "cache" / "onnx").glob("*.onnx"))) == 1  # exported once, reused
+
+
+def test_onnx_export_follows_the_weights(tiny_bert: Path, tmp_path: Path) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    with encoding(_settings(tmp_path, "onnx")):
+        before = encoder.encode(SENTENCES[:3])
+        with torch.no_grad():
+            encoder.backbone.encoder.layer[0].output.dense.weight.mul_(1.5)
+        after = encoder.encode(SENTENCES[:3])
+    np.testing.assert_allclose(after, encoder.encode(SENTENCES[:3]), atol=2e-5, rtol=1e-4)
+    assert not np.allclose(before, after, atol=1e-3)
+    assert len(list((tmp_path / "cache" / "onnx").glob("*.onnx"))) == 2
+
+
+def test_cache_hits_on_the_same_weights_and_misses_after_one_weight_changes(
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    forward_passes = []
+    original = SentenceEncoder._encode_distinct
+
+    def counting(self: SentenceEncoder, *args: object, **kwargs: object) -> np.ndarray:
+        forward_passes.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "_encode_distinct", counting)
+    with encoding(_settings(tmp_path, cache=True)):
+        first = encoder.encode(SENTENCES)
+        again = encoder.encode(SENTENCES)
+        assert len(forward_passes) == 1  # served from the cache
+        np.testing.assert_array_equal(first, again)
+        with torch.no_grad():
+            encoder.backbone.embeddings.word_embeddings.weight[2, 3] += 1e-3  # one weight ([CLS]: in every input)
+        changed = encoder.encode(SENTENCES)
+        assert len(forward_passes) == 2  # a miss: never the stale vectors
+        assert not np.array_equal(changed, first)
+        encoder.pooler = "avg_top2"
+        encoder.encode(SENTENCES)
+        assert len(forward_passes) == 3  # another pooler, another entry
+    with encoding(_settings(tmp_path, cache=False)):
+        encoder.encode(SENTENCES)
+    assert len(forward_passes) == 4  # eval.cache=false always encodes
+    assert len(list((tmp_path / "cache" / "embeddings").glob("*.npy"))) == 3
+
+
+def test_no_cache_outside_an_evaluation(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # dev evaluations during training run outside any context: torch, fp32, nothing written
+    monkeypatch.setenv(inference.CACHE_ENV, str(tmp_path / "env_cache"))
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    encoder.encode(SENTENCES)
+    assert inference.current_settings() == EncodingSettings()
+    assert not (tmp_path / "env_cache").exists()
+
+
+def test_cache_folder_is_pruned_to_its_size_limit(tiny_bert: Path, tmp_path: Path) -> None:
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    entry_bytes = 128 + 8 * encoder.hidden_size * 4  # .npy header + 8 rows of float32
+    limit_gb = 2.5 * entry_bytes / 1024**3  # room for two entries
+    with encoding(EncodingSettings("torch", "fp32", True, tmp_path / "cache", limit_gb)):
+        for n in range(4):
+            encoder.encode([f"the dog {n} {i}" for i in range(8)])
+    entries = list((tmp_path / "cache" / "embeddings").glob("*.npy"))
+    assert len(entries) == 2 and {p.stat().st_size for p in entries} == {entry_bytes}
+
+
+def test_bf16_is_refused_without_bf16_units(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inference, "probable_eval_device", lambda: torch.device("cpu"))
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    with pytest.raises(EvalConfigError, match=r"^eval\.precision: bf16 needs a CPU with avx512_bf16 or amx_bf16"):
+        check_eval_config(data_dir, ["stsb"], precision="bf16")
+    check_eval_config(data_dir, ["stsb"], precision="fp32")
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
+    check_eval_config(data_dir, ["stsb"], precision="bf16", backend="torch")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    with pytest.raises(InferenceConfigError, match=r"^eval\.precision: bf16 needs CUDA compute capability >= 8\.0"):
+        inference.check_bf16(torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    inference.check_bf16(torch.device("cuda"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"backend": "tensorrt"}, r"^eval\.backend: unknown 'tensorrt'"),
+        ({"precision": "fp16"}, r"^eval\.precision: unknown 'fp16'"),
+        ({"backend": "onnx", "precision": "bf16"}, r"^eval\.backend: onnx runs fp32 only"),
+        ({"cache_size_gb": 0}, r"^eval\.cache_size_gb: must be > 0"),
+        ({"cache": "yes"}, r"^eval\.cache: must be true or false"),
+    ],
+)
+def test_bad_encoding_options_are_one_line_errors(options: dict, message: str, data_dir: Path) -> None:
+    with pytest.raises(EvalConfigError, match=message):
+        check_eval_config(data_dir, ["stsb"], **options)
+
+
+def test_auto_picks_onnx_for_fp32_on_cpu_and_torch_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert inference.resolve_backend("auto", "fp32", cpu) == "onnx"
+    assert inference.resolve_backend("auto", "bf16", cpu) == "torch"  # auto never changes numerics
+    assert inference.resolve_backend("auto", "fp32", cuda) == "torch"
+    assert inference.resolve_backend("torch", "fp32", cpu) == "torch"
+    monkeypatch.setattr(inference, "onnxruntime_available", lambda: False)
+    assert inference.resolve_backend("auto", "fp32", cpu) == "torch"
+
+
+def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    small = tmp_path / "data" / STSB_FOLDER  # the first 200 pairs of the real STS-B dev and test files
+    small.mkdir(parents=True)
+    for split in ("dev", "test"):
+        lines = (data_dir / STSB_FOLDER / STSB_FILES[split]).read_text(encoding="utf-8").splitlines(keepends=True)
+        (small / STSB_FILES[split]).write_text("".join(lines[:200]), encoding="utf-8")
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    options = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache_dir": str(tmp_path)}
+    torch_fp32 = evaluate(encoder, tmp_path / "data", backend="torch", **options)
+    onnx_fp32 = evaluate(encoder, tmp_path / "data", backend="auto", **options)
+    assert "eval_onnx" not in torch_fp32 and onnx_fp32["eval_onnx"] == 1.0
+    assert abs(onnx_fp32["stsb"] - torch_fp32["stsb"]) < 0.01
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))  # runs (slowly) anywhere
+    bf16 = evaluate(encoder, tmp_path / "data", backend="auto", precision="bf16", **options)
+    assert bf16["eval_bf16"] == 1.0 and "eval_onnx" not in bf16  # auto: bf16 runs on torch
+
+
+@pytest.mark.slow
+def test_minilm_onnx_sts_figures_equal_torch(data_dir: Path, tmp_path: Path) -> None:
+    encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
+    options = {"tasks": ["sts"], "align_uniform": False, "anisotropy": False, "cache": False,
+               "cache_dir": str(tmp_path)}
+    torch_fp32 = evaluate(encoder, data_dir, backend="torch", **options)
+    onnx_fp32 = evaluate(encoder, data_dir, backend="onnx", **options)
+    differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in STS_TASKS}
+    assert max(differences.values()) <= 0.01, differences
+    assert onnx_fp32["eval_onnx"] == 1.0
