@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# ONNX exports, embeddings, back-translations of a test session go to a fresh folder, not ~/.cache
+os.environ.setdefault("CL_BENCH_CACHE", tempfile.mkdtemp(prefix="cl_bench_cache_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MISSING_DATA = (

@@ -97,7 +97,7 @@ def test_cache_hits_on_the_same_weights_and_misses_after_one_weight_changes(
 
 def test_no_cache_outside_an_evaluation(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # dev evaluations during training run outside any context: torch, fp32, nothing written
-    monkeypatch.setenv(inference.CACHE_ENV, str(tmp_path / "env_cache"))
+    monkeypatch.setenv("CL_BENCH_CACHE", str(tmp_path / "env_cache"))
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     encoder.encode(SENTENCES)
     assert inference.current_settings() == EncodingSettings()

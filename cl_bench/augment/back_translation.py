@@ -32,6 +32,7 @@ from typing import Any, Literal
 import torch
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.cache_dirs import cache_root
 from cl_bench.data.text import DataFileError, iter_lines, read_sentences
 
 log = logging.getLogger(__name__)
@@ -244,8 +245,8 @@ def write_paraphrase_file(
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/cl_bench/back_translation`` (``~/.cache/...`` when the variable is unset)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cl_bench" / "back_translation"
+    """``back_translation/`` in cl-bench's cache folder (:func:`cl_bench.cache_dirs.cache_root`)."""
+    return cache_root() / "back_translation"
 
 
 def cache_key(sentences: Sequence[str], model_ids: Sequence[str], generation: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from cl_bench import __version__
+from cl_bench.cache_dirs import cache_root
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 #: Per-root record of checksums measured at download time (for files without a published one).
@@ -92,14 +93,13 @@ def load_manifest(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def default_data_dir() -> Path:
-    """The data root: ``$CL_BENCH_DATA`` if set, else ``cl-bench/data`` in the user's cache directory.
-
-    The cache directory is ``$XDG_CACHE_HOME``, else ``~/.cache`` (where transformers keeps its
-    models). ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``).
+    """The data root: ``$CL_BENCH_DATA`` if set, else ``data/`` in cl-bench's cache folder
+    (:func:`cl_bench.cache_dirs.cache_root`: ``~/.cache/cl-bench`` unless moved).
+    ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``).
     """
     if os.environ.get("CL_BENCH_DATA"):
         return Path(os.environ["CL_BENCH_DATA"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cl-bench" / "data"
+    return cache_root() / "data"
 
 
 def sha256_file(path: str | Path, decompress: bool = False) -> str:

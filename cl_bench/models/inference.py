@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,12 +17,14 @@ from pathlib import Path
 
 import torch
 
+from cl_bench.cache_dirs import cache_root
+
 BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
 #: Environment variable naming the cache folder when ``eval.cache_dir`` is not set.
-CACHE_ENV = "CL_BENCH_CACHE"
+
 
 
 class InferenceConfigError(ValueError):
@@ -59,11 +60,8 @@ _SETTINGS: contextvars.ContextVar[EncodingSettings | None] = contextvars.Context
 
 
 def default_cache_dir() -> Path:
-    """``$CL_BENCH_CACHE``, else ``$XDG_CACHE_HOME/cl-bench``, else ``~/.cache/cl-bench``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "cl-bench"
+    """cl-bench's cache folder (:func:`cl_bench.cache_dirs.cache_root`)."""
+    return cache_root()
 
 
 def current_settings() -> EncodingSettings:
