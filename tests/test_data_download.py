@@ -410,7 +410,7 @@ def _main_job(tiny_bert: Path, *overrides: str):
 @pytest.fixture()
 def first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A user with no data root yet and the network on: the default root under the cache directory."""
-    for var in ("CL_BENCH_DATA", "HF_HUB_OFFLINE", dl.DATA_OFFLINE_ENV):
+    for var in ("CL_BENCH_DATA", "CL_BENCH_CACHE", "HF_HUB_OFFLINE", dl.DATA_OFFLINE_ENV):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return tmp_path / "cache" / "cl-bench" / "data"
