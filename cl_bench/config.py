@@ -17,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from cl_bench.eval.flow import FlowOptions
 from cl_bench.models.poolers import POOLERS
 
 MODES = ("train", "eval")
@@ -85,7 +86,9 @@ class EvalConfig:
     anisotropy: bool = True  # singular-value spectrum + mean cosine of random pairs (+ anisotropy.png)
     transfer_config: str = "full"  # SentEval classifier config: full (10 folds) | fast (5 folds)
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
-    whitening: int | None = None  # BERT-whitening keeping k dimensions (null = raw embeddings)
+    whitening: int | None = None  # BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
+    postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
+    flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
 
 
 @dataclass

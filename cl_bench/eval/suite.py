@@ -18,22 +18,27 @@ Metric keys (results.json / MLflow):
   #128): ``align`` over pairs with gold score > 4, ``uniform`` over the distinct sentences;
   ``anisotropy_mean_cos``, ``anisotropy_sv_top1``, ``anisotropy_sv_top10``,
   ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
-* With ``whitening=k`` every figure is computed on whitened embeddings, the transform being
-  fitted per task on all of that task's sentences (for the geometry: all STS-B splits).
+* With ``postprocess=whitening`` (keeping ``whitening=k`` dimensions) or ``postprocess=flow``
+  (BERT-flow, options ``flow``) every figure is computed on transformed embeddings, the transform
+  being fitted per task on all of that task's sentences (for the geometry: all STS-B splits), or
+  once on ``flow.corpus`` when it names a file.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval.embed import EmbeddingTable, Encoder
-from cl_bench.eval.geometry import Whitening, alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.data.text import read_sentences
+from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.flow import FlowOptions
+from cl_bench.eval.postprocess import Transform, build_postprocess
 from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task
 from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
@@ -51,6 +56,8 @@ log = logging.getLogger(__name__)
 #: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
 POSITIVE_THRESHOLD = 4.0
 ANISOTROPY_PLOT = "anisotropy.png"
+#: ``eval.flow``'s defaults (never mutated)
+DEFAULT_FLOW = FlowOptions()
 #: Table columns: (header, metric key), SimCSE's order.
 STS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("STS12", "sts12"),
@@ -88,7 +95,7 @@ def geometry_metrics(
     embed: EmbeddingTable,
     align_uniform: bool = True,
     anisotropy: bool = True,
-    whitening: Whitening | None = None,
+    transform: Transform | None = None,
     out_dir: str | Path | None = None,
     suffix: str = "",
 ) -> dict[str, float]:
@@ -99,14 +106,14 @@ def geometry_metrics(
         embed: the embedding lookup.
         align_uniform: compute ``align`` and ``uniform``.
         anisotropy: compute the ``anisotropy_*`` metrics (and the plot when ``out_dir`` is given).
-        whitening: a fitted transform applied first (None: raw embeddings).
+        transform: a fitted post-processing applied first (None: raw embeddings).
         out_dir: where ``anisotropy.png`` goes (None: no plot).
         suffix: appended to every key (``"_dev"`` during training).
     """
 
     def vectors(texts: Sequence[str]) -> np.ndarray:
         x = embed(texts)
-        return whitening.transform(x) if whitening is not None else x
+        return transform(x) if transform is not None else x
 
     results: dict[str, float] = {}
     sentences = list(dict.fromkeys((*pairs.sent1, *pairs.sent2)))
@@ -149,6 +156,8 @@ def evaluate(
     whitening: int | None = None,
     align_uniform_split: str = "all",
     anisotropy: bool = True,
+    postprocess: str = "none",
+    flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -161,9 +170,11 @@ def evaluate(
         out_dir: folder for artifacts (the anisotropy plot); None writes nothing.
         transfer_config: ``full`` (10 folds) or ``fast`` (5 folds).
         seed: transfer fold-shuffling seed (SentEval: 1111).
-        whitening: BERT-whitening with this many kept dimensions (None: off).
+        whitening: BERT-whitening's kept dimensions k (``postprocess=whitening``; None: all).
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
         anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
+        postprocess: ``none`` | ``whitening`` | ``flow`` (:mod:`cl_bench.eval.postprocess`).
+        flow: BERT-flow's options (:class:`cl_bench.eval.flow.FlowOptions` fields).
 
     Returns:
         Flat ``{metric name: value}`` (see the module docstring for the names).
@@ -182,34 +193,39 @@ def evaluate(
         whitening=whitening,
         align_uniform_split=align_uniform_split,
         anisotropy=anisotropy,
+        postprocess=postprocess,
+        flow=flow,
     )
-    sts_splits = ("train", "dev", "test") if whitening else ("dev", "test")
+    post = build_postprocess(postprocess, whitening, flow)
+    per_task = post is not None and post.fits_per_task
+    sts_splits = ("train", "dev", "test") if per_task else ("dev", "test")
     sts_data = {task: load_sts_task(data_dir, task, sts_splits) for task in resolved if task in STS_TASKS}
     transfer_data = {task: load_transfer_task(data_dir, task) for task in resolved if task in TRANSFER_TASKS}
     geometry = align_uniform or anisotropy
     geometry_parts = load_sts_task(data_dir, "stsb", GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
-    whitening_fit_parts = (
-        load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and whitening else {}
-    )
+    fit_parts = load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and per_task else {}
+    corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
 
     sentences: list[str] = []
     for parts in sts_data.values():
         sentences += pair_sentences(parts)
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
-    sentences += pair_sentences(geometry_parts) + pair_sentences(whitening_fit_parts)
+    sentences += pair_sentences(geometry_parts) + pair_sentences(fit_parts) + list(corpus)
     table = EmbeddingTable(encoder, sentences, batch_size)
+    if post is not None:
+        post.prepare(table, corpus)
 
     results: dict[str, float] = {}
     for task, parts in sts_data.items():
-        results.update(score_sts_task(task, parts, table, whitening))
+        results.update(score_sts_task(task, parts, table, post))
     sts_avg = _mean_if_complete(results, STS_TASKS)
     if sts_avg is not None:
         results["sts_avg"] = sts_avg
     kfold = TRANSFER_CONFIGS[transfer_config]
     for task, parts in transfer_data.items():
         task_start = time.perf_counter()
-        results.update(run_transfer_task(task, parts, table, kfold, seed, whitening))
+        results.update(run_transfer_task(task, parts, table, kfold, seed, post))
         log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
     for key, names in (
         ("transfer_avg", TRANSFER_TASKS),
@@ -219,9 +235,7 @@ def evaluate(
         if average is not None:
             results[key] = average
     if geometry:
-        transform = (
-            Whitening.fit(table(pair_sentences(whitening_fit_parts)), whitening) if whitening else None
-        )
+        transform = post.transform_for(table, pair_sentences(fit_parts)) if post is not None else None
         results.update(
             geometry_metrics(
                 _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir

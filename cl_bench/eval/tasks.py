@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.data.senteval import STS_SUBSETS
+from cl_bench.eval.postprocess import build_postprocess
 
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
@@ -111,21 +112,25 @@ def required_files(
     align_uniform: bool = False,
     anisotropy: bool = False,
     align_uniform_split: str = "all",
-    whitening: int | None = None,
+    fit_per_task: bool = False,
 ) -> list[str]:
-    """Every data file (relative to the data root) an evaluation with these options reads."""
+    """Every data file (relative to the data root) an evaluation with these options reads.
+
+    ``fit_per_task``: a post-processing (whitening, flow) is fitted on each task's sentences, which
+    then needs every split of STS-B and SICK-R (and of STS-B for the geometry).
+    """
     files: list[str] = []
     for task in tasks:
         if task in STS_YEAR_FOLDERS:
             files += sts_year_files(task)
         elif task in ("stsb", "sickr"):
-            # whitening is fitted on all of a task's sentences, train split included (BERT-whitening)
-            splits = ("train", "dev", "test") if whitening else ("dev", "test")
+            # whitening/flow are fitted on all of a task's sentences, train split included
+            splits = ("train", "dev", "test") if fit_per_task else ("dev", "test")
             files += sts_split_files(task, splits)
         else:
             files += TRANSFER_FILES[task]
     if align_uniform or anisotropy:
-        splits = ("train", "dev", "test") if whitening else GEOMETRY_SPLITS[align_uniform_split]
+        splits = ("train", "dev", "test") if fit_per_task else GEOMETRY_SPLITS[align_uniform_split]
         files += sts_split_files("stsb", splits)
     return list(dict.fromkeys(files))
 
@@ -149,6 +154,8 @@ def check_eval_config(
     whitening: int | None = None,
     align_uniform_split: str = "all",
     anisotropy: bool = True,
+    postprocess: str = "none",
+    flow: Any = None,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -165,6 +172,8 @@ def check_eval_config(
         transfer_config: ``eval.transfer_config`` (``full`` | ``fast``).
         seed: ``eval.seed``.
         whitening: ``eval.whitening`` (None or the number of kept dimensions k >= 1).
+        postprocess: ``eval.postprocess`` (``none`` | ``whitening`` | ``flow``).
+        flow: ``eval.flow`` (BERT-flow's options).
         align_uniform_split: ``eval.align_uniform_split``.
         anisotropy: ``eval.anisotropy``.
         **unknown: anything else is an error (a misspelled key).
@@ -176,7 +185,10 @@ def check_eval_config(
         EvalConfigError: one line naming the key (``eval.tasks: ...``) or the missing path.
     """
     if unknown:
-        valid = "tasks, batch_size, align_uniform, transfer_config, seed, whitening, align_uniform_split, anisotropy"
+        valid = (
+            "tasks, batch_size, align_uniform, transfer_config, seed, whitening, align_uniform_split, anisotropy, "
+            "postprocess, flow"
+        )
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -193,6 +205,10 @@ def check_eval_config(
         raise EvalConfigError(
             f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}"
         )
+    try:
+        post = build_postprocess(postprocess, whitening, flow)
+    except ValueError as err:
+        raise EvalConfigError(str(err)) from err
     if align_uniform_split not in GEOMETRY_SPLITS:
         raise EvalConfigError(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
@@ -204,7 +220,8 @@ def check_eval_config(
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")
-    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, whitening)
+    fit_per_task = post is not None and post.fits_per_task
+    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, fit_per_task)
     if select_metric is not None:
         files += dev_required_files(select_metric)
     for relative in dict.fromkeys(files):

@@ -53,7 +53,7 @@ from cl_bench.data.senteval import (
     read_sst_split,
     read_trec_file,
 )
-from cl_bench.eval.geometry import Whitening
+from cl_bench.eval.postprocess import PostProcess
 from cl_bench.eval.tasks import TRANSFER_FILES
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -306,7 +306,7 @@ def run_transfer_task(
     embed: Embed,
     kfold: int = 10,
     seed: int = SENTEVAL_SEED,
-    whitening: int | None = None,
+    postprocess: PostProcess | None = None,
 ) -> dict[str, float]:
     """Run one transfer task's protocol on embeddings from ``embed``.
 
@@ -316,14 +316,14 @@ def run_transfer_task(
         embed: maps sentences to (N, H) embeddings.
         kfold: 10 (full config) or 5 (fast config); SST-2 uses its dev split instead.
         seed: fold shuffling seed (SentEval: 1111).
-        whitening: keep this many whitened dimensions, fitted on all the task's sentences (None: off).
+        postprocess: whitening or flow, fitted on all the task's sentences (None: off).
 
     Returns:
         ``{task: test accuracy, f"{task}_dev": SentEval devacc}`` plus ``mrpc_f1`` for MRPC.
     """
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
-    if whitening is not None:
-        transform = Whitening.fit(embed(task_sentences(parts)), whitening).transform
+    if postprocess is not None:
+        transform = postprocess.transform_for(embed, task_sentences(parts))
 
     def features(part: LabeledTexts) -> np.ndarray:
         return transform(embed(part.texts))
