@@ -20,6 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from cl_bench.config import ConfigError, register_schemas, validate
+from cl_bench.rundir import RunDir
 
 log = logging.getLogger("cl_bench")
 
@@ -98,11 +99,11 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
 
 
 def _parent_run_id(hydra_cfg: Any) -> str | None:
-    from cl_bench.tracking.mlflow_logger import PARENT_RUN_FILE
+    from cl_bench.rundir import SweepDir
 
     if hydra_cfg.mode != RunMode.MULTIRUN:
         return None
-    path = Path(hydra_cfg.sweep.dir) / PARENT_RUN_FILE
+    path = SweepDir(hydra_cfg.sweep.dir).parent_run_id
     return path.read_text().strip() if path.is_file() else None
 
 
@@ -229,7 +230,7 @@ def run(cfg: DictConfig) -> float | None:
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
     tracker.start(OmegaConf.to_container(cfg, resolve=True), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
-    tracker.log_artifact(Path(hydra_cfg.runtime.output_dir) / ".hydra" / "config.yaml")
+    tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 
     with StopSignal() as stop:
@@ -292,7 +293,7 @@ def _train_and_evaluate(
     cfg: DictConfig, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
 ) -> dict[str, float]:
     from cl_bench.eval import evaluate_dev
-    from cl_bench.train.loop import BEST_MODEL_DIR, train
+    from cl_bench.train.loop import train
 
     data_dir = cfg.paths.data_dir
 
@@ -309,8 +310,8 @@ def _train_and_evaluate(
     })
     tracker.log_results(results, state.step)
     _log_plots(tracker, run_dir)
-    if (run_dir / BEST_MODEL_DIR).is_dir():
-        tracker.set_tags({"best_model": str(run_dir / BEST_MODEL_DIR)})
+    if RunDir(run_dir).best_model.is_dir():
+        tracker.set_tags({"best_model": str(RunDir(run_dir).best_model)})
     return results
 
 

@@ -33,10 +33,8 @@ import numpy as np
 from cl_bench import __version__
 from cl_bench.models.encoder import ENCODER_META_FILE
 from cl_bench.models.poolers import POOLERS
+from cl_bench.rundir import RunDir
 
-BEST_MODEL_DIR = "best_model"  # what cl_bench.train.loop writes in a run directory
-RESULTS_FILE = "results.json"
-HYDRA_CONFIG = Path(".hydra") / "config.yaml"
 #: Sentences the export check encodes with both cl-bench and sentence-transformers.
 CHECK_SENTENCES = (
     "A man is playing a guitar.",
@@ -98,27 +96,27 @@ def locate_run(path: str | Path) -> RunInfo:
         ExportError: neither kind of directory.
     """
     path = Path(path)
-    if (path / BEST_MODEL_DIR / "config.json").is_file():
-        model_dir, run_dir = path / BEST_MODEL_DIR, path
+    run: RunDir | None = RunDir(path)
+    if (run.best_model / "config.json").is_file():
+        model_dir = run.best_model
     elif (path / "config.json").is_file():
-        model_dir = path
-        parent = path.parent
-        run_dir = parent if (parent / RESULTS_FILE).is_file() or (parent / HYDRA_CONFIG).is_file() else None
-    elif (path / RESULTS_FILE).is_file() or (path / HYDRA_CONFIG).is_file():
+        model_dir, run = path, RunDir(path.parent)
+        run = run if run.is_run() else None
+    elif run.is_run():
         raise ExportError(
-            f"{path}: run directory without {BEST_MODEL_DIR}/ (mode=eval runs and train.save_best=false "
+            f"{path}: run directory without {RunDir.BEST_MODEL}/ (mode=eval runs and train.save_best=false "
             "save no checkpoint); export the evaluated model directory instead"
         )
     else:
-        raise ExportError(f"{path}: neither a run directory with {BEST_MODEL_DIR}/ nor a model directory with config.json")
-    info = RunInfo(model_dir, run_dir)
+        raise ExportError(f"{path}: neither a run directory with {RunDir.BEST_MODEL}/ nor a model directory with config.json")
+    info = RunInfo(model_dir, run.path if run else None)
     if (model_dir / ENCODER_META_FILE).is_file():
         info.meta = json.loads((model_dir / ENCODER_META_FILE).read_text())
-    if run_dir is not None:
-        if (run_dir / HYDRA_CONFIG).is_file():
-            info.config = _load_config(run_dir / HYDRA_CONFIG)
-        if (run_dir / RESULTS_FILE).is_file():
-            info.results = json.loads((run_dir / RESULTS_FILE).read_text())
+    if run is not None:
+        if run.config.is_file():
+            info.config = _load_config(run.config)
+        if run.results.is_file():
+            info.results = json.loads(run.results.read_text())
     return info
 
 

@@ -50,12 +50,12 @@ from cl_bench.eval.tasks import (
     check_eval_config,
 )
 from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
+from cl_bench.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
 #: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
 POSITIVE_THRESHOLD = 4.0
-ANISOTROPY_PLOT = "anisotropy.png"
 #: ``eval.flow``'s defaults (never mutated)
 DEFAULT_FLOW = FlowOptions()
 #: Table columns: (header, metric key), SimCSE's order.
@@ -132,7 +132,7 @@ def geometry_metrics(
         results.update({f"{key}{suffix}": value for key, value in metrics.items()})
         if out_dir is not None:
             path = plot_spectrum(
-                spectrum, metrics, Path(out_dir) / ANISOTROPY_PLOT, f"STS-B ({len(sentences)} sentences)"
+                spectrum, metrics, RunDir(out_dir).anisotropy_plot, f"STS-B ({len(sentences)} sentences)"
             )
             log.info("anisotropy plot written to %s", path)
     return results

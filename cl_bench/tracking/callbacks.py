@@ -17,7 +17,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from cl_bench.tracking.mlflow_logger import PARENT_RUN_FILE, default_tracking_uri, ensure_experiment
+from cl_bench.rundir import SweepDir
+from cl_bench.tracking.mlflow_logger import default_tracking_uri, ensure_experiment
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class MLflowSweepCallback(Callback):
             log.warning("MLflow unavailable at %s (%s): sweep jobs will log locally only", uri, err)
             return
         self.parent_run_id, self.tracking_uri = run.info.run_id, uri
-        (sweep_dir / PARENT_RUN_FILE).write_text(self.parent_run_id)
+        SweepDir(sweep_dir).parent_run_id.write_text(self.parent_run_id)
         atexit.register(self._close)  # Hydra exits early when a job failed: still close the parent
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -17,16 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from cl_bench.rundir import RunDir
+
 log = logging.getLogger(__name__)
 
-RESULTS_FILE = "results.json"
-METRICS_FILE = "metrics.jsonl"
-RUN_ID_FILE = "mlflow_run_id.txt"
-PARENT_RUN_FILE = "mlflow_parent_run_id.txt"
-PARAMS_FILE = "params.json"
-TAGS_FILE = "tags.json"
-STATUS_FILE = "status.json"
-SENT_LINES_FILE = "mlflow_sent_lines.txt"  # how many metrics.jsonl lines reached MLflow
 
 
 def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
@@ -90,6 +84,7 @@ class RunTracker:
         system_metrics: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
+        self.files = RunDir(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.enabled = enabled
         self.tracking_uri = tracking_uri or default_tracking_uri()
@@ -100,9 +95,9 @@ class RunTracker:
         self.run_id: str | None = None
         self._client: Any = None
         self._mlflow_ok = enabled
-        self._metrics_path = self.run_dir / METRICS_FILE
+        self._metrics_path = self.files.metrics
         self._lines_written = _count_lines(self._metrics_path)
-        sent_file = self.run_dir / SENT_LINES_FILE
+        sent_file = self.files.sent_lines
         self._lines_sent = int(sent_file.read_text()) if sent_file.is_file() else 0
 
     # ----- MLflow guard -----------------------------------------------------------------------
@@ -128,14 +123,14 @@ class RunTracker:
 
         Params and tags are also written to the run directory, for ``cl-bench-sync``.
         """
-        if not resume or not (self.run_dir / PARAMS_FILE).is_file():
-            _write_json(self.run_dir / PARAMS_FILE, flatten(params))
-            _write_json(self.run_dir / TAGS_FILE, {**tags, **({"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {})})
+        if not resume or not self.files.params.is_file():
+            _write_json(self.files.params, flatten(params))
+            _write_json(self.files.tags, {**tags, **({"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {})})
         if not self.enabled:
             return
         import mlflow
 
-        previous = self.run_dir / RUN_ID_FILE
+        previous = self.files.run_id
         if resume and previous.is_file():
             try:
                 self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
@@ -161,7 +156,7 @@ class RunTracker:
             self._mlflow_ok = False
             log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
             return
-        (self.run_dir / RUN_ID_FILE).write_text(self.run_id)
+        self.files.run_id.write_text(self.run_id)
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
@@ -180,11 +175,11 @@ class RunTracker:
         del sent  # log_batch returns None; failure shows in self._mlflow_ok
         if self._mlflow_ok:
             self._lines_sent = self._lines_written
-            (self.run_dir / SENT_LINES_FILE).write_text(str(self._lines_sent))
+            self.files.sent_lines.write_text(str(self._lines_sent))
 
     def log_results(self, results: dict[str, float], step: int | None = None) -> Path:
         """Write results.json (always, first), then log the figures as MLflow metrics and artifact."""
-        path = self.run_dir / RESULTS_FILE
+        path = self.files.results
         _write_json(path, results)
         self.log_metrics(results, step)
         self.log_artifact(path)
@@ -212,7 +207,7 @@ class RunTracker:
         When MLflow failed during the run, a warning names the ``cl-bench-sync`` command that uploads
         the local record (and ends the MLflow run, so it is not left RUNNING).
         """
-        _write_json(self.run_dir / STATUS_FILE, {"status": status, "error": error, "time": time.time()})
+        _write_json(self.files.status, {"status": status, "error": error, "time": time.time()})
         if self.enabled and not self.mlflow_ok:
             log.warning("MLflow did not receive everything; upload later with: cl-bench-sync %s", self.run_dir)
         if self.run_id is None:

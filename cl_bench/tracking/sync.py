@@ -12,14 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from cl_bench.rundir import RunDir
 from cl_bench.tracking.mlflow_logger import (
-    METRICS_FILE,
-    PARAMS_FILE,
-    RESULTS_FILE,
-    RUN_ID_FILE,
-    SENT_LINES_FILE,
-    STATUS_FILE,
-    TAGS_FILE,
     default_tracking_uri,
     ensure_experiment,
     metric_batch,
@@ -32,13 +26,14 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
     from mlflow.entities import Param
 
     run_dir = Path(run_dir)
-    if not (run_dir / METRICS_FILE).is_file() and not (run_dir / RESULTS_FILE).is_file():
+    files = RunDir(run_dir)
+    if not files.metrics.is_file() and not files.results.is_file():
         raise FileNotFoundError(f"{run_dir}: no metrics.jsonl or results.json: not a cl-bench run directory")
     uri = tracking_uri or default_tracking_uri()
     client = mlflow.MlflowClient(tracking_uri=uri)
-    tags = json.loads((run_dir / TAGS_FILE).read_text()) if (run_dir / TAGS_FILE).is_file() else {}
-    run_id = (run_dir / RUN_ID_FILE).read_text().strip() if (run_dir / RUN_ID_FILE).is_file() else None
-    sent = int((run_dir / SENT_LINES_FILE).read_text()) if (run_dir / SENT_LINES_FILE).is_file() else 0
+    tags = json.loads(files.tags.read_text()) if files.tags.is_file() else {}
+    run_id = files.run_id.read_text().strip() if files.run_id.is_file() else None
+    sent = int(files.sent_lines.read_text()) if files.sent_lines.is_file() else 0
     if run_id is not None:
         try:
             client.get_run(run_id)
@@ -47,21 +42,21 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
     if run_id is None:
         experiment_id = ensure_experiment(uri, experiment_name)
         run_id = client.create_run(experiment_id, tags=tags, run_name=tags.get("mlflow.runName")).info.run_id
-        (run_dir / RUN_ID_FILE).write_text(run_id)
-        params = json.loads((run_dir / PARAMS_FILE).read_text()) if (run_dir / PARAMS_FILE).is_file() else {}
+        files.run_id.write_text(run_id)
+        params = json.loads(files.params.read_text()) if files.params.is_file() else {}
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), 100):
             client.log_batch(run_id, params=items[start : start + 100])
-    lines = (run_dir / METRICS_FILE).read_text().splitlines() if (run_dir / METRICS_FILE).is_file() else []
+    lines = files.metrics.read_text().splitlines() if files.metrics.is_file() else []
     for index in range(sent, len(lines)):
         client.log_batch(run_id, metrics=metric_batch(json.loads(lines[index])))
-        (run_dir / SENT_LINES_FILE).write_text(str(index + 1))
-    for name in (RESULTS_FILE, ".hydra/config.yaml"):
-        if (run_dir / name).is_file():
-            client.log_artifact(run_id, str(run_dir / name))
+        files.sent_lines.write_text(str(index + 1))
+    for path in (files.results, files.config):
+        if path.is_file():
+            client.log_artifact(run_id, str(path))
     for png in sorted(run_dir.glob("*.png")):
         client.log_artifact(run_id, str(png), "plots")
-    status = json.loads((run_dir / STATUS_FILE).read_text()) if (run_dir / STATUS_FILE).is_file() else None
+    status = json.loads(files.status.read_text()) if files.status.is_file() else None
     if status is None:
         status = {"status": "KILLED", "error": "no final status recorded (process died)"}
     if status.get("error"):

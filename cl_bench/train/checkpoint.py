@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINT_FILE = "checkpoint.pt"
-BEST_STATE_FILE = "best_state.pt"
+from cl_bench.rundir import RunDir
 
 
 def atomic_save(obj: Any, path: Path) -> None:
@@ -44,7 +43,7 @@ def restore_rng_states(states: dict[str, Any], method_rng: random.Random) -> Non
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     """The run directory's checkpoint, or None when there is none."""
-    path = run_dir / CHECKPOINT_FILE
+    path = RunDir(run_dir).checkpoint
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=False)

@@ -26,9 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 from cl_bench import distributed  # torchrun (no-ops in one process)
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import build_encoder
+from cl_bench.rundir import RunDir
 from cl_bench.train.checkpoint import (
-    BEST_STATE_FILE,
-    CHECKPOINT_FILE,
     atomic_save,
     load_checkpoint,
     restore_rng_states,
@@ -36,7 +35,6 @@ from cl_bench.train.checkpoint import (
 )
 
 log = logging.getLogger(__name__)
-BEST_MODEL_DIR = "best_model"
 
 
 def seed_everything(seed: int) -> None:
@@ -198,7 +196,7 @@ def train(
         if scaler is not None and checkpoint.get("scaler"):
             scaler.load_state_dict(checkpoint["scaler"])
         state = TrainState(**checkpoint["state"])
-        log.info("resuming from %s at step %d (epoch %d)", run_dir / CHECKPOINT_FILE, state.step, state.epoch)
+        log.info("resuming from %s at step %d (epoch %d)", RunDir(run_dir).checkpoint, state.step, state.epoch)
     log.info(
         "training %s on %s: %d items, %d steps (%d/epoch), batch %d, device %s",
         cfg.method.get("name", type(method).__name__), cfg.data.train_file, len(items), total_steps,
@@ -220,7 +218,7 @@ def train(
                 "state": asdict(state),
                 "rng": rng_states(method.rng),
             },
-            run_dir / CHECKPOINT_FILE,
+            RunDir(run_dir).checkpoint,
         )
 
     def evaluate_and_keep_best() -> None:
@@ -232,9 +230,9 @@ def train(
         log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
         if score > state.best_score:
             state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
-            atomic_save(method.state_dict(), run_dir / BEST_STATE_FILE)
+            atomic_save(method.state_dict(), RunDir(run_dir).best_state)
             if tcfg.save_best:
-                method.eval_encoder().save(run_dir / BEST_MODEL_DIR, {"step": state.step, tcfg.select_metric: score})
+                method.eval_encoder().save(RunDir(run_dir).best_model, {"step": state.step, tcfg.select_metric: score})
         else:
             state.evals_since_best += 1
 
@@ -315,8 +313,8 @@ def train(
     progress.close()
     log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
              tcfg.select_metric, state.best_score, state.best_step)
-    if is_main and (run_dir / BEST_STATE_FILE).is_file():  # only rank 0 evaluates after training
-        method.load_state_dict(torch.load(run_dir / BEST_STATE_FILE, map_location="cpu", weights_only=True))
+    if is_main and RunDir(run_dir).best_state.is_file():  # only rank 0 evaluates after training
+        method.load_state_dict(torch.load(RunDir(run_dir).best_state, map_location="cpu", weights_only=True))
     return method, state
 
 
@@ -326,7 +324,7 @@ def _handle_nonfinite(policy: str, state: TrainState, terms: dict[str, torch.Ten
     if policy == "skip":
         log.warning("step %d: non-finite loss or gradient (%s): step skipped", state.step + 1, values)
         return
-    kept = run_dir / CHECKPOINT_FILE
+    kept = RunDir(run_dir).checkpoint
     raise NonFiniteLossError(
         f"step {state.step + 1}: non-finite loss or gradient ({values}); "
         f"last good checkpoint: {kept if kept.is_file() else 'none yet'} "

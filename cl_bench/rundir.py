@@ -1,0 +1,105 @@
+"""The run directory: the one place that names the files a run writes.
+
+Training, evaluation, tracking, ``cl-bench-sync``, ``cl-bench-export`` and ``cl-bench-report`` all
+reach a run's files through :class:`RunDir` (and a sweep's through :class:`SweepDir`), so a file
+name is written once, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A Hydra job's output directory and the files cl-bench keeps in it."""
+
+    path: Path
+
+    RESULTS = "results.json"  # final figures, written before MLflow sees them
+    METRICS = "metrics.jsonl"  # every logged metric, one JSON record per line
+    PARAMS = "params.json"  # the flattened params sent to MLflow
+    TAGS = "tags.json"  # the tags sent to MLflow
+    STATUS = "status.json"  # FINISHED / FAILED / KILLED and the error
+    RUN_ID = "mlflow_run_id.txt"  # the MLflow run this directory belongs to
+    SENT_LINES = "mlflow_sent_lines.txt"  # how many metrics.jsonl lines reached MLflow
+    CONFIG = ".hydra/config.yaml"  # Hydra's resolved job config
+    CHECKPOINT = "checkpoint.pt"  # resume state (model, optimizer, scheduler, RNGs, data position)
+    BEST_MODEL = "best_model"  # the best weights, Hugging Face format
+    BEST_STATE = "best_state.pt"  # the best method state (all modules), for the final evaluation
+    ANISOTROPY_PLOT = "anisotropy.png"
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def results(self) -> Path:
+        return self.path / self.RESULTS
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def params(self) -> Path:
+        return self.path / self.PARAMS
+
+    @property
+    def tags(self) -> Path:
+        return self.path / self.TAGS
+
+    @property
+    def status(self) -> Path:
+        return self.path / self.STATUS
+
+    @property
+    def run_id(self) -> Path:
+        return self.path / self.RUN_ID
+
+    @property
+    def sent_lines(self) -> Path:
+        return self.path / self.SENT_LINES
+
+    @property
+    def config(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / self.CHECKPOINT
+
+    @property
+    def best_model(self) -> Path:
+        return self.path / self.BEST_MODEL
+
+    @property
+    def best_state(self) -> Path:
+        return self.path / self.BEST_STATE
+
+    @property
+    def anisotropy_plot(self) -> Path:
+        return self.path / self.ANISOTROPY_PLOT
+
+    def is_run(self) -> bool:
+        """True when the folder holds a cl-bench run (its results or its Hydra config)."""
+        return self.results.is_file() or self.config.is_file()
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """A Hydra multirun's sweep directory (the jobs are its numbered subfolders)."""
+
+    path: Path
+
+    PARENT_RUN_ID = "mlflow_parent_run_id.txt"  # the sweep's MLflow parent run
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def parent_run_id(self) -> Path:
+        return self.path / self.PARENT_RUN_ID
