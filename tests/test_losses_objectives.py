@@ -352,3 +352,22 @@ def test_sbert_edge_cases() -> None:
     assert sbert_regression(a, a, torch.ones(2, dtype=torch.float64)).item() == pytest.approx(0.0)
     with pytest.raises(ValueError, match="loss.margin"):
         sbert_triplet(a, a, a, margin=0)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_queue_info_nce_with_mochi_negatives_matches_naive(n: int) -> None:
+    from cl_bench.losses.moco import queue_info_nce
+
+    q, k = randn(n, DIM, seed=n), randn(n, DIM, seed=200 + n).detach()
+    queue = randn(6, DIM, seed=300).detach()
+    mixed = mix_hard_negatives(q, queue, num_hardest=3, num_synthetic=2, num_query_mixed=2,
+                               generator=torch.Generator().manual_seed(1))
+    tau = 0.07
+    total = torch.zeros((), dtype=torch.float64)
+    for i in range(n):
+        scores = [cos(q[i], k[i]) / tau] + [cos(q[i], queue[j]) / tau for j in range(6)]
+        scores += [cos(q[i], mixed[i, s]) / tau for s in range(4)]
+        total = total - (scores[0] - torch.log(sum(torch.exp(s) for s in scores)))
+    assert_same(queue_info_nce(q, k, queue, tau=tau, extra_negatives=mixed), total / n, [q])
+    # the mixed negatives are harder than the queue on average: the loss grows with them
+    assert queue_info_nce(q, k, queue, tau=tau, extra_negatives=mixed) > queue_info_nce(q, k, queue, tau=tau)

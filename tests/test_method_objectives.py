@@ -146,6 +146,19 @@ def test_sbert_rejects_a_loss_it_cannot_call(tiny_bert: Path, data_dir: Path) ->
         build(tiny_bert, data_dir, ["method=sbert", "loss=infonce", "data=snli_labeled"])
 
 
+def test_cert_with_mochi_mixes_hard_negatives(tiny_bert: Path, data_dir: Path) -> None:
+    method, _ = build(tiny_bert, data_dir, [
+        "method=cert", "loss.tau=0.07", "augmentation=dropout", "method.queue_size=8", "method.projection_dim=8",
+        "method.mochi_hardest=4", "method.mochi_synthetic=3", "method.mochi_query_mixed=2",
+    ])
+    assert (method.mochi, method.mochi_hardest) == (True, 4)
+    step(method, SENTENCES)
+    with pytest.raises(Exception, match="method.mochi_hardest: acts only"):
+        build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.mochi_hardest=4"])
+    with pytest.raises(Exception, match="method.mochi_hardest: must be between 1 and method.queue_size"):
+        build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.queue_size=8", "method.mochi_synthetic=2"])
+
+
 # ----- real short runs from all-MiniLM-L6-v2 -----------------------------------------------------
 SHORT = ["pooler=avg", "train.batch_size=16", "train.max_steps=8", "train.eval_steps=4", "train.log_steps=1",
          "eval.align_uniform=false", "eval.anisotropy=false"]

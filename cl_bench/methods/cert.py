@@ -10,6 +10,11 @@ keys are enqueued only after the loss was computed (they are never their own neg
 Both encoders end in MoCo-v2's projection head (``mlp``: Linear(H,H)–ReLU–Linear(H,dim); else
 Linear(H,dim)), used in training only: the evaluated and saved encoder is the query encoder.
 The temperature is ``loss.tau`` (CERT: 0.07; see ``experiment=cert_bert``).
+
+MoCHi (Kalantidis et al., NeurIPS 2020) is an option: with ``mochi_synthetic`` (s) and/or
+``mochi_query_mixed`` (s′) above 0, each query also gets s negatives mixed from pairs of its
+``mochi_hardest`` (N) hardest queued keys and s′ mixed from itself and one of them
+(:func:`cl_bench.losses.mochi.mix_hard_negatives`).
 """
 
 from __future__ import annotations
@@ -22,9 +27,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
+from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_info_nce, queue_logits
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import SentenceEncoder
+
+
+#: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
+MOCHI_HARDEST = 1024
 
 
 def loss_temperature(loss_fn: Any, method: str) -> float:
@@ -61,6 +71,9 @@ class CERT(Method):
         projection_dim: output width of the projection head (CERT/MoCo: 128).
         mlp: MoCo-v2 MLP head (True, CERT) or a single linear layer (MoCo v1).
         augment_query: also augment the query sentence (MoCo augments both views; CERT only the key).
+        mochi_hardest: MoCHi's N, the hardest queued keys that are mixed (None: the paper's 1024).
+        mochi_synthetic: MoCHi's s, negatives mixed from two hard keys (0 with s′ = 0: MoCHi off).
+        mochi_query_mixed: MoCHi's s′, negatives mixed from the query and one hard key.
     """
 
     name = "cert"
@@ -73,6 +86,9 @@ class CERT(Method):
         projection_dim: int = 128,
         mlp: bool = True,
         augment_query: bool = False,
+        mochi_hardest: int | None = None,
+        mochi_synthetic: int = 0,
+        mochi_query_mixed: int = 0,
     ) -> None:
         super().__init__(context)
         if queue_size < 1:
@@ -81,6 +97,15 @@ class CERT(Method):
             raise ValueError(f"method.momentum: must be in [0, 1], got {momentum}")
         if projection_dim < 1:
             raise ValueError(f"method.projection_dim: must be >= 1, got {projection_dim}")
+        if mochi_synthetic < 0 or mochi_query_mixed < 0:
+            raise ValueError("method.mochi_synthetic, method.mochi_query_mixed: must be >= 0")
+        self.mochi = mochi_synthetic + mochi_query_mixed > 0
+        if mochi_hardest is not None and not self.mochi:
+            raise ValueError("method.mochi_hardest: acts only with method.mochi_synthetic or method.mochi_query_mixed > 0")
+        mochi_hardest = MOCHI_HARDEST if mochi_hardest is None else mochi_hardest
+        if self.mochi and not 1 <= mochi_hardest <= queue_size:
+            raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {mochi_hardest}")
+        self.mochi_hardest, self.mochi_synthetic, self.mochi_query_mixed = mochi_hardest, mochi_synthetic, mochi_query_mixed
         self.tau = loss_temperature(context.loss, self.name)
         self.momentum = float(momentum)
         self.augment_query = augment_query
@@ -151,7 +176,13 @@ class CERT(Method):
         with torch.no_grad():  # no gradient to keys
             keys = self.key_head(self._embed(self.key_encoder, key_text, True))
         # The queue is only written in on_after_step (after backward), so no copy is needed here.
-        loss = queue_info_nce(queries, keys, self.queue, tau=self.tau)
+        mixed = None
+        if self.mochi:  # MoCHi: synthetic hard negatives of each query (torch's seeded RNG)
+            mixed = mix_hard_negatives(
+                queries, self.queue, num_hardest=self.mochi_hardest, num_synthetic=self.mochi_synthetic,
+                num_query_mixed=self.mochi_query_mixed,
+            )
+        loss = queue_info_nce(queries, keys, self.queue, tau=self.tau, extra_negatives=mixed)
         self._pending_keys = keys.detach()
         with torch.no_grad():  # MoCo's (K+1)-way accuracy: how often the positive key wins
             top1 = (queue_logits(queries, keys, self.queue, self.tau).argmax(dim=1) == 0).float().mean()
