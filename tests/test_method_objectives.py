@@ -159,6 +159,32 @@ def test_cert_with_mochi_mixes_hard_negatives(tiny_bert: Path, data_dir: Path) -
         build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.queue_size=8", "method.mochi_synthetic=2"])
 
 
+@pytest.mark.parametrize(
+    "preset,method,loss",
+    [
+        ("sbert_nli", "sbert", "sbert_softmax"), ("sbert_stsb", "sbert", "sbert_regression"),
+        ("sbert_triplet_nli", "sbert", "sbert_triplet"), ("barlow_twins_wiki", "barlow_twins", "barlow_twins"),
+        ("byol_wiki", "byol", "byol"), ("swav_wiki", "swav", "swav"), ("memory_bank_wiki", "memory_bank", "memory_bank"),
+        ("cert_mochi", "cert", "infonce"),
+    ],
+)
+def test_presets_compose_and_validate(preset: str, method: str, loss: str, tiny_bert: Path, data_dir: Path) -> None:
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    train_file = {"sbert_nli": "nli/snli_senteval/s1.dev.gz", "sbert_stsb": "sts/STSBenchmark/sts-train.csv",
+                  "sbert_triplet_nli": "nli/snli_devtest_triples_for_simcse.csv.gz"}.get(preset, "corpus/wiki1m_for_simcse.head.txt")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiment={preset}", f"model.name_or_path={tiny_bert}",
+                                           f"data.train_file={data_dir}/{train_file}"])
+    validate(cfg)
+    assert cfg.method._target_.split(".")[-2] == method
+    assert cfg.loss._target_.split(".")[-2] in (loss, loss.split("_")[0], "moco", "infonce")
+    if preset == "cert_mochi":
+        assert (cfg.method.mochi_hardest, cfg.method.mochi_synthetic, cfg.method.mochi_query_mixed) == (1024, 128, 64)
+        assert cfg.loss.tau == 0.07 and cfg.method.queue_size == 6720  # the rest is cert_bert
+    if preset.startswith("sbert"):
+        assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_ratio, cfg.pooler.name) == (16, 2e-5, 0.1, "avg")
+
+
 # ----- real short runs from all-MiniLM-L6-v2 -----------------------------------------------------
 SHORT = ["pooler=avg", "train.batch_size=16", "train.max_steps=8", "train.eval_steps=4", "train.log_steps=1",
          "eval.align_uniform=false", "eval.anisotropy=false"]
