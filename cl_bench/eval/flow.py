@@ -247,7 +247,7 @@ class FittedFlow:
         steps = max(1, math.ceil(options.epochs * math.ceil(x.shape[0] / batch)))
         order = torch.empty(0, dtype=torch.long)
         last_epoch: list[float] = []
-        for step in range(steps):
+        for _ in range(steps):
             if order.numel() < batch:
                 order = torch.cat([order, torch.randperm(x.shape[0], generator=generator)])
                 last_epoch = []

@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from cl_bench.data.senteval import ScoredPairs
-from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.data.text import read_sentences
-from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.flow import FlowOptions
+from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
 from cl_bench.eval.postprocess import Transform, build_postprocess
 from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task
 from cl_bench.eval.tasks import (

@@ -32,7 +32,6 @@ from cl_bench.losses.moco import queue_info_nce, queue_logits
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import SentenceEncoder
 
-
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
 MOCHI_HARDEST = 1024
 

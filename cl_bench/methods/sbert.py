@@ -53,7 +53,7 @@ class SBERT(Method):
         super().__init__(context)
         self.kind = configured_loss_kind(context.loss)
         if self.kind not in self.loss_kinds:
-            raise ValueError(f"loss: method=sbert needs loss=sbert_softmax, sbert_regression or sbert_triplet")
+            raise ValueError("loss: method=sbert needs loss=sbert_softmax, sbert_regression or sbert_triplet")
         self.nli_splits = list(nli_splits) if nli_splits else None
         hidden = self.encoder.hidden_size
         # SBERT's classifier exists only for the classification objective
