@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,18 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from cl_bench import catalog
+from cl_bench.catalog import CONF_DIR, GROUPS
 from cl_bench.config import ConfigError, register_schemas, validate
 from cl_bench.rundir import RunDir
 
 log = logging.getLogger("cl_bench")
 
-#: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
-CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
-GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
 
 register_schemas()
 
 
-def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+def check_group_choices(argv: list[str]) -> None:
     """Fail with one line when a ``group=option`` override names an option that does not exist.
 
     Hydra would also fail, but with a multi-line message after composing; this names the key and
@@ -44,7 +44,7 @@ def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         key = key.lstrip("+~")
         if key not in GROUPS or not value or value == "null" or "(" in value:
             continue
-        options = sorted(p.relative_to(conf_dir / key).with_suffix("").as_posix() for p in (conf_dir / key).rglob("*.yaml"))
+        options = sorted(catalog.options(key, internal=True))
         for choice in value.split(","):
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
@@ -56,6 +56,11 @@ def main() -> None:
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    if sys.argv[1:2] == ["list"]:
+        catalog.use_search_path(catalog.search_path_from_argv(sys.argv[2:]))
+        print(catalog.listing())
+        return
+    catalog.use_search_path(catalog.search_path_from_argv(sys.argv[1:]))
     try:
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
@@ -78,24 +83,54 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict[str, str]:
-    """MLflow tags: group choices, encoder, sweep, git commit and the software environment."""
+    """MLflow tags: the choices that acted on the run, encoder, sweep, git commit, software.
+
+    A group the run does not use (the augmentation of a method without one, the method and loss of
+    ``mode=eval``) gets no tag; no tag holds the text "None".
+    """
+    from cl_bench.config import inert_keys
     from cl_bench.tracking.environment import environment_tags
 
     choices = dict(hydra_cfg.runtime.choices)
+    inert = inert_keys(cfg)
     tags = {
         "mode": str(cfg.mode),
-        "method": str(cfg.method.get("name", choices.get("method"))),
+        "method": cfg.method.get("name", choices.get("method")),
         "encoder": str(cfg.model.name_or_path),
-        "pooler": str(cfg.pooler.name),
-        "loss": str(choices.get("loss")),
-        "augmentation": str(choices.get("augmentation")),
-        "data": str(cfg.data.name),
-        "experiment": str(choices.get("experiment")),
-        "overrides": hydra_cfg.job.override_dirname or "none",
-        "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else "none",
+        "pooler": cfg.pooler.name,
+        "loss": cfg.loss.get("name"),
+        "augmentation": choices.get("augmentation"),
+        "data": cfg.data.name,
+        "experiment": choices.get("experiment"),
+        "overrides": hydra_cfg.job.override_dirname or None,
+        "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None,
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
-    return {**tags, **environment_tags(device)}
+    acting = {k: str(v) for k, v in tags.items() if v is not None and k not in inert}
+    return {**acting, **{k: v for k, v in environment_tags(device).items() if v not in (None, "None")}}
+
+
+def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
+    """The MLflow run name: what tells this run apart from its neighbours in the runs table.
+
+    A sweep child: the method and the values of the keys the sweep varies (``simcse dropout=0 tau=0.1``);
+    a single run: the method and its command-line overrides. Keys are shown by their last part.
+    """
+    from cl_bench.config import override_keys
+    from cl_bench.rundir import SweepDir
+
+    head = str(cfg.method.get("name", "")) if cfg.mode == "train" else f"eval {Path(str(cfg.model.name_or_path)).name}"
+    overrides = dict(
+        (o.split("=", 1)[0].lstrip("+~"), o.split("=", 1)[1]) for o in hydra_cfg.overrides.task if "=" in o
+    )
+    shown = list(overrides)
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        varied = SweepDir(hydra_cfg.sweep.dir).varied_keys()
+        shown = [k for k in shown if k in varied] if varied is not None else shown
+    else:
+        shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")]
+    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method"]
+    return " ".join([head, *parts]).strip() or hydra_cfg.job.name
 
 
 def _parent_run_id(hydra_cfg: Any) -> str | None:
@@ -111,10 +146,7 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     """The run tracker for this job (child of the sweep's parent run in a multirun)."""
     from cl_bench.tracking.mlflow_logger import RunTracker
 
-    name = cfg.logger.run_name
-    if not name:
-        method = cfg.method.get("name", "eval")
-        name = f"{method} {hydra_cfg.job.override_dirname}" if hydra_cfg.job.override_dirname else f"{method} {run_dir.name}"
+    name = cfg.logger.run_name or run_name(cfg, hydra_cfg)
     return RunTracker(
         run_dir,
         enabled=cfg.logger.enabled,
@@ -126,12 +158,13 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     )
 
 
-def preflight(cfg: DictConfig) -> None:
-    """All checks that need no model: config values, files, evaluation tasks."""
+def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """All checks that need no model: config values, files, evaluation tasks, and that every
+    override acts on the run."""
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks, split_tasks
 
-    validate(cfg)
+    validate(cfg, overrides)
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     try:
         if own_tasks or not mteb_tasks:
@@ -207,7 +240,7 @@ def run(cfg: DictConfig) -> float | None:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        preflight(cfg)
+        preflight(cfg, list(hydra_cfg.overrides.task))
         resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
@@ -229,7 +262,9 @@ def run(cfg: DictConfig) -> float | None:
     if resume_from is not None:
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
-    tracker.start(OmegaConf.to_container(cfg, resolve=True), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+    from cl_bench.config import acting_params
+
+    tracker.start(acting_params(cfg), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
     tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,8 +186,12 @@ def check_target_node(node: DictConfig, key: str, skip: tuple[str, ...] = ()) ->
             raise ConfigError(f"{key}.{name}: expected {hints[name]}, got {value!r}")
 
 
-def validate(cfg: DictConfig) -> None:
+def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """Validate a composed config before anything heavy is loaded.
+
+    Args:
+        cfg: the composed config.
+        overrides: the job's Hydra overrides: each must act on the run (:func:`check_overrides_act`).
 
     Raises:
         ConfigError: one line naming the offending key (or file and line).
@@ -221,9 +226,17 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
-        check_target_node(cfg.loss, "loss")
-        check_target_node(cfg.augmentation, "augmentation")
+        cls = method_class(cfg)
+        if "loss" in cls.uses:
+            check_target_node(cfg.loss, "loss", skip=("name",))
+        if "augmentation" in cls.uses:
+            check_target_node(cfg.augmentation, "augmentation")
         check_target_node(cfg.method, "method", skip=("name",))
+        try:
+            cls.check_config(_values(cfg.method))
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+    check_overrides_act(cfg, overrides)
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
         raise ConfigError(
@@ -236,3 +249,154 @@ def validate(cfg: DictConfig) -> None:
         check_model_reachable(cfg.model.name_or_path)
     except (DataFileError, ModelLoadError) as err:
         raise ConfigError(str(err)) from err
+
+
+# ------------------------------------------------------------------------------------------------
+# What acts on a run: every override must act, and only what acted is recorded
+# ------------------------------------------------------------------------------------------------
+#: config groups a method may use (``Method.uses``)
+METHOD_GROUPS = ("loss", "augmentation", "pooler")
+#: train.* keys that also act in ``mode=eval``
+EVAL_TRAIN_KEYS = ("train.device", "train.num_threads", "train.progress_bar")
+#: keys whose value is the top-level shortcut they interpolate (logged once, as the shortcut)
+SHORTCUT_COPIES = {"model.dropout": "dropout", "train.batch_size": "batch_size"}
+#: override keys that choose presets or configure Hydra/paths/tracking: they act on every run
+_ALWAYS_ACTING = ("experiment", "hydra", "paths", "logger")
+
+
+def method_class(cfg: DictConfig) -> Any:
+    """The class named by ``method._target_`` (imported, not built)."""
+    return _import_target(str(cfg.method._target_), "method")
+
+
+def loss_function(cfg: DictConfig) -> Any:
+    """The function named by ``loss._target_`` (imported, not called)."""
+    if not cfg.loss.get("_target_"):
+        raise ConfigError(f"loss: method={cfg.method.get('name')} has no default loss; choose one with loss=NAME")
+    return _import_target(str(cfg.loss._target_), "loss")
+
+
+def _values(node: Any) -> dict[str, Any]:
+    return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if not str(k).startswith("_")}
+
+
+def _condition_holds(condition: str, values: dict[str, Any]) -> bool:
+    """``key=value`` on the loss's own config (e.g. ``similarity=cosine``)."""
+    key, _, expected = condition.partition("=")
+    return str(values.get(key)) == expected
+
+
+def inert_keys(cfg: DictConfig) -> dict[str, str]:
+    """Config keys (or whole groups) that cannot act on this run, each with the reason.
+
+    A key listed here may not be overridden (:func:`check_overrides_act`) and is left out of the
+    run's params and tags (:func:`acting_params`).
+    """
+    inert: dict[str, str] = {}
+    if cfg.mode == "eval":
+        why = "mode=eval scores an encoder as given (nothing is trained)"
+        for key in ("method", "loss", "augmentation", "data", "dropout", "batch_size", "seed", "model.max_length",
+                    "model.dropout", "pooler.mlp_only_train"):
+            inert[key] = why
+        for key in cfg.train:
+            if f"train.{key}" not in EVAL_TRAIN_KEYS:
+                inert[f"train.{key}"] = why
+    else:
+        cls = method_class(cfg)
+        name = cfg.method.get("name", cls.__name__)
+        uses = ", ".join(g for g in METHOD_GROUPS if g in cls.uses) or "none of loss, augmentation, pooler"
+        for group in METHOD_GROUPS:
+            if group not in cls.uses:
+                inert[group] = f"method={name} does not use the {group} group (it uses: {uses})"
+        method_values = _values(cfg.method)
+        for key, reason in cls.inert_keys(method_values).items():
+            inert[f"method.{key}"] = reason
+        if "loss" in cls.uses:
+            fn = loss_function(cfg)
+            loss_values = _values(cfg.loss)
+            supplied = cls.supplied_inputs(method_values)
+            for key, need in getattr(fn, "loss_needs", {}).items():
+                if "=" in need:
+                    if not _condition_holds(need, loss_values):
+                        inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
+                elif need not in supplied:
+                    inert[f"loss.{key}"] = f"method={name} gives its loss no {need.replace('_', ' ')}"
+    if cfg.pooler.name != "cls":
+        inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
+    if cfg.pooler.name != "avg_first_last":
+        inert.setdefault("pooler.first_layer", f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})")
+    tasks = [str(t) for t in cfg.eval.tasks]
+    uses_transfer = any(t == "transfer" or t in _TRANSFER_TASK_NAMES for t in tasks) or (
+        cfg.mode == "train" and cfg.train.select_metric == "transfer_dev_avg"
+    )
+    if not uses_transfer:
+        for key in ("eval.transfer_config", "eval.seed"):
+            inert[key] = "no transfer task is evaluated (eval.tasks)"
+    if not cfg.eval.align_uniform:
+        inert["eval.align_uniform_split"] = "eval.align_uniform is false"
+    return inert
+
+
+_TRANSFER_TASK_NAMES = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
+
+
+def _covered(key: str, inert: dict[str, str]) -> str | None:
+    """The reason ``key`` (or a group/prefix it belongs to) is inert, else None."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        reason = inert.get(".".join(parts[:end]))
+        if reason is not None:
+            return reason
+    return None
+
+
+def override_keys(overrides: Sequence[str]) -> list[str]:
+    """The config keys (or groups) named by Hydra override strings (``+a.b=1`` -> ``a.b``)."""
+    keys = []
+    for text in overrides:
+        key = text.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+        if key and key.split("/")[0].split(".")[0] not in _ALWAYS_ACTING:
+            keys.append(key)
+    return keys
+
+
+def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Reject an override of a key or group that cannot act on this run (one line, names the key).
+
+    Also rejects a loss that the method cannot call (whether chosen or defaulted).
+    """
+    if cfg.mode == "train" and "loss" in method_class(cfg).uses:
+        check_loss_kind(cfg)
+    inert = inert_keys(cfg)
+    for key in override_keys(overrides):
+        reason = _covered(key, inert)
+        if reason is not None:
+            raise ConfigError(f"{key}: has no effect on this run: {reason}")
+
+
+def check_loss_kind(cfg: DictConfig) -> None:
+    """The configured loss must be a kind the method calls."""
+    cls, fn = method_class(cfg), loss_function(cfg)
+    kind = getattr(fn, "loss_kind", None)
+    if kind not in cls.loss_kinds:
+        from cl_bench.catalog import losses_of_kinds
+
+        name = cfg.method.get("name", cls.__name__)
+        fits = ", ".join(losses_of_kinds(cls.loss_kinds)) or "none found"
+        raise ConfigError(
+            f"loss={cfg.loss.get('name', cfg.loss._target_)}: method={name} calls {'/'.join(cls.loss_kinds)} losses "
+            f"and this one is a {kind or 'unmarked'} loss; use one of: {fits}"
+        )
+
+
+def acting_params(cfg: DictConfig) -> dict[str, Any]:
+    """The run's params for MLflow: the resolved config flattened, without inert keys, the shortcut
+    copies (``model.dropout``, ``train.batch_size``) and Hydra's ``_partial_`` markers."""
+    import pandas as pd
+
+    flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=True), sep=".").iloc[0].to_dict()
+    inert = inert_keys(cfg)
+    return {
+        k: v for k, v in flat.items()
+        if _covered(k, inert) is None and k not in SHORTCUT_COPIES and not k.endswith("._partial_")
+    }

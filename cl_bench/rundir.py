@@ -96,6 +96,7 @@ class SweepDir:
     path: Path
 
     PARENT_RUN_ID = "mlflow_parent_run_id.txt"  # the sweep's MLflow parent run
+    VARIED_KEYS = "varied_keys.json"  # the keys whose values differ among the sweep's jobs
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -103,3 +104,13 @@ class SweepDir:
     @property
     def parent_run_id(self) -> Path:
         return self.path / self.PARENT_RUN_ID
+
+    @property
+    def varied_keys_file(self) -> Path:
+        return self.path / self.VARIED_KEYS
+
+    def varied_keys(self) -> list[str] | None:
+        """The keys the sweep varies (written before the first job starts), None if unknown."""
+        import json
+
+        return json.loads(self.varied_keys_file.read_text()) if self.varied_keys_file.is_file() else None

@@ -55,7 +55,10 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert run.info.status == "FINISHED"
     params = run.data.params
     assert params["loss.tau"] == "0.05" and params["model.name_or_path"] == str(tiny_bert)
-    assert params["train.batch_size"] == "8" and params["method._target_"] == "cl_bench.methods.simcse.SimCSE"
+    assert params["batch_size"] == "8" and params["method._target_"] == "cl_bench.methods.simcse.SimCSE"
+    # each value once (no copies of the shortcuts), only what acted (no MLM probability without MLM)
+    assert "train.batch_size" not in params and "model.dropout" not in params and params["dropout"] == "0.1"
+    assert "method.mlm_probability" not in params and "loss._partial_" not in params
     for key in STS_KEYS:
         assert run.data.metrics[key] == pytest.approx(results[key])
     history = client.get_metric_history(run.info.run_id, "stsb_dev")
@@ -63,7 +66,8 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
     assert len(client.get_metric_history(run.info.run_id, "lr")) == 4
     tags = run.data.tags
-    assert tags["method"] == "simcse" and tags["encoder"] == str(tiny_bert) and tags["sweep"] == "none"
+    assert tags["method"] == "simcse" and tags["encoder"] == str(tiny_bert) and "sweep" not in tags
+    assert "None" not in tags.values() and tags["loss"] == "infonce" and tags["augmentation"] == "dropout"
     assert tags["cl_bench.git_commit"] and tags["torch.version"] and tags["transformers.version"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"results.json", "config.yaml"} <= artifacts

@@ -26,7 +26,6 @@ from cl_bench.augment.eda import RandomDeletion
 from cl_bench.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.text import DataFileError
-from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.cert import CERT
@@ -84,10 +83,10 @@ class ZeroEmbeddings(Augmentation):
         return torch.zeros_like(embeddings)
 
 
-def make_cert(tiny_bert, augmentation: Augmentation | None = None, tau: float | None = 0.07, **kwargs) -> CERT:
+def make_cert(tiny_bert, augmentation: Augmentation | None = None, tau: float = 0.07, **kwargs) -> CERT:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", max_length=16)
-    loss = functools.partial(info_nce, tau=tau) if tau is not None else functools.partial(info_nce)
+    loss = functools.partial(queue_info_nce, tau=tau)
     context = MethodContext(encoder=encoder, loss=loss, augmentation=augmentation or Dropout(),
                             model_name_or_path=str(tiny_bert), max_length=16, seed=1)
     return CERT(context, **kwargs)
@@ -114,8 +113,8 @@ def test_queue_info_nce_is_one_positive_against_the_queue() -> None:
 def test_key_encoder_follows_the_momentum_formula_and_gets_no_gradient(tiny_bert) -> None:
     method = make_cert(tiny_bert, queue_size=8, momentum=0.9, projection_dim=4)
     method.train()
-    key_params = method._key_parameters()
-    query_params = method._query_parameters()
+    key_params = [*method.key_encoder.parameters(), *method.key_head.parameters()]
+    query_params = [*method.encoder.parameters(), *method.head.parameters()]
     assert all(not p.requires_grad for p in key_params)
     # Starts as an exact copy.
     assert all(torch.equal(k, q) for k, q in zip(key_params, query_params, strict=True))
@@ -129,7 +128,7 @@ def test_key_encoder_follows_the_momentum_formula_and_gets_no_gradient(tiny_bert
     query_after = [p.detach().clone() for p in query_params]
     assert any(not torch.equal(a, b) for a, b in zip(query_after, key_before, strict=True))
     method.on_after_step()
-    for key, before, query in zip(method._key_parameters(), key_before, query_after, strict=True):
+    for key, before, query in zip(key_params, key_before, query_after, strict=True):
         torch.testing.assert_close(key, 0.9 * before + 0.1 * query)
     # The evaluated encoder is the query encoder, not the (now different) key encoder.
     assert method.eval_encoder() is method.encoder
@@ -156,7 +155,7 @@ def test_keys_are_enqueued_after_the_loss(tiny_bert) -> None:
     terms = method.training_step(SENTENCES[:4])
     assert torch.equal(method.queue, queue_before), "keys must not enter the queue before the loss is used"
     assert math.isfinite(terms["loss"].item()) and 0.0 <= terms["moco_top1"].item() <= 1.0
-    pending = method._pending_keys.clone()
+    pending = method.pending_keys.clone()
     terms["loss"].backward()
     method.on_after_step()
     torch.testing.assert_close(method.queue_in_order()[-4:], F.normalize(pending, dim=1))
@@ -184,11 +183,16 @@ def test_embedding_level_augmentation_changes_only_the_key(tiny_bert) -> None:
 
 
 def test_temperature_comes_from_the_loss(tiny_bert) -> None:
-    assert make_cert(tiny_bert, tau=0.07, queue_size=4).tau == pytest.approx(0.07)
-    with pytest.raises(ValueError, match="loss.tau"):
-        make_cert(tiny_bert, tau=None, queue_size=4)
+    """The queue InfoNCE is the configured loss: its tau is the only temperature."""
+    losses = {}
+    for tau in (0.07, 0.5):
+        method = make_cert(tiny_bert, tau=tau, queue_size=4)
+        method.eval()
+        with torch.no_grad():
+            losses[tau] = method.training_step(SENTENCES[:4])["loss"].item()
+    assert losses[0.07] != pytest.approx(losses[0.5], rel=1e-3)
     with pytest.raises(ValueError, match="method.queue_size"):
-        make_cert(tiny_bert, queue_size=0)
+        CERT.check_config({"queue_size": 0})
 
 
 @pytest.mark.parametrize("mlp", [True, False])

@@ -236,15 +236,17 @@ def test_training_step_with_mlm_on_the_anchors(tiny_bert) -> None:
     assert method.encoder.backbone.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 
 
-def test_bad_options_fail_with_the_key(tiny_bert) -> None:
+def test_bad_options_fail_with_the_key() -> None:
+    """Checked before any model loads (DeCLUTR.check_config, called by cl_bench.config.validate)."""
     with pytest.raises(ValueError, match="method.sampling_strategy"):
-        make_declutr(tiny_bert, sampling_strategy="nearby", mlm_weight=0.0)
+        DeCLUTR.check_config({"sampling_strategy": "nearby"})
     with pytest.raises(ValueError, match="method.min_span_len"):
-        make_declutr(tiny_bert, min_span_len=30, max_span_len=20, mlm_weight=0.0)
+        DeCLUTR.check_config({"min_span_len": 30, "max_span_len": 20})
     with pytest.raises(ValueError, match="method.num_anchors"):
-        make_declutr(tiny_bert, num_anchors=0, mlm_weight=0.0)
+        DeCLUTR.check_config({"num_anchors": 0})
     with pytest.raises(ValueError, match="method.doc_format"):
-        make_declutr(tiny_bert, doc_format="jsonl", mlm_weight=0.0)
+        DeCLUTR.check_config({"doc_format": "jsonl"})
+    DeCLUTR.check_config({"min_span_len": 8, "max_span_len": 64, "sampling_strategy": "adjacent"})
 
 
 def test_mlm_loss_is_zero_not_nan_when_nothing_is_masked(tiny_bert) -> None:

@@ -15,16 +15,15 @@ from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
-from cl_bench.augment.base import Dropout
 from cl_bench.cli import CONF_DIR
 from cl_bench.config import validate
-from cl_bench.losses.infonce import cosine_logits, info_nce
+from cl_bench.losses.infonce import cosine_logits
+from cl_bench.losses.neighbour import neighbour_classification
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.quickthoughts import (
     CONTEXT_ENCODER_DIR,
     ConcatEncoder,
     QuickThoughts,
-    neighbour_classification_loss,
     neighbour_targets,
 )
 from cl_bench.models.encoder import ENCODER_META_FILE, build_encoder
@@ -35,10 +34,11 @@ SENTENCES = [
 ]
 
 
-def make_qt(tiny_bert, **kwargs) -> QuickThoughts:
+def make_qt(tiny_bert, similarity: str = "dot", tau: float | None = None, **kwargs) -> QuickThoughts:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="avg", max_length=16)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(),
+    loss = functools.partial(neighbour_classification, similarity=similarity, tau=tau)
+    context = MethodContext(encoder=encoder, loss=loss, augmentation=None,
                             model_name_or_path=str(tiny_bert), max_length=16, seed=5, data={"name": "enwiki_sentences"})
     return QuickThoughts(context, **kwargs)
 
@@ -73,11 +73,13 @@ def test_loss_is_soft_target_cross_entropy_without_the_diagonal() -> None:
         others = [j for j in range(4) if j != i]
         log_z = torch.logsumexp(scores[i, others], 0)
         by_hand += -sum(targets[i, j] * (scores[i, j] - log_z) for j in others)
-    loss = neighbour_classification_loss(scores, targets)
+    # scores = inputs @ candidatesᵀ with identity candidates: the dot-product loss sees `scores` itself
+    identity = torch.eye(4)
+    loss = neighbour_classification(scores, identity, targets)
     assert loss.item() == pytest.approx(by_hand.item() / 4, rel=1e-5)
     changed = scores.clone()
     changed.fill_diagonal_(1e4)  # the sentence itself is not a candidate
-    assert neighbour_classification_loss(changed, targets).item() == pytest.approx(loss.item(), rel=1e-6)
+    assert neighbour_classification(changed, identity, targets).item() == pytest.approx(loss.item(), rel=1e-6)
 
 
 def test_batches_are_contiguous_runs_covering_the_corpus(tiny_bert) -> None:
@@ -110,11 +112,15 @@ def test_two_encoders_are_separate_one_encoder_shares(tiny_bert) -> None:
     assert math.isfinite(one.training_step(SENTENCES[:4])["loss"].item())
 
 
-def test_cosine_similarity_uses_loss_tau(tiny_bert) -> None:
-    method = make_qt(tiny_bert, similarity="cosine")
+def test_cosine_similarity_uses_loss_tau() -> None:
+    from cl_bench.losses.neighbour import neighbour_scores
+
     a, b = torch.randn(3, 8), torch.randn(3, 8)
-    torch.testing.assert_close(method.scores(a, b), cosine_logits(a, b, 0.05))
-    torch.testing.assert_close(make_qt(tiny_bert).scores(a, b), a @ b.T)
+    torch.testing.assert_close(neighbour_scores(a, b, "cosine", 0.05), cosine_logits(a, b, 0.05))
+    torch.testing.assert_close(neighbour_scores(a, b, "dot", None), a @ b.T)
+    targets = neighbour_targets(3, 1)
+    assert neighbour_classification(a, b, targets, similarity="cosine", tau=0.05).item() != pytest.approx(
+        neighbour_classification(a, b, targets).item(), rel=1e-3)
 
 
 def test_eval_embedding_concat_f_g(tiny_bert, tmp_path: Path) -> None:
@@ -139,13 +145,13 @@ def test_eval_embedding_concat_f_g(tiny_bert, tmp_path: Path) -> None:
     np.testing.assert_allclose(reloaded.encode(SENTENCES[:3]), g, rtol=1e-5, atol=1e-5)
 
 
-def test_bad_options_fail_with_the_key(tiny_bert) -> None:
+def test_bad_options_fail_with_the_key() -> None:
     with pytest.raises(ValueError, match="method.encoders"):
-        make_qt(tiny_bert, encoders=3)
+        QuickThoughts.check_config({"encoders": 3})
     with pytest.raises(ValueError, match="method.embedding"):
-        make_qt(tiny_bert, embedding="sum")
-    with pytest.raises(ValueError, match="method.similarity"):
-        make_qt(tiny_bert, similarity="l2")
+        QuickThoughts.check_config({"embedding": "sum"})
+    with pytest.raises(ValueError, match="loss.similarity"):
+        neighbour_classification(torch.randn(2, 4), torch.randn(2, 4), neighbour_targets(2, 1), similarity="l2")
 
 
 # ----- preset and end-to-end run ----------------------------------------------------------------------
@@ -154,7 +160,8 @@ def test_quickthoughts_bert_preset_is_the_paper_recipe(tiny_bert, data_dir) -> N
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=quickthoughts_bert", f"model.name_or_path={tiny_bert}"])
     assert cfg.method._target_ == "cl_bench.methods.quickthoughts.QuickThoughts"
-    assert (cfg.method.encoders, cfg.method.context_size, cfg.method.embedding, cfg.method.similarity) == (2, 1, "concat", "dot")
+    assert (cfg.method.encoders, cfg.method.context_size, cfg.method.embedding, cfg.loss.similarity) == (2, 1, "concat", "dot")
+    assert cfg.loss.name == "neighbour" and cfg.loss.tau is None
     assert (cfg.train.batch_size, cfg.model.max_length, cfg.data.name, cfg.train.eval_steps) == (400, 30, "enwiki_sentences", 0)
     validate(cfg)
 

@@ -12,10 +12,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from cl_bench.augment.base import Dropout
 from cl_bench.cli import CONF_DIR
 from cl_bench.config import check_target_node, validate
-from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided, pool_layers
@@ -79,15 +77,17 @@ def test_each_objective_equals_its_naive_loop(batch, tau: float) -> None:
     opt1 = sum(naive_c_rows(c, h, tau, with_cc=True)) / b
     opt2 = sum(naive_c_rows(c, h, tau, with_cc=False)) / b
     expected = {"base": base, "opt1": opt1, "opt2": opt2}
+    second = torch.ones(b, dtype=torch.long)  # h = views[:, 1]: the sampler picked layer 1 for every sentence
     for objective, value in expected.items():
-        assert float(sg_contrastive_loss(c, h, tau=tau, objective=objective)) == pytest.approx(value, rel=1e-5), objective
-    assert float(sg_contrastive_loss(c, views, tau=tau, objective="opt3")) == pytest.approx(naive_opt3(c, views, tau), rel=1e-5)
+        assert float(sg_contrastive_loss(c, views, second, tau=tau, objective=objective)) == pytest.approx(value, rel=1e-5), objective
+    assert float(sg_contrastive_loss(c, views, second, tau=tau, objective="opt3")) == pytest.approx(naive_opt3(c, views, tau), rel=1e-5)
 
 
 def test_each_variant_drops_exactly_its_term(batch) -> None:
     c, h, views = batch
     tau, b = 0.5, len(c)
-    loss = {o: float(sg_contrastive_loss(c, h, tau=tau, objective=o)) for o in ("base", "opt1", "opt2")}
+    second = torch.ones(b, dtype=torch.long)
+    loss = {o: float(sg_contrastive_loss(c, views, second, tau=tau, objective=o)) for o in ("base", "opt1", "opt2")}
     # opt1 = base minus the h-anchored rows (the only ones holding h_i–h_j repulsion).
     assert 2 * b * loss["base"] - b * loss["opt1"] == pytest.approx(sum(naive_h_rows(c, h, tau)), rel=1e-5)
     # opt2 = opt1 minus the c_i–c_j terms of each denominator.
@@ -99,16 +99,18 @@ def test_each_variant_drops_exactly_its_term(batch) -> None:
     assert b * (loss["opt1"] - loss["opt2"]) == pytest.approx(dropped, rel=1e-5)
     assert dropped > 0.1  # the term is not negligible, so the check above has teeth
     # opt3 with a single view is opt2; with more views it differs.
-    assert float(sg_contrastive_loss(c, h.unsqueeze(1), tau=tau, objective="opt3")) == pytest.approx(loss["opt2"], rel=1e-6)
-    assert float(sg_contrastive_loss(c, views, tau=tau, objective="opt3")) != pytest.approx(loss["opt2"], rel=1e-3)
+    first = torch.zeros(b, dtype=torch.long)
+    assert float(sg_contrastive_loss(c, h.unsqueeze(1), first, tau=tau, objective="opt3")) == pytest.approx(loss["opt2"], rel=1e-6)
+    assert float(sg_contrastive_loss(c, views, second, tau=tau, objective="opt3")) != pytest.approx(loss["opt2"], rel=1e-3)
 
 
 def test_objective_errors_name_the_key() -> None:
     c = torch.randn(3, 4)
-    with pytest.raises(ValueError, match="method.objective: unknown SG objective 'opt4'"):
-        sg_contrastive_loss(c, c, objective="opt4")
-    with pytest.raises(ValueError, match=r"views must be \(b, L, D\)"):
-        sg_contrastive_loss(c, c, objective="opt3")
+    pick = torch.zeros(3, dtype=torch.long)
+    with pytest.raises(ValueError, match="loss.objective: unknown SG objective 'opt4'"):
+        sg_contrastive_loss(c, c.unsqueeze(1), pick, objective="opt4")
+    with pytest.raises(ValueError, match=r"layer_views must be \(b, L, D\)"):
+        sg_contrastive_loss(c, c, pick, objective="opt3")
 
 
 def test_parameter_drift_is_the_squared_l2_distance() -> None:
@@ -122,11 +124,10 @@ def test_parameter_drift_is_the_squared_l2_distance() -> None:
 # ------------------------------------------------------------------------------------------------
 # The method on a tiny random BERT
 # ------------------------------------------------------------------------------------------------
-def _method(tiny_bert: Path, dropout: float | None = None, **kwargs) -> SelfGuided:
+def _method(tiny_bert: Path, dropout: float | None = None, objective: str = "opt3", **kwargs) -> SelfGuided:
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", dropout=dropout, max_length=16)
-    context = MethodContext(
-        encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(), model_name_or_path=str(tiny_bert)
-    )
+    loss = functools.partial(sg_contrastive_loss, tau=0.01, objective=objective)
+    context = MethodContext(encoder=encoder, loss=loss, augmentation=None, model_name_or_path=str(tiny_bert))
     return SelfGuided(context, projection_size=kwargs.pop("projection_size", 8), **kwargs)
 
 
@@ -203,8 +204,10 @@ def test_sampled_view_comes_from_the_listed_layer(tiny_bert: Path) -> None:
     terms = method.training_step(SENTENCES)
     features = method.tokenize(SENTENCES)
     with torch.no_grad():
+        views = method.head(method.layer_views(features))
         expected = sg_contrastive_loss(
-            method.head(method.encoder(features)), method.head(method.layer_views(features)[:, 0]), tau=0.01, objective="base"
+            method.head(method.encoder(features)), views, torch.zeros(len(SENTENCES), dtype=torch.long), tau=0.01,
+            objective="base",
         )
     assert float(terms["loss"].detach()) == pytest.approx(float(expected), rel=1e-5)
     assert "loss_reg" not in terms  # λ = 0 skips the regularizer
@@ -216,8 +219,10 @@ def test_no_projection_head_and_bad_options(tiny_bert: Path) -> None:
     assert torch.isfinite(method.training_step(SENTENCES)["loss"])
     with pytest.raises(ValueError, match=r"method.layers: indices must lie in 0..2"):
         _method(tiny_bert, layers=[3])
-    with pytest.raises(ValueError, match="method.objective"):
-        _method(tiny_bert, objective="sg")
+    with pytest.raises(ValueError, match="method.layer_pooling"):
+        SelfGuided.check_config({"layer_pooling": "min"})
+    with pytest.raises(ValueError, match="method.reg_weight"):
+        SelfGuided.check_config({"reg_weight": -1})
 
 
 def test_reads_all_stsb_splits(tiny_bert: Path, data_dir: Path) -> None:
@@ -243,15 +248,16 @@ def _compose(data_dir: Path, overrides: list[str]):
 def test_presets_and_loss_ablation_grid(tiny_bert: Path, data_dir: Path) -> None:
     cfg = _compose(data_dir, ["experiment=sg_opt_bert", f"model.name_or_path={tiny_bert}"])
     validate(cfg)
-    assert cfg.method.objective == "opt3" and cfg.method.layer_pooling == "max"
+    assert cfg.loss.objective == "opt3" and cfg.loss.tau == 0.01 and cfg.method.layer_pooling == "max"
     assert cfg.pooler.name == "cls_before_pooler" and cfg.train.batch_size == 16 and cfg.train.adam_beta2 == 0.9
     assert cfg.train.warmup_ratio == 0.1 and cfg.train.eval_steps == 50 and cfg.data.name == "stsb_sentences"
     sweep = _compose(data_dir, ["experiment=ablation_sg_opt_loss", f"model.name_or_path={tiny_bert}"])
     assert str(sweep.hydra.mode) == "RunMode.MULTIRUN"
-    assert sorted(sweep.hydra.sweeper.params["method.objective"].split(",")) == ["base", "opt1", "opt2", "opt3"]
-    bert = _compose(data_dir, ["method=sg_bert"])
+    assert sorted(sweep.hydra.sweeper.params["loss.objective"].split(",")) == ["base", "opt1", "opt2", "opt3"]
+    bert = _compose(data_dir, ["method=sg_opt", "loss=sg", f"model.name_or_path={tiny_bert}"])
     check_target_node(bert.method, "method", skip=("name",))
-    assert bert.method.objective == "base"
+    assert bert.loss.objective == "base" and bert.loss.tau == 0.01
+    assert _compose(data_dir, ["method=sg_opt"]).loss.name == "sg_opt"  # the method's default loss
 
 
 # ------------------------------------------------------------------------------------------------

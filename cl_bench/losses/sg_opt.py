@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 
 import torch
 
+from cl_bench.losses import loss_kind
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
@@ -33,8 +34,14 @@ from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_posi
 SG_OBJECTIVES: tuple[str, ...] = ("base", "opt1", "opt2", "opt3")
 
 
+@loss_kind("self_guided")
 def sg_contrastive_loss(
-    anchors: torch.Tensor, views: torch.Tensor, *, tau: float = 0.01, objective: str = "opt3"
+    anchors: torch.Tensor,
+    layer_views: torch.Tensor,
+    sampled_layer: torch.Tensor,
+    *,
+    tau: float = 0.01,
+    objective: str = "opt3",
 ) -> torch.Tensor:
     """The SG/SG-OPT contrastive loss for one batch.
 
@@ -44,8 +51,9 @@ def sg_contrastive_loss(
 
     Args:
         anchors: (b, D) projected c_i.
-        views: (b, D) one projected view h_i per sentence for ``base``/``opt1``/``opt2``;
-            (b, L, D) all L projected layer views for ``opt3``.
+        layer_views: (b, L, D) all L projected layer views h_{i,k}.
+        sampled_layer: (b,) the paper's layer sampler σ: the view index ``base``/``opt1``/``opt2``
+            use for each sentence (``opt3`` uses every view).
         tau: temperature τ (> 0).
         objective: one of :data:`SG_OBJECTIVES`.
 
@@ -54,14 +62,17 @@ def sg_contrastive_loss(
     """
     if objective not in SG_OBJECTIVES:
         raise ValueError(
-            f"method.objective: unknown SG objective '{objective}'; valid: {', '.join(SG_OBJECTIVES)}"
+            f"loss.objective: unknown SG objective '{objective}'; valid: {', '.join(SG_OBJECTIVES)}"
         )
-    expected_dims = 3 if objective == "opt3" else 2
-    if views.dim() != expected_dims or views.shape[0] != anchors.shape[0]:
+    if layer_views.dim() != 3 or layer_views.shape[0] != anchors.shape[0]:
         raise ValueError(
-            f"objective {objective}: views must be ({'b, L, D' if expected_dims == 3 else 'b, D'}) "
-            f"matching anchors {tuple(anchors.shape)}, got {tuple(views.shape)}"
+            f"layer_views must be (b, L, D) matching anchors {tuple(anchors.shape)}, got {tuple(layer_views.shape)}"
         )
+    if objective != "opt3":
+        rows = torch.arange(layer_views.shape[0], device=layer_views.device)
+        views = layer_views[rows, sampled_layer.to(layer_views.device)]
+    else:
+        views = layer_views
     if objective == "base":
         return ntxent(anchors, views, tau=tau)
     if objective == "opt2":

@@ -10,11 +10,12 @@ temperature. The projector is used in training only: the evaluated encoder is th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.views import encode_views, mlp_head, text_views
+from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
 
 
 class BarlowTwins(Method):
@@ -28,13 +29,15 @@ class BarlowTwins(Method):
     name = "barlow_twins"
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("two_view",)
+    summary = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_head(values, "projector")
 
     def __init__(self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192)) -> None:
         super().__init__(context)
-        try:
-            self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
-        except ValueError as err:
-            raise ValueError(f"method.projector: {err}") from err
+        self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
 
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         first, second = text_views(self.augmentation, batch, self.rng)

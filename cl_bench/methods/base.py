@@ -12,12 +12,14 @@ The loop then only calls :meth:`Method.read_corpus`, :meth:`Method.batches`,
 from __future__ import annotations
 
 import abc
+import copy
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.data.text import read_sentences
@@ -41,12 +43,32 @@ class MethodContext:
     """
 
     encoder: SentenceEncoder
-    loss: LossFn
+    loss: LossFn | None
     augmentation: Any = None
     model_name_or_path: str = ""
     max_length: int = 32
     seed: int = 42
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
+    """``mlm_probability`` cannot act when ``mlm_weight`` is 0 (no MLM term)."""
+    if float(values.get("mlm_weight", 0.0) or 0.0) == 0.0 and "mlm_probability" in values:
+        return {"mlm_probability": "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"}
+    return {}
+
+
+def check_ranges(values: dict[str, Any], rules: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
+    """Raise ``ValueError("method.<key>: must be <what>, got <value>")`` for the first broken rule."""
+    for key, (ok, what) in rules.items():
+        if key in values and values[key] is not None and not ok(values[key]):
+            raise ValueError(f"method.{key}: must be {what}, got {values[key]!r}")
+
+
+def check_choice(values: dict[str, Any], key: str, choices: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming ``method.<key>`` when its value is not one of ``choices``."""
+    if key in values and values[key] not in choices:
+        raise ValueError(f"method.{key}: unknown value '{values[key]}'; valid: {', '.join(choices)}")
 
 
 class Method(nn.Module, abc.ABC):
@@ -56,12 +78,34 @@ class Method(nn.Module, abc.ABC):
     name: str = "base"
     #: config groups whose choice acts on this method's training: a group left out here is rejected
     #: when overridden and left out of the run's params and tags (``cl_bench.config.validate``)
-    uses: frozenset[str] = frozenset({"loss", "augmentation", "pooler"})
+    uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     #: the loss calls this method makes (``cl_bench.losses.loss_kind``); other losses are rejected
-    loss_kinds: tuple[str, ...] = ("pair",)
+    loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
     #: inputs the method passes to its loss besides the views (``hard_negatives``, ``labels``): a loss
     #: hyperparameter that needs one of them (``loss_kind(needs=...)``) acts only when it is supplied
-    supplies: frozenset[str] = frozenset()
+    supplies: ClassVar[frozenset[str]] = frozenset()
+    #: what the method is, in one line (``cl-bench list``)
+    summary: ClassVar[str] = ""
+
+    # ----- declarations read before any model loads (cl_bench/config.py) -----------------------
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        """Check the method's own hyperparameters (the YAML's keys) before any model loads.
+
+        Raises:
+            ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1``.
+        """
+
+    @classmethod
+    def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
+        """The loss inputs this configuration supplies (default: :attr:`supplies`)."""
+        return cls.supplies
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        """Method keys that cannot act under these values, each with the reason (e.g. the MLM
+        probability when the MLM weight is 0). Overriding one of them is rejected."""
+        return {}
 
     def __init__(self, context: MethodContext) -> None:
         super().__init__()
@@ -110,3 +154,64 @@ class Method(nn.Module, abc.ABC):
         """Tokenize to the training length and move to the encoder's device."""
         device = self.encoder.device
         return {k: v.to(device) for k, v in self.encoder.tokenize(sentences).items()}
+
+
+class MomentumMethod(Method):
+    """A method with momentum-updated copies of some of its modules and, optionally, a queue.
+
+    MoCo-style methods (CERT; BYOL's target network; a queue for MoCHi) build their online
+    modules, then call :meth:`momentum_copy` for each: the copy starts equal and only ever moves by
+    θ_copy ← m·θ_copy + (1−m)·θ_online after each optimizer step. :meth:`init_queue` adds a FIFO
+    queue of normalised keys that :meth:`on_after_step` fills with the keys a step left in
+    :attr:`pending_keys` (after the update, so keys are never their own negatives).
+    """
+
+    def __init__(self, context: MethodContext, momentum: float) -> None:
+        super().__init__(context)
+        self.momentum = float(momentum)
+        self._momentum_pairs: list[tuple[nn.Module, nn.Module]] = []
+        self.pending_keys: torch.Tensor | None = None
+
+    def momentum_copy(self, online: nn.Module) -> nn.Module:
+        """A frozen copy of ``online`` that :meth:`momentum_update` moves towards it."""
+        copy_ = copy.deepcopy(online)
+        copy_.requires_grad_(False)
+        self._momentum_pairs.append((copy_, online))
+        return copy_
+
+    @torch.no_grad()
+    def momentum_update(self) -> None:
+        """θ_copy ← m·θ_copy + (1−m)·θ_online for every momentum copy."""
+        for copy_, online in self._momentum_pairs:
+            for target, source in zip(copy_.parameters(), online.parameters(), strict=True):
+                target.mul_(self.momentum).add_(source.detach(), alpha=1.0 - self.momentum)
+
+    # ----- queue ------------------------------------------------------------------------------
+    def init_queue(self, size: int, dim: int) -> None:
+        """A queue of ``size`` keys of width ``dim``, random unit vectors at first (as MoCo)."""
+        self.register_buffer("queue", F.normalize(torch.randn(size, dim), dim=1))
+        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
+
+    @torch.no_grad()
+    def enqueue(self, keys: torch.Tensor) -> None:
+        """Write normalised ``keys`` over the oldest queue entries (a ring buffer: FIFO, exactly K rows)."""
+        keys = F.normalize(keys.detach().float(), dim=1)
+        size = self.queue.shape[0]
+        if keys.shape[0] > size:  # a batch larger than the queue: only its last K keys survive
+            self.queue_ptr.add_(keys.shape[0] - size).remainder_(size)
+            keys = keys[-size:]
+        rows = (self.queue_ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
+        self.queue[rows] = keys.to(self.queue.dtype)
+        self.queue_ptr.add_(keys.shape[0]).remainder_(size)
+
+    def queue_in_order(self) -> torch.Tensor:
+        """The queued keys from oldest to newest (K, dim)."""
+        ptr = int(self.queue_ptr)
+        return torch.cat([self.queue[ptr:], self.queue[:ptr]])
+
+    def on_after_step(self) -> None:
+        """After the optimizer step: move the momentum copies, then enqueue this step's keys."""
+        self.momentum_update()
+        if self.pending_keys is not None and hasattr(self, "queue"):
+            self.enqueue(self.pending_keys)
+        self.pending_keys = None

@@ -12,17 +12,16 @@ Difference from the paper: the momentum m is constant (``method.momentum``, the 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
+from typing import Any
 
 import torch
-from torch import nn
 
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.views import encode_views, mlp_head, text_views
+from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
+from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
 
 
-class BYOL(Method):
+class BYOL(MomentumMethod):
     """Bootstrap Your Own Latent.
 
     Args:
@@ -34,47 +33,30 @@ class BYOL(Method):
     name = "byol"
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("predict_target",)
+    summary = "BYOL: online encoder + projector + predictor against a momentum target of the other view, no negatives"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_head(values, "projection")
+        check_ranges(values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
 
     def __init__(self, context: MethodContext, projection: Sequence[int] = (4096, 256), momentum: float = 0.996) -> None:
-        super().__init__(context)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"method.momentum: must be in [0, 1], got {momentum}")
-        try:
-            self.projector = mlp_head(self.encoder.hidden_size, list(projection))
-            self.predictor = mlp_head(int(projection[-1]), list(projection))
-        except ValueError as err:
-            raise ValueError(f"method.projection: {err}") from err
-        self.momentum = float(momentum)
-        self.target_encoder = copy.deepcopy(self.encoder)
-        self.target_projector = copy.deepcopy(self.projector)
-        for param in self._target_parameters():
-            param.requires_grad_(False)
-
-    def _online_parameters(self) -> list[nn.Parameter]:
-        return [*self.encoder.parameters(), *self.projector.parameters()]
-
-    def _target_parameters(self) -> list[nn.Parameter]:
-        return [*self.target_encoder.parameters(), *self.target_projector.parameters()]
-
-    @torch.no_grad()
-    def momentum_update(self) -> None:
-        """ξ ← m·ξ + (1 − m)·θ for every target parameter (BatchNorm statistics are copied)."""
-        for target, online in zip(self._target_parameters(), self._online_parameters(), strict=True):
-            target.mul_(self.momentum).add_(online.detach(), alpha=1.0 - self.momentum)
-        for target, online in zip(self.target_projector.buffers(), self.projector.buffers(), strict=True):
-            target.copy_(online)
+        super().__init__(context, momentum)
+        self.projector = mlp_head(self.encoder.hidden_size, list(projection))
+        self.predictor = mlp_head(int(projection[-1]), list(projection))
+        # the target network: frozen copies that only follow ξ ← m·ξ + (1 − m)·θ after each step
+        self.target_encoder = self.momentum_copy(self.encoder)
+        self.target_projector = self.momentum_copy(self.projector)
 
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         first, second = text_views(self.augmentation, batch, self.rng)
         features = self.tokenize(first + second)
         n = len(first)
         state = self.rng.getstate()  # the target sees the same cutoff choices as the online network
-        predictions = self.predictor(self.projector(encode_views(self.encoder, self.augmentation, features, n, self.rng)))
+        online = encode_views(self.encoder, self.augmentation, features, n, self.rng)
+        predictions = self.predictor(self.projector(online))
         with torch.no_grad():
             self.rng.setstate(state)
             targets = self.target_projector(encode_views(self.target_encoder, self.augmentation, features, n, self.rng))
         loss = self.loss_fn(predictions[:n], predictions[n:], targets[:n], targets[n:])
         return {"loss": loss}
-
-    def on_after_step(self) -> None:
-        self.momentum_update()

@@ -9,43 +9,35 @@ keys are enqueued only after the loss was computed (they are never their own neg
 
 Both encoders end in MoCo-v2's projection head (``mlp``: Linear(H,H)–ReLU–Linear(H,dim); else
 Linear(H,dim)), used in training only: the evaluated and saved encoder is the query encoder.
-The temperature is ``loss.tau`` (CERT: 0.07; see ``experiment=cert_bert``).
+The loss is ``loss=moco`` (:mod:`cl_bench.losses.moco`), its temperature ``loss.tau`` (CERT: 0.07).
+The momentum copies and the queue are :class:`~cl_bench.methods.base.MomentumMethod`'s.
 
 MoCHi (Kalantidis et al., NeurIPS 2020) is an option: with ``mochi_synthetic`` (s) and/or
 ``mochi_query_mixed`` (s′) above 0, each query also gets s negatives mixed from pairs of its
 ``mochi_hardest`` (N) hardest queued keys and s′ mixed from itself and one of them
-(:func:`cl_bench.losses.mochi.mix_hard_negatives`).
+(:func:`cl_bench.losses.mochi.mix_hard_negatives`), passed to the loss as ``extra_negatives``.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
-from cl_bench.losses.moco import queue_info_nce, queue_logits
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.losses.moco import queue_logits
+from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
 
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
 MOCHI_HARDEST = 1024
 
 
-def loss_temperature(loss_fn: Any, method: str) -> float:
-    """The ``tau`` keyword of the configured loss (a ``functools.partial`` built by Hydra).
-
-    Raises:
-        ValueError: when the configured loss has no ``tau`` (the method has no other temperature).
-    """
-    tau = getattr(loss_fn, "keywords", {}).get("tau")
-    if tau is None:
-        raise ValueError(f"method={method} takes its temperature from loss.tau, but the configured loss has none")
-    return float(tau)
+def mochi_on(values: dict[str, Any]) -> bool:
+    """Whether a CERT configuration mixes hard negatives (s or s′ above 0)."""
+    return (values.get("mochi_synthetic") or 0) + (values.get("mochi_query_mixed") or 0) > 0
 
 
 class ProjectionHead(nn.Module):
@@ -60,11 +52,11 @@ class ProjectionHead(nn.Module):
         return self.net(x)
 
 
-class CERT(Method):
+class CERT(MomentumMethod):
     """MoCo with a momentum key encoder and a queue of negatives; the key is an augmented sentence.
 
     Args:
-        context: shared build context.
+        context: shared build context (its loss is ``loss=moco``: queue InfoNCE, ``loss.tau``).
         queue_size: K, the number of queued negative keys (CERT: 6720).
         momentum: m of the key-encoder update (CERT/MoCo: 0.999).
         projection_dim: output width of the projection head (CERT/MoCo: 128).
@@ -76,6 +68,33 @@ class CERT(Method):
     """
 
     name = "cert"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("queue",)
+    summary = "CERT / MoCo: momentum key encoder, a FIFO queue of negative keys; the key is an augmented sentence"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {
+            "queue_size": (lambda v: v >= 1, ">= 1"),
+            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+            "projection_dim": (lambda v: v >= 1, ">= 1"),
+            "mochi_synthetic": (lambda v: v >= 0, ">= 0"),
+            "mochi_query_mixed": (lambda v: v >= 0, ">= 0"),
+        })
+        hardest = values.get("mochi_hardest")
+        queue_size = values.get("queue_size", 6720)
+        if hardest is not None and not 1 <= hardest <= queue_size:
+            raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {hardest}")
+        if mochi_on(values) and hardest is None and MOCHI_HARDEST > queue_size:
+            raise ValueError(
+                f"method.mochi_hardest: the default N = {MOCHI_HARDEST} exceeds method.queue_size ({queue_size}); set it"
+            )
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        if mochi_on(values):
+            return {}
+        return {"mochi_hardest": "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"}
 
     def __init__(
         self,
@@ -89,65 +108,16 @@ class CERT(Method):
         mochi_synthetic: int = 0,
         mochi_query_mixed: int = 0,
     ) -> None:
-        super().__init__(context)
-        if queue_size < 1:
-            raise ValueError(f"method.queue_size: must be >= 1, got {queue_size}")
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"method.momentum: must be in [0, 1], got {momentum}")
-        if projection_dim < 1:
-            raise ValueError(f"method.projection_dim: must be >= 1, got {projection_dim}")
-        if mochi_synthetic < 0 or mochi_query_mixed < 0:
-            raise ValueError("method.mochi_synthetic, method.mochi_query_mixed: must be >= 0")
+        super().__init__(context, momentum)
         self.mochi = mochi_synthetic + mochi_query_mixed > 0
-        if mochi_hardest is not None and not self.mochi:
-            raise ValueError("method.mochi_hardest: acts only with method.mochi_synthetic or method.mochi_query_mixed > 0")
-        mochi_hardest = MOCHI_HARDEST if mochi_hardest is None else mochi_hardest
-        if self.mochi and not 1 <= mochi_hardest <= queue_size:
-            raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {mochi_hardest}")
-        self.mochi_hardest, self.mochi_synthetic, self.mochi_query_mixed = mochi_hardest, mochi_synthetic, mochi_query_mixed
-        self.tau = loss_temperature(context.loss, self.name)
-        self.momentum = float(momentum)
+        self.mochi_hardest = MOCHI_HARDEST if mochi_hardest is None else int(mochi_hardest)
+        self.mochi_synthetic, self.mochi_query_mixed = int(mochi_synthetic), int(mochi_query_mixed)
         self.augment_query = augment_query
         self.head = ProjectionHead(self.encoder.hidden_size, projection_dim, mlp)
         # The key encoder starts as an exact copy and is only ever moved by the momentum update.
-        self.key_encoder: SentenceEncoder = copy.deepcopy(self.encoder)
-        self.key_head = copy.deepcopy(self.head)
-        for param in self._key_parameters():
-            param.requires_grad_(False)
-        # MoCo initialises the queue with random unit vectors; they are flushed after K keys.
-        self.register_buffer("queue", F.normalize(torch.randn(queue_size, projection_dim), dim=1))
-        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
-        self._pending_keys: torch.Tensor | None = None
-
-    # ----- MoCo mechanics ---------------------------------------------------------------------
-    def _query_parameters(self) -> list[nn.Parameter]:
-        return [*self.encoder.parameters(), *self.head.parameters()]
-
-    def _key_parameters(self) -> list[nn.Parameter]:
-        return [*self.key_encoder.parameters(), *self.key_head.parameters()]
-
-    @torch.no_grad()
-    def momentum_update(self) -> None:
-        """θ_k ← m·θ_k + (1−m)·θ_q for every key-encoder/key-head parameter."""
-        for key_param, query_param in zip(self._key_parameters(), self._query_parameters(), strict=True):
-            key_param.mul_(self.momentum).add_(query_param.detach(), alpha=1.0 - self.momentum)
-
-    @torch.no_grad()
-    def enqueue(self, keys: torch.Tensor) -> None:
-        """Write normalised ``keys`` over the oldest queue entries (a ring buffer: FIFO, exactly K rows)."""
-        keys = F.normalize(keys.detach().float(), dim=1)
-        size = self.queue.shape[0]
-        if keys.shape[0] > size:  # a batch larger than the queue: only its last K keys survive
-            self.queue_ptr.add_(keys.shape[0] - size).remainder_(size)
-            keys = keys[-size:]
-        rows = (self.queue_ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
-        self.queue[rows] = keys.to(self.queue.dtype)
-        self.queue_ptr.add_(keys.shape[0]).remainder_(size)
-
-    def queue_in_order(self) -> torch.Tensor:
-        """The queued keys from oldest to newest (K, dim)."""
-        ptr = int(self.queue_ptr)
-        return torch.cat([self.queue[ptr:], self.queue[:ptr]])
+        self.key_encoder: SentenceEncoder = self.momentum_copy(self.encoder)
+        self.key_head = self.momentum_copy(self.head)
+        self.init_queue(queue_size, projection_dim)
 
     # ----- views ------------------------------------------------------------------------------
     def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
@@ -175,24 +145,18 @@ class CERT(Method):
         with torch.no_grad():  # no gradient to keys
             keys = self.key_head(self._embed(self.key_encoder, key_text, True))
         # The queue is only written in on_after_step (after backward), so no copy is needed here.
-        mixed = None
         if self.mochi:  # MoCHi: synthetic hard negatives of each query (torch's seeded RNG)
             mixed = mix_hard_negatives(
                 queries, self.queue, num_hardest=self.mochi_hardest, num_synthetic=self.mochi_synthetic,
                 num_query_mixed=self.mochi_query_mixed,
             )
-        loss = queue_info_nce(queries, keys, self.queue, tau=self.tau, extra_negatives=mixed)
-        self._pending_keys = keys.detach()
-        with torch.no_grad():  # MoCo's (K+1)-way accuracy: how often the positive key wins
-            top1 = (queue_logits(queries, keys, self.queue, self.tau).argmax(dim=1) == 0).float().mean()
+            loss = self.loss_fn(queries, keys, self.queue, extra_negatives=mixed)
+        else:
+            loss = self.loss_fn(queries, keys, self.queue)
+        self.pending_keys = keys.detach()
+        with torch.no_grad():  # MoCo's (K+1)-way accuracy: how often the positive key wins (τ-free)
+            top1 = (queue_logits(queries, keys, self.queue, 1.0).argmax(dim=1) == 0).float().mean()
         return {"loss": loss, "moco_top1": top1}
-
-    def on_after_step(self) -> None:
-        """After the optimizer step: move the key encoder, then enqueue this step's keys."""
-        self.momentum_update()
-        if self._pending_keys is not None:
-            self.enqueue(self._pending_keys)
-            self._pending_keys = None
 
     def eval_encoder(self) -> SentenceEncoder:
         """The query encoder, without the projection head (what CERT fine-tunes downstream)."""

@@ -23,6 +23,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from cl_bench.data.documents import DOCUMENT_FORMATS, Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,28 @@ class DeCLUTR(Method):
     """
 
     name = "declutr"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "DeCLUTR: anchor and positive spans sampled from documents, contrastive loss + MLM on the anchors"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_choice(values, "sampling_strategy", SAMPLING_STRATEGIES)
+        check_choice(values, "doc_format", DOCUMENT_FORMATS)
+        check_ranges(values, {
+            "num_anchors": (lambda v: v >= 1, ">= 1"),
+            "num_positives": (lambda v: v >= 1, ">= 1"),
+            "max_span_len": (lambda v: v >= 1, ">= 1"),
+            "mlm_weight": (lambda v: v >= 0, ">= 0"),
+            "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)"),
+        })
+        low, high = values.get("min_span_len", 32), values.get("max_span_len", 512)
+        if not 1 <= low <= high:
+            raise ValueError(f"method.min_span_len: must be in [1, max_span_len={high}], got {low}")
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        return mlm_inert_keys(values)
 
     def __init__(
         self,
@@ -194,20 +217,6 @@ class DeCLUTR(Method):
         doc_format: str = "auto",
     ) -> None:
         super().__init__(context)
-        if num_anchors < 1:
-            raise ValueError(f"method.num_anchors: must be >= 1, got {num_anchors}")
-        if num_positives < 1:
-            raise ValueError(f"method.num_positives: must be >= 1, got {num_positives}")
-        if not 1 <= min_span_len <= max_span_len:
-            raise ValueError(f"method.min_span_len: must be in [1, max_span_len={max_span_len}], got {min_span_len}")
-        if sampling_strategy not in SAMPLING_STRATEGIES:
-            raise ValueError(
-                f"method.sampling_strategy: '{sampling_strategy}' unknown; valid: {', '.join(SAMPLING_STRATEGIES)}"
-            )
-        if mlm_weight < 0:
-            raise ValueError(f"method.mlm_weight: must be >= 0, got {mlm_weight}")
-        if doc_format not in DOCUMENT_FORMATS:
-            raise ValueError(f"method.doc_format: '{doc_format}' unknown; valid: {', '.join(DOCUMENT_FORMATS)}")
         self.num_anchors = num_anchors
         self.num_positives = num_positives
         self.min_span_len = min_span_len

@@ -30,9 +30,7 @@ import torch
 from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences
-from cl_bench.losses.jsd import jsd_mi_loss
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.simcse_sup import reject_text_augmentation
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
 from cl_bench.models.encoder import ENCODER_META_FILE, SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 
@@ -145,8 +143,8 @@ class ISBERT(Method):
 
     Args:
         context: shared build context; the encoder's backbone and tokenizer are used (the
-            configured pooler and ``loss`` group are not: the sentence vector is the CNN mean and
-            the objective is the JSD estimator).
+            configured pooler is not: the sentence vector is the CNN mean); the loss is the JSD
+            estimator (``loss=jsd``, :mod:`cl_bench.losses.jsd`).
         kernel_sizes: CNN window sizes (paper and code: 1, 3, 5).
         channels: channels per window size (paper and code: 256, i.e. 768 in total).
         activation: ``relu`` after the convolutions (paper) or ``none`` (official code).
@@ -157,6 +155,26 @@ class ISBERT(Method):
     """
 
     name = "is_bert"
+    uses = frozenset({"loss"})
+    loss_kinds = ("local_global",)
+    summary = "IS-BERT: a CNN over token states; JSD mutual information between local n-gram and global features"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_choice(values, "discriminator", DISCRIMINATORS)
+        check_choice(values, "activation", ACTIVATIONS)
+        check_ranges(values, {
+            "channels": (lambda v: v >= 1, ">= 1"),
+            "discriminator_size": (lambda v: v >= 1, ">= 1"),
+            "kernel_sizes": (lambda v: len(v) > 0 and all(k >= 1 and k % 2 == 1 for k in v),
+                             "odd positive window sizes ('same' padding)"),
+        })
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        if values.get("discriminator", "dot") != "mlp_dot" and "discriminator_size" in values:
+            return {"discriminator_size": "only method.discriminator=mlp_dot has a size"}
+        return {}
 
     def __init__(
         self,
@@ -169,11 +187,6 @@ class ISBERT(Method):
         snli_splits: Sequence[str] | None = None,
     ) -> None:
         super().__init__(context)
-        reject_text_augmentation(context, self.name)
-        if discriminator not in DISCRIMINATORS:
-            raise ValueError(f"method.discriminator: unknown discriminator '{discriminator}'; valid: {', '.join(DISCRIMINATORS)}")
-        if discriminator == "mlp_dot" and discriminator_size < 1:
-            raise ValueError(f"method.discriminator_size: must be >= 1, got {discriminator_size}")
         base = context.encoder
         cnn = NGramCNN(base.hidden_size, channels, kernel_sizes or (1, 3, 5), activation)
         # Replaces the context encoder (and any pooler MLP it carries); the backbone is shared.
@@ -197,5 +210,5 @@ class ISBERT(Method):
         outputs = self.encoder.token_states(features)
         local = self.encoder.local_features(outputs, mask)
         global_ = masked_mean(local, mask)
-        loss = jsd_mi_loss(self.scores(local, global_), mask)
+        loss = self.loss_fn(self.scores(local, global_), mask)
         return {"loss": loss, "mi_jsd": -loss.detach()}

@@ -13,13 +13,14 @@ through dropout, after the configured text or cutoff augmentation if any.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.losses.memory_bank import bank_logits, estimate_partition
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, check_ranges
 from cl_bench.methods.views import encode_views, loss_keyword, text_views
 
 
@@ -36,17 +37,20 @@ class MemoryBank(Method):
     name = "memory_bank"
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("memory_bank",)
+    summary = "instance discrimination: one bank row per sentence, NCE over sampled rows, bank momentum"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {
+            "feature_dim": (lambda v: v >= 1, ">= 1"),
+            "num_noise": (lambda v: v >= 1, ">= 1"),
+            "bank_momentum": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
+        })
 
     def __init__(
         self, context: MethodContext, feature_dim: int = 128, num_noise: int = 4096, bank_momentum: float = 0.5
     ) -> None:
         super().__init__(context)
-        if feature_dim < 1:
-            raise ValueError(f"method.feature_dim: must be >= 1, got {feature_dim}")
-        if num_noise < 1:
-            raise ValueError(f"method.num_noise: must be >= 1, got {num_noise}")
-        if not 0.0 <= bank_momentum < 1.0:
-            raise ValueError(f"method.bank_momentum: must be in [0, 1), got {bank_momentum}")
         self.tau = float(loss_keyword(context.loss, "tau", self.name))
         self.head = nn.Linear(self.encoder.hidden_size, feature_dim)
         self.feature_dim = int(feature_dim)

@@ -2,15 +2,11 @@
 
 Batches are contiguous runs of corpus sentences, so each sentence's context (the previous and
 next ``context_size`` sentences) is in the batch. An input encoder f and a candidate encoder g
-score every pair by ``f(s)ᵀg(c)``; the sentence itself is excluded; the classifier objective is a
-softmax over the batch with the context sentences as (equally weighted) targets, as in the
-official S2V code (``softmax_cross_entropy_with_logits`` on row-normalised targets). With
+score every pair; the objective is the neighbour classifier ``loss=neighbour``
+(:mod:`cl_bench.losses.neighbour`: ``f(s)ᵀg(c)`` by default, a softmax over the batch with the context
+sentences as equally weighted targets, as in the official S2V code). With
 ``encoders: 1`` f and g share weights (SimCSE Table 2's one-encoder variant). The final
 embedding is f(s) ⊕ g(s) (``embedding: concat``), or f or g alone.
-
-Differences from S2V, on purpose: the self score is removed from the softmax (S2V sets it to 0,
-which leaves an e^0 term in the denominator), and ``similarity: cosine`` (cosine / ``loss.tau``)
-is offered for encoders whose raw dot products are large.
 """
 
 from __future__ import annotations
@@ -23,17 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from cl_bench.losses.similarity import cosine_logits, dot_logits
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.cert import loss_temperature
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
 
 EMBEDDINGS: tuple[str, ...] = ("concat", "f", "g")
-SIMILARITIES: tuple[str, ...] = ("dot", "cosine")
 CONTEXT_ENCODER_DIR = "context_encoder"
 #: corpora whose lines are shuffled sentences: adjacent lines are not neighbours there
 _SHUFFLED_CORPORA = ("wiki1m", "wiki1m_head")
@@ -52,22 +44,6 @@ def neighbour_targets(batch_size: int, context_size: int = 1, device: torch.devi
     distance = (positions.unsqueeze(0) - positions.unsqueeze(1)).abs()
     marks = ((distance >= 1) & (distance <= context_size)).float()
     return marks / marks.sum(dim=1, keepdim=True)
-
-
-def neighbour_classification_loss(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Softmax cross-entropy with soft targets over each row of ``scores``, the diagonal excluded.
-
-    Args:
-        scores: (B, B) logits ``score(s_i, c_j)``.
-        targets: (B, B) rows summing to 1, zero on the diagonal.
-
-    Returns:
-        Mean over rows of ``-sum_j t_ij log softmax_{j != i}(scores_i)_j`` (float32).
-    """
-    diagonal = torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)
-    log_probs = F.log_softmax(scores.float().masked_fill(diagonal, float("-inf")), dim=1)
-    # 0 · (−inf) on the diagonal would be NaN: the diagonal carries no target mass, drop it.
-    return -(targets * log_probs.masked_fill(diagonal, 0.0)).sum(dim=1).mean()
 
 
 class ConcatEncoder:
@@ -116,10 +92,18 @@ class QuickThoughts(Method):
         encoders: 2 (separate f and g, the paper) or 1 (shared weights).
         context_size: neighbours on each side that are targets (S2V: 1 = previous and next).
         embedding: final sentence embedding: ``concat`` (f ⊕ g, the paper), ``f`` or ``g``.
-        similarity: ``dot`` (f(s)ᵀg(c), the paper) or ``cosine`` (divided by ``loss.tau``).
     """
 
     name = "quickthoughts"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("neighbour",)
+    summary = "QuickThoughts: encoders f, g classify each sentence's neighbours among a contiguous batch"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_choice(values, "embedding", EMBEDDINGS)
+        check_ranges(values, {"encoders": (lambda v: v in (1, 2), "1 (shared f = g) or 2"),
+                              "context_size": (lambda v: v >= 1, ">= 1")})
 
     def __init__(
         self,
@@ -127,22 +111,11 @@ class QuickThoughts(Method):
         encoders: int = 2,
         context_size: int = 1,
         embedding: str = "concat",
-        similarity: str = "dot",
     ) -> None:
         super().__init__(context)
-        if encoders not in (1, 2):
-            raise ValueError(f"method.encoders: must be 1 (shared f = g) or 2, got {encoders}")
-        if context_size < 1:
-            raise ValueError(f"method.context_size: must be >= 1, got {context_size}")
-        if embedding not in EMBEDDINGS:
-            raise ValueError(f"method.embedding: '{embedding}' unknown; valid: {', '.join(EMBEDDINGS)}")
-        if similarity not in SIMILARITIES:
-            raise ValueError(f"method.similarity: '{similarity}' unknown; valid: {', '.join(SIMILARITIES)}")
         self.num_encoders = encoders
         self.context_size = context_size
         self.embedding = embedding
-        self.similarity = similarity
-        self.tau = loss_temperature(context.loss, self.name) if similarity == "cosine" else 1.0
         # g starts as a copy of f (both from the same checkpoint); registered only when distinct.
         self.context_encoder: SentenceEncoder | None = copy.deepcopy(self.encoder) if encoders == 2 else None
 
@@ -173,22 +146,16 @@ class QuickThoughts(Method):
                 yield run
 
     # ----- training ---------------------------------------------------------------------------
-    def scores(self, inputs: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        """(B, B) scores of every (input, candidate) pair."""
-        if self.similarity == "cosine":
-            return cosine_logits(inputs, candidates, self.tau)
-        return dot_logits(inputs, candidates, 1.0)
-
     def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
         features = self.tokenize(batch)
         inputs = self.encoder(features)
         # One shared encoder: f(s) and g(s) are the same vectors (one forward pass).
         candidates = self.context_encoder(features) if self.context_encoder is not None else inputs
-        scores = self.scores(inputs, candidates)
-        targets = neighbour_targets(len(batch), self.context_size, scores.device)
-        loss = neighbour_classification_loss(scores, targets)
-        with torch.no_grad():  # share of rows whose best candidate is a true neighbour
-            best = scores.float().masked_fill(torch.eye(len(batch), dtype=torch.bool, device=scores.device), float("-inf"))
+        targets = neighbour_targets(len(batch), self.context_size, inputs.device)
+        loss = self.loss_fn(inputs, candidates, targets)
+        with torch.no_grad():  # share of rows whose best candidate (by inner product) is a true neighbour
+            scores = inputs.float() @ candidates.float().T
+            best = scores.masked_fill(torch.eye(len(batch), dtype=torch.bool, device=scores.device), float("-inf"))
             accuracy = (targets.gather(1, best.argmax(dim=1, keepdim=True)) > 0).float().mean()
         return {"loss": loss, "neighbour_accuracy": accuracy}
 

@@ -48,6 +48,7 @@ class SBERT(Method):
     name = "sbert"
     uses = frozenset({"loss", "pooler"})
     loss_kinds = ("classifier", "scored_pair", "triplet")
+    summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
 
     def __init__(self, context: MethodContext, nli_splits: Sequence[str] | None = None) -> None:
         super().__init__(context)

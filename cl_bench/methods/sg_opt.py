@@ -7,7 +7,7 @@ frozen. A shared projection head f — Linear(H, P) → GELU → Linear(P, P) �
 training — maps both sides before the objective of :mod:`cl_bench.losses.sg_opt`, and the
 regularizer λ·Σ‖θ_T − θ_F‖² keeps BERT_T close to BERT_F.
 
-One class serves ``method=sg_bert`` (the ``base`` NT-Xent with one uniformly sampled layer view per
+One class serves SG-BERT (``loss=sg``: the ``base`` NT-Xent with one uniformly sampled layer view per
 sentence) and ``method=sg_opt`` (``opt3``: all layer views are positives); ``opt1``/``opt2`` are the
 intermediate objectives of the paper's loss ablation.
 
@@ -26,16 +26,15 @@ import copy
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
-from cl_bench.losses.sg_opt import SG_OBJECTIVES, parameter_drift, sg_contrastive_loss
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.simcse_sup import reject_text_augmentation
+from cl_bench.losses.sg_opt import parameter_drift
+from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
 from cl_bench.models.poolers import masked_mean
 
 LAYER_POOLINGS: tuple[str, ...] = ("max", "mean")
@@ -75,14 +74,13 @@ def projection_head(hidden_size: int, size: int, init_std: float) -> nn.Module:
 
 
 class SelfGuided(Method):
-    """SG-BERT (``objective=base``) and SG-OPT (``objective=opt3``).
+    """SG-BERT (``loss=sg``) and SG-OPT (``loss=sg_opt``).
 
     Args:
         context: shared build context. Its encoder is BERT_T (use ``pooler=cls_before_pooler``
-            for the paper's last-layer [CLS]); the configured ``loss`` group is not used — the
-            objective is ``objective``/``tau`` below.
-        objective: ``base`` (SG), ``opt1``, ``opt2`` or ``opt3`` (SG-OPT); see :mod:`cl_bench.losses.sg_opt`.
-        tau: temperature τ of the objective (paper: 0.01).
+            for the paper's last-layer [CLS]); its loss is the SG objective: ``loss=sg_opt``
+            (``opt3``, SG-OPT) or ``loss=sg`` (SG-BERT's base), with ``loss.objective`` and ``loss.tau``
+            (:mod:`cl_bench.losses.sg_opt`).
         reg_weight: λ of the regularizer Σ‖θ_T − θ_F‖² (paper: 0.1; 0 disables it).
         layers: BERT_F hidden-state indices that give views, 0 = embedding output (None = all,
             0..num_layers, as the code's ``lmin=0, lmax=-1``). ``base``/``opt1``/``opt2`` sample one
@@ -96,38 +94,32 @@ class SelfGuided(Method):
     """
 
     name = "sg_opt"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("self_guided",)
+    summary = "SG-BERT/SG-OPT: a frozen BERT_F's layer views guide the tuned BERT_T's [CLS] (loss=sg_opt, or loss=sg for SG-BERT)"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_choice(values, "layer_pooling", LAYER_POOLINGS)
+        check_ranges(values, {"reg_weight": (lambda v: v >= 0, ">= 0"),
+                              "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
 
     def __init__(
         self,
         context: MethodContext,
-        objective: Literal["base", "opt1", "opt2", "opt3"] = "opt3",
-        tau: float = 0.01,
         reg_weight: float = 0.1,
         layers: list[int] | None = None,
-        layer_pooling: Literal["max", "mean"] = "max",
+        layer_pooling: str = "max",
         projection_size: int = 4096,
         freeze_embeddings: bool = True,
         stsb_splits: Sequence[str] | None = ("train", "dev", "test"),
     ) -> None:
         super().__init__(context)
-        reject_text_augmentation(context, "sg_opt")
-        if objective not in SG_OBJECTIVES:
-            raise ValueError(f"method.objective: unknown SG objective '{objective}'; valid: {', '.join(SG_OBJECTIVES)}")
-        if layer_pooling not in LAYER_POOLINGS:
-            raise ValueError(f"method.layer_pooling: unknown pooling '{layer_pooling}'; valid: {', '.join(LAYER_POOLINGS)}")
-        if tau <= 0:
-            raise ValueError(f"method.tau: must be > 0, got {tau}")
-        if reg_weight < 0:
-            raise ValueError(f"method.reg_weight: must be >= 0, got {reg_weight}")
-        if projection_size < 0:
-            raise ValueError(f"method.projection_size: must be >= 0 (0 = no head), got {projection_size}")
         backbone = self.encoder.backbone
         num_states = int(backbone.config.num_hidden_layers) + 1
         chosen = list(range(num_states)) if layers is None else [int(k) for k in layers]
         if not chosen or any(not 0 <= k < num_states for k in chosen):
             raise ValueError(f"method.layers: indices must lie in 0..{num_states - 1} (0 = embeddings), got {layers}")
-        self.objective = objective
-        self.tau = float(tau)
         self.reg_weight = float(reg_weight)
         self.layers = chosen
         self.layer_pooling = layer_pooling
@@ -186,11 +178,9 @@ class SelfGuided(Method):
         features = self.tokenize(batch)
         cls = self.encoder(features)
         views = self.layer_views(features)
-        if self.objective != "opt3":
-            # The paper's layer sampler σ: one uniformly drawn layer per sentence.
-            picks = torch.tensor([self.rng.randrange(len(self.layers)) for _ in batch], device=views.device)
-            views = views[torch.arange(len(batch), device=views.device), picks]
-        contrastive = sg_contrastive_loss(self.head(cls), self.head(views), tau=self.tau, objective=self.objective)
+        # The paper's layer sampler σ: one uniformly drawn layer per sentence (opt3 uses all of them).
+        sampled = torch.tensor([self.rng.randrange(len(self.layers)) for _ in batch], device=views.device)
+        contrastive = self.loss_fn(self.head(cls), self.head(views), sampled)
         terms = {"loss_contrastive": contrastive}
         loss = contrastive
         if self.reg_weight > 0:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, check_ranges, mlm_inert_keys
 from cl_bench.models.mlm import MLMHead, with_mlm_term
 
 
@@ -29,6 +29,18 @@ class SimCSE(Method):
     """
 
     name = "simcse"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "unsupervised SimCSE: two views of each sentence (dropout, or any augmentation), in-batch negatives, optional MLM"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
+                              "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        return mlm_inert_keys(values)
 
     def __init__(
         self,

@@ -13,26 +13,13 @@ SimCSE's ``cl_forward``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, check_ranges, mlm_inert_keys
 from cl_bench.models.mlm import MLMHead, with_mlm_term
-
-
-def reject_text_augmentation(context: MethodContext, method: str) -> None:
-    """Fail when an augmentation other than dropout is configured for a method that ignores it.
-
-    Raises:
-        ValueError: naming the ``augmentation`` key, so a silently unused option cannot mislead.
-    """
-    name = getattr(context.augmentation, "name", "dropout")
-    if context.augmentation is not None and name not in ("dropout", "none"):
-        raise ValueError(
-            f"augmentation: method={method} builds its views itself and does not use augmentation={name}; "
-            "use augmentation=dropout"
-        )
 
 
 class SupervisedSimCSE(Method):
@@ -48,6 +35,23 @@ class SupervisedSimCSE(Method):
     """
 
     name = "simcse_sup"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("pair",)
+    supplies = frozenset({"hard_negatives"})
+    summary = "supervised SimCSE: NLI (premise, entailment, contradiction); the contradiction is a hard negative"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
+                              "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+
+    @classmethod
+    def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
+        return cls.supplies if values.get("use_hard_negatives", True) else frozenset()
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        return mlm_inert_keys(values)
 
     def __init__(
         self,
@@ -57,9 +61,6 @@ class SupervisedSimCSE(Method):
         mlm_probability: float = 0.15,
     ) -> None:
         super().__init__(context)
-        reject_text_augmentation(context, self.name)
-        if mlm_weight < 0:
-            raise ValueError(f"method.mlm_weight: must be >= 0, got {mlm_weight}")
         self.use_hard_negatives = use_hard_negatives
         self.mlm_weight = float(mlm_weight)
         self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None

@@ -12,13 +12,14 @@ features for small batches is not implemented: batches must be large enough on t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.views import encode_views, mlp_head, text_views
+from cl_bench.methods.base import Method, MethodContext, check_ranges
+from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
 
 
 class SwAV(Method):
@@ -34,6 +35,15 @@ class SwAV(Method):
     name = "swav"
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("swapped_prediction",)
+    summary = "SwAV: projection head, K prototypes, Sinkhorn-Knopp codes, swapped prediction between two views"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_head(values, "projection")
+        check_ranges(values, {
+            "num_prototypes": (lambda v: v >= 2, ">= 2"),
+            "freeze_prototypes_steps": (lambda v: v >= 0, ">= 0"),
+        })
 
     def __init__(
         self,
@@ -43,14 +53,7 @@ class SwAV(Method):
         freeze_prototypes_steps: int = 313,
     ) -> None:
         super().__init__(context)
-        if num_prototypes < 2:
-            raise ValueError(f"method.num_prototypes: must be >= 2, got {num_prototypes}")
-        if freeze_prototypes_steps < 0:
-            raise ValueError(f"method.freeze_prototypes_steps: must be >= 0, got {freeze_prototypes_steps}")
-        try:
-            self.projection = mlp_head(self.encoder.hidden_size, list(projection))
-        except ValueError as err:
-            raise ValueError(f"method.projection: {err}") from err
+        self.projection = mlp_head(self.encoder.hidden_size, list(projection))
         self.prototypes = nn.Linear(int(projection[-1]), num_prototypes, bias=False)
         self.freeze_prototypes_steps = int(freeze_prototypes_steps)
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))

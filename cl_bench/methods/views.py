@@ -54,6 +54,15 @@ def mlp_head(in_dim: int, sizes: Sequence[int], *, last_bias: bool = True, hidde
     return nn.Sequential(*layers)
 
 
+def check_head(values: dict[str, Any], key: str) -> None:
+    """Raise ``ValueError("method.<key>: ...")`` unless ``values[key]`` is a non-empty list of sizes >= 1."""
+    sizes = values.get(key)
+    if sizes is not None and (
+        isinstance(sizes, str | int) or not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
+    ):
+        raise ValueError(f"method.{key}: must be a non-empty list of layer sizes >= 1, got {sizes!r}")
+
+
 def loss_keyword(loss_fn: Any, key: str, method: str) -> Any:
     """A hyperparameter of the configured loss (a ``functools.partial`` built by Hydra).
 

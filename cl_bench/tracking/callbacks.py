@@ -1,6 +1,10 @@
-"""Hydra callback: one MLflow parent run per multirun, children are the jobs.
+"""Hydra callback: every job of a sweep checked before the first starts; one MLflow parent run per
+multirun, children are the jobs.
 
-``on_multirun_start`` runs once in the launching process, before any job: it creates the MLflow
+``on_multirun_start`` runs once in the launching process, before any job. It composes every job of
+the grid and runs the same pre-flight checks as a single run (:func:`check_sweep`): one job that
+fails them stops the sweep with one line before anything runs. It records which keys the jobs vary
+(the children's run names show them) and then creates the MLflow
 store and experiment (avoiding SQLite's table-creation race under parallel joblib jobs) and the
 parent run, whose id is written to ``<sweep dir>/mlflow_parent_run_id.txt`` for the jobs.
 The parent is closed at the end of the sweep (or at exit if a job's failure aborted Hydra) with a
@@ -10,12 +14,14 @@ summary of which children failed.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from cl_bench.rundir import SweepDir
 from cl_bench.tracking.mlflow_logger import default_tracking_uri, ensure_experiment
@@ -39,20 +45,22 @@ class MLflowSweepCallback(Callback):
         self._closed = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        varied = check_sweep(config)
+        SweepDir(sweep_dir).varied_keys_file.write_text(json.dumps(varied))
         enabled, uri, experiment_name = tracking_settings(config)
         if not enabled:
             return
         import mlflow
 
-        sweep_dir = Path(config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
         try:
             experiment_id = ensure_experiment(uri, experiment_name)
             client = mlflow.MlflowClient(tracking_uri=uri)
             overrides = " ".join(config.hydra.overrides.task)
             run = client.create_run(
                 experiment_id,
-                run_name=f"sweep {sweep_dir.name}",
+                run_name=f"sweep: {' × '.join(varied) or sweep_dir.name}",
                 tags={"sweep": str(sweep_dir), "sweep.overrides": overrides[:5000], "sweep.parent": "true"},
             )
         except Exception as err:
@@ -73,6 +81,64 @@ class MLflowSweepCallback(Callback):
             close_parent_run(self.tracking_uri, self.parent_run_id)
         except Exception as err:
             log.warning("could not close MLflow parent run %s: %s", self.parent_run_id, err)
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]]:
+    """Every job's overrides, as Hydra's basic sweeper will launch them (preset params + command line)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def varied_keys(jobs: list[list[str]]) -> list[str]:
+    """The keys whose values differ among the jobs, in command-line order."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for override in job:
+            key, _, value = override.partition("=")
+            values.setdefault(key.lstrip("+~"), set()).add(value)
+    return [key for key, seen in values.items() if len(seen) > 1]
+
+
+def check_sweep(config: DictConfig) -> list[str]:
+    """Compose every job of the sweep and run the pre-flight checks on each; returns the varied keys.
+
+    Raises:
+        SystemExit(2): after printing ``cl-bench: error: job N (overrides): <key>: <why>``.
+    """
+    import sys
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    from cl_bench.cli import preflight
+    from cl_bench.config import ConfigError
+
+    if config.hydra.sweeper.get("_target_", "").rsplit(".", 1)[-1] != "BasicSweeper":
+        log.warning("sweeper %s: jobs are checked one by one as they start", config.hydra.sweeper.get("_target_"))
+        return []
+    jobs = sweep_jobs(config)
+    loader = GlobalHydra.instance().config_loader()
+    for number, job in enumerate(jobs):
+        try:
+            try:
+                job_config = loader.load_sweep_config(config, job)
+            except Exception as err:  # Hydra's composition error, e.g. a key this job's loss lacks
+                first = str(err).strip().splitlines()[0]
+                match = re.match(r"Could not override '([^']+)'", first)
+                raise ConfigError(
+                    f"{match.group(1)}: not a key of this job's config (no such key in the option it chose)"
+                    if match else first
+                ) from None
+            with open_dict(job_config):
+                del job_config["hydra"]
+            preflight(job_config, job)
+        except ConfigError as err:
+            print(f"cl-bench: error: job {number} ({' '.join(job)}): {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+    return varied_keys(jobs)
 
 
 def close_parent_run(tracking_uri: str, parent_run_id: str) -> dict[str, list[str]]:

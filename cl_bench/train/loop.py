@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import distributed  # torchrun (no-ops in one process)
@@ -75,11 +75,18 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         first_layer=cfg.pooler.first_layer,
         fresh_mlp=True,
     )
-    augmentation = instantiate(cfg.augmentation)
-    augmentation.setup(encoder, cfg.model.name_or_path)
+    method_class = get_class(str(cfg.method._target_))
+    # A group the method does not use is not built at all (validation rejected overriding it).
+    augmentation = None
+    if "augmentation" in method_class.uses:
+        augmentation = instantiate(cfg.augmentation)
+        augmentation.setup(encoder, cfg.model.name_or_path)
+    loss = None
+    if "loss" in method_class.uses:
+        loss = instantiate(OmegaConf.masked_copy(cfg.loss, [k for k in cfg.loss if k != "name"]))
     context = MethodContext(
         encoder=encoder,
-        loss=distributed.gather_loss(instantiate(cfg.loss)),  # global batch under torchrun
+        loss=distributed.gather_loss(loss) if loss is not None else None,  # global batch under torchrun
         augmentation=augmentation,
         model_name_or_path=cfg.model.name_or_path,
         max_length=cfg.model.max_length,

@@ -1,0 +1,160 @@
+"""What can be chosen: the options of every config group, from cl-bench's ``conf/`` and the user's
+own folders (``hydra.searchpath``), and the ``cl-bench list`` listing.
+
+This is the one place that knows where config options live; the CLI's early checks, the
+validation messages and ``cl-bench list`` all ask it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
+CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
+#: groups a user chooses with ``group=option``
+GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
+#: subfolders that hold building blocks of other options, not options of their own
+_INTERNAL = {"loss": ("default/",), "experiment": ("points/",), "augmentation": ("simcse_table1/",)}
+
+_user_dirs: list[Path] = []
+
+
+def use_search_path(entries: Iterable[str]) -> None:
+    """Register the user's config folders (``hydra.searchpath`` entries, ``file://`` or plain paths).
+
+    Each folder is also put on ``sys.path`` (and ``PYTHONPATH``, for launcher subprocesses), so a
+    ``_target_`` naming a module in the folder imports without installing anything.
+    """
+    for entry in entries:
+        if entry.startswith("pkg://"):
+            continue
+        folder = Path(entry[len("file://"):] if entry.startswith("file://") else entry).resolve()
+        if folder in _user_dirs:
+            continue
+        _user_dirs.append(folder)
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def search_path_from_argv(argv: Sequence[str]) -> list[str]:
+    """The entries of a ``hydra.searchpath=[a,b]`` command-line override."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == "hydra.searchpath":
+            return [v.strip().strip("'\"") for v in value.strip().strip("[]").split(",") if v.strip()]
+    return []
+
+
+def conf_dirs() -> list[Path]:
+    """cl-bench's conf/ first, then the user's folders."""
+    return [CONF_DIR, *_user_dirs]
+
+
+def options(group: str, internal: bool = False) -> dict[str, Path]:
+    """``{option name: YAML path}`` of a config group (later folders add to earlier ones)."""
+    found: dict[str, Path] = {}
+    for root in conf_dirs():
+        folder = root / group
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*.yaml")):
+            name = path.relative_to(folder).with_suffix("").as_posix()
+            if internal or not name.startswith(_INTERNAL.get(group, ())):
+                found[name] = path
+    return found
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML option file as a dict (empty for an empty file)."""
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def summary_line(path: Path, width: int = 140) -> str:
+    """What a YAML option is: its leading comment's first sentence (at most ``width`` characters)."""
+    text = []
+    for line in path.read_text().splitlines():
+        if line.startswith("# @package"):
+            continue
+        if not line.startswith("#"):
+            break
+        text.append(line.lstrip("# ").strip())
+    joined = " ".join(text)
+    sentence = joined.split(". ")[0].rstrip(".")
+    return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
+
+
+def import_target(target: str) -> Any:
+    module, _, attr = target.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def loss_kind_of(path: Path) -> str | None:
+    """The ``loss_kind`` of a loss option's function (None when it cannot be imported)."""
+    target = read_yaml(path).get("_target_")
+    try:
+        return getattr(import_target(str(target)), "loss_kind", None)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def losses_of_kinds(kinds: Sequence[str]) -> list[str]:
+    """Loss options whose function is of one of ``kinds``."""
+    return [name for name, path in options("loss").items() if loss_kind_of(path) in kinds]
+
+
+def default_loss(method: str) -> str | None:
+    """The loss ``conf/loss/default/<method>.yaml`` selects."""
+    path = options("loss", internal=True).get(f"default/{method}")
+    if path is None:
+        return None
+    for entry in read_yaml(path).get("defaults", []):
+        if isinstance(entry, str) and entry.startswith("/loss/"):
+            return entry[len("/loss/"):].split("@")[0]
+    return None
+
+
+def method_rows() -> list[dict[str, str]]:
+    """One row per method: name, groups and keys it uses, default loss, loss kinds, summary."""
+    rows = []
+    for name, path in options("method").items():
+        node = read_yaml(path)
+        try:
+            cls = import_target(str(node.get("_target_")))
+        except (ImportError, AttributeError, ValueError) as err:
+            rows.append({"method": name, "summary": f"cannot import {node.get('_target_')}: {err}"})
+            continue
+        keys = [k for k in node if not str(k).startswith("_") and k != "name"]
+        rows.append({
+            "method": name,
+            "uses": ", ".join(g for g in ("loss", "augmentation", "pooler") if g in cls.uses) or "-",
+            "losses": f"{'/'.join(cls.loss_kinds)}: {', '.join(losses_of_kinds(cls.loss_kinds))}",
+            "default_loss": default_loss(name) or "-",
+            "keys": ", ".join(f"method.{k}" for k in keys) or "-",
+            "summary": getattr(cls, "summary", "") or summary_line(path),
+        })
+    return rows
+
+
+def listing() -> str:
+    """The text ``cl-bench list`` prints."""
+    lines = ["METHODS  (every method also uses: dropout, batch_size, seed, model.*, data, train.*, eval.*)"]
+    for row in method_rows():
+        lines.append(f"  {row['method']}: {row['summary']}")
+        for field in ("uses", "default_loss", "losses", "keys"):
+            if field in row:
+                lines.append(f"      {field.replace('_', ' ')}: {row[field]}")
+    for group, title in (("loss", "LOSSES"), ("augmentation", "AUGMENTATIONS"), ("pooler", "POOLERS"),
+                         ("data", "DATA"), ("eval", "EVALUATION PRESETS"), ("experiment", "EXPERIMENT PRESETS")):
+        lines.append(f"{title}  ({group}=NAME)")
+        for name, path in options(group).items():
+            kind = f" [{loss_kind_of(path)}]" if group == "loss" else ""
+            lines.append(f"  {name}{kind}: {summary_line(path)}")
+    return "\n".join(lines)
