@@ -31,9 +31,10 @@ def build(tiny_bert: Path, data_dir: Path, overrides: list[str]):
     os.environ["CL_BENCH_DATA"] = str(data_dir)
     if not any(o.startswith("data=") for o in overrides):
         overrides = ["data=wiki1m_head", *overrides]
+    overrides = [f"model.name_or_path={tiny_bert}", "pooler=avg", *overrides]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"model.name_or_path={tiny_bert}", "pooler=avg", *overrides])
-    validate(cfg)
+        cfg = compose("config", overrides=overrides)
+    validate(cfg, overrides)
     torch.manual_seed(0)
     return build_method(cfg, torch.device("cpu")), cfg
 
@@ -156,10 +157,12 @@ def test_cert_with_mochi_mixes_hard_negatives(tiny_bert: Path, data_dir: Path) -
     ])
     assert (method.mochi, method.mochi_hardest) == (True, 4)
     step(method, SENTENCES)
-    with pytest.raises(Exception, match="method.mochi_hardest: acts only"):
+    with pytest.raises(Exception, match="method.mochi_hardest: has no effect on this run: MoCHi is off"):
         build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.mochi_hardest=4"])
-    with pytest.raises(Exception, match="method.mochi_hardest: must be between 1 and method.queue_size"):
+    with pytest.raises(Exception, match=r"method.mochi_hardest: the default N = 1024 exceeds method.queue_size \(8\)"):
         build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.queue_size=8", "method.mochi_synthetic=2"])
+    with pytest.raises(Exception, match="method.mochi_hardest: must be between 1 and method.queue_size"):
+        build(tiny_bert, data_dir, ["method=cert", "method.queue_size=8", "method.mochi_synthetic=2", "method.mochi_hardest=9"])
 
 
 @pytest.mark.parametrize(
