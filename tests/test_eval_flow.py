@@ -73,6 +73,21 @@ def test_inverse_reconstructs_inputs(dim: int, levels: int) -> None:
     np.testing.assert_allclose(back, x, rtol=0, atol=1e-5)
 
 
+def test_constant_channels_are_left_unscaled() -> None:
+    """all-MiniLM-L6-v2's mean-pooled embeddings have constant channels (std ~1e-32 on STS-B): the
+    official actnorm initialisation would scale them by 1e6 and the likelihood diverged (NaN STS)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 8))
+    x[:, 2] = 1e-32
+    x[:, 5] = 0.25
+    fitted = FittedFlow.fit(x, FlowOptions(levels=2, batch_size=50))
+    z = fitted.transform(x)
+    assert np.isfinite(z).all() and math.isfinite(fitted.final_nll_per_dim) and fitted.final_nll_per_dim < 3
+    with torch.no_grad():
+        back = fitted.model.inverse(torch.as_tensor(z)).numpy()
+    np.testing.assert_allclose(back, x, rtol=0, atol=1e-5)
+
+
 def test_flow_options_are_validated(tmp_path: Path) -> None:
     root = write_sts_fixture(tmp_path / "sts")
     check_eval_config(root, ["stsb"], postprocess="flow", flow={"levels": 2})

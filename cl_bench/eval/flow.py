@@ -37,6 +37,8 @@ WEIGHT_DECAY = 0.01
 ADAM_EPS = 1e-6
 CLIP_NORM = 1.0
 LOG_2PI = math.log(2 * math.pi)
+#: a channel whose batch standard deviation is below this fraction of the largest is treated as constant
+CONSTANT_STD = 1e-6
 
 
 @dataclass
@@ -104,8 +106,13 @@ class ActNorm(nn.Module):
     @torch.no_grad()
     def _initialize(self, x: torch.Tensor) -> None:
         mean = x.mean(0)
+        std = (x - mean).pow(2).mean(0).sqrt()
+        # A channel that is constant on the batch (all-MiniLM-L6-v2's mean-pooled embeddings have
+        # one) is centred and left unscaled: the official 1/(std + 1e-6) would scale it by 1e6 and
+        # the likelihood diverges. Other channels get the official initialisation.
+        constant = std <= CONSTANT_STD * std.max()
         self.bias.copy_(-mean)
-        self.log_scale.copy_(torch.log(1.0 / ((x - mean).pow(2).mean(0).sqrt() + 1e-6)) / LOGSCALE_FACTOR)
+        self.log_scale.copy_(torch.where(constant, 0.0, torch.log(1.0 / (std + 1e-6)) / LOGSCALE_FACTOR))
         self.initialized.fill_(True)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
