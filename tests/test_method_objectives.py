@@ -192,7 +192,7 @@ def test_presets_compose_and_validate(preset: str, method: str, loss: str, tiny_
 
 
 # ----- real short runs from all-MiniLM-L6-v2 -----------------------------------------------------
-SHORT = ["pooler=avg", "train.batch_size=16", "train.max_steps=8", "train.eval_steps=4", "train.log_steps=1",
+SHORT = ["pooler=avg", "train.batch_size=16", "train.max_steps=8", "train.eval_steps=8", "train.log_steps=1",
          "eval.align_uniform=false", "eval.anisotropy=false"]
 RUNS = {
     "barlow_twins": ["method=barlow_twins", "loss=barlow_twins", "data=wiki1m_head", "data.limit=512",
