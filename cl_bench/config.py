@@ -334,6 +334,11 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
+    postprocess = cfg.eval.postprocess
+    if postprocess != "whitening":
+        inert["eval.whitening"] = f"only eval.postprocess=whitening keeps k dimensions (eval.postprocess={postprocess})"
+    if postprocess != "flow":
+        inert["eval.flow"] = f"only eval.postprocess=flow fits a flow (eval.postprocess={postprocess})"
     return inert
 
 

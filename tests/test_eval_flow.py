@@ -143,3 +143,27 @@ def test_minilm_sts_with_flow_whitening_and_none(tmp_path: Path, data_dir: Path)
     print(json.dumps({name: {k: round(r[k], 2) for k in keys} for name, r in figures.items()}))
     assert len({r["sts_avg"] for r in figures.values()}) == 3
     assert all(60 < r["sts_avg"] < 90 for r in figures.values())
+
+
+def test_inert_post_processing_overrides_are_rejected(data_dir: Path) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR
+    from cl_bench.config import ConfigError, inert_keys, validate
+
+    def check(overrides: list[str]):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+        validate(cfg, overrides)
+        return cfg
+
+    base = ["mode=eval", f"model.name_or_path={minilm_path()}", f"paths.data_dir={data_dir}"]
+    for override, message in [
+        ("eval.flow.levels=2", "eval.flow.levels: has no effect on this run: only eval.postprocess=flow"),
+        ("eval.whitening=8", "eval.whitening: has no effect on this run: only eval.postprocess=whitening"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            check([*base, override])
+    cfg = check([*base, "eval=flow", "eval.flow.levels=2"])
+    inert = inert_keys(cfg)  # left out of the MLflow params as well
+    assert "eval.flow" not in inert and "eval.whitening" in inert
