@@ -18,6 +18,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from cl_bench.eval.flow import FlowOptions
 from cl_bench.models.poolers import POOLERS
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
@@ -94,12 +95,14 @@ class EvalConfig:
     transfer_config: str = "full"  # SentEval classifier config: full (test: Adam, 10 folds) | fast (fasttest: RMSprop, 5 folds)
     transfer_classifier: str = "senteval"  # senteval (SentEval's PyTorch classifier) | sklearn (lbfgs approximation)
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
-    whitening: int | None = None  # BERT-whitening keeping k dimensions (null = raw embeddings)
+    whitening: int | None = None  # BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
     backend: str = "auto"  # encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
     precision: str = "fp32"  # fp32 | bf16 (only where the CPU/GPU has bf16 matrix units)
     cache: bool = True  # reuse embeddings of the same weights, pooler, length, precision, backend and sentences
     cache_dir: str | None = None  # embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
     cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first
+    postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
+    flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
 
 
 @dataclass
@@ -381,6 +384,11 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
+    postprocess = cfg.eval.postprocess
+    if postprocess != "whitening":
+        inert["eval.whitening"] = f"only eval.postprocess=whitening keeps k dimensions (eval.postprocess={postprocess})"
+    if postprocess != "flow":
+        inert["eval.flow"] = f"only eval.postprocess=flow fits a flow (eval.postprocess={postprocess})"
     return inert
 
 

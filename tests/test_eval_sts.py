@@ -252,11 +252,12 @@ def test_evaluate_dev_caches_parsed_data(tmp_path: Path) -> None:
 def test_whitening_changes_sts_scores(sts_root: Path) -> None:
     raw = evaluate(HashEncoder(), sts_root, tasks=["stsb"], align_uniform=False, anisotropy=False)
     white = evaluate(
-        HashEncoder(), sts_root, tasks=["stsb"], whitening=8, align_uniform=False, anisotropy=False
+        HashEncoder(), sts_root, tasks=["stsb"], postprocess="whitening", whitening=8, align_uniform=False,
+        anisotropy=False,
     )
     assert raw["stsb"] != white["stsb"]
     with pytest.raises(ValueError, match="eval.whitening: k=32"):
-        evaluate(HashEncoder(width=16), sts_root, tasks=["stsb"], whitening=32)
+        evaluate(HashEncoder(width=16), sts_root, tasks=["stsb"], postprocess="whitening", whitening=32)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ def test_check_eval_config_before_model_load(sts_root: Path, tmp_path: Path) -> 
     with pytest.raises(EvalConfigError, match=r"sts-train\.csv: missing data file"):
         check_eval_config(partial, ["stsb"])  # default geometry split "all" needs it
     with pytest.raises(EvalConfigError, match=r"sts-train\.csv: missing data file"):
-        check_eval_config(partial, ["stsb"], align_uniform_split="test", whitening=8)  # fitted on all splits
+        check_eval_config(partial, ["stsb"], align_uniform_split="test", postprocess="whitening")  # all splits
 
 
 def test_format_table_rows() -> None:

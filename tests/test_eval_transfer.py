@@ -22,6 +22,7 @@ from cl_bench.data.senteval import (
     read_trec_file,
 )
 from cl_bench.eval import evaluate, evaluate_dev
+from cl_bench.eval.postprocess import PostProcess
 from cl_bench.eval.tasks import EvalConfigError, check_eval_config
 from cl_bench.eval.transfer import (
     L2_GRID,
@@ -294,7 +295,7 @@ def test_transfer_whitening_and_dev_selection(transfer_root: Path, one_penalty: 
     parts = transfer.load_transfer_task(transfer_root, "cr")
     encoder = CueEncoder()
     raw = run_transfer_task("cr", parts, encoder.encode, config="fast")
-    white = run_transfer_task("cr", parts, encoder.encode, config="fast", whitening=4)
+    white = run_transfer_task("cr", parts, encoder.encode, config="fast", postprocess=PostProcess("whitening", 4))
     assert set(white) == {"cr", "cr_dev"} and white != raw
     dev = evaluate_dev(encoder, transfer_root, select_metric="transfer_dev_avg")
     tasks = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")

@@ -376,13 +376,15 @@ def test_readme_option_tables_match_cl_bench_list() -> None:
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme[readme.index("## Methods, losses and augmentations"):readme.index("### Every option acts")]
-    rows = {m.group(1): m for m in re.finditer(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \| `(\w+)` \|", section, re.M)}
+    cell = r"(?:[^|\\]|\\\|)+"  # a table cell; `\|` is an escaped pipe inside it
+    rows = {m.group(1): m for m in re.finditer(rf"^\| `(\w+)` \| {cell} \| ({cell}) \| `(\w+)` \|", section, re.M)}
     assert sorted(rows) == METHODS
     for row in catalog.method_rows():
         assert rows[row["method"]].group(2).strip() == row["uses"], row["method"]
         assert rows[row["method"]].group(3) == row["default_loss"], row["method"]
     listed_losses = {}
-    for m in re.finditer(r"^\* `(\w+)`[^:]*: (.+?) — ", section, re.M | re.S):
+    kinds_text = section[section.index("`loss=` — each loss"):section.index("The temperature is `loss.tau`")]
+    for m in re.finditer(r"`(\w+)`(?: \([^)]*\))?: (.+?)(?= — |;\n|\.\n)", kinds_text, re.S):
         for item in m.group(2).replace("\n", " ").split("·"):
             listed_losses[re.sub(r"\(.*?\)", "", item).strip()] = m.group(1)
     assert listed_losses == {name: catalog.loss_kind_of(path) for name, path in catalog.options("loss").items()}

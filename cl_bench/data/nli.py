@@ -169,3 +169,52 @@ def read_unlabelled_nli_sentences(
     if not distinct:
         raise DataFileError(f"{path}: corpus is empty (no non-blank line)")
     return distinct[:limit] if limit is not None else distinct
+
+
+#: SentEval's SNLI label names (``labels.<split>``), in a fixed class order
+NLI_LABELS: tuple[str, ...] = ("contradiction", "entailment", "neutral")
+
+
+def read_snli_senteval_pairs(
+    path: str | Path, splits: Sequence[str] | None = None, limit: int | None = None
+) -> list[tuple[str, str, int]]:
+    """Read labelled pairs of SentEval's SNLI layout: ``(premise, hypothesis, label index)``.
+
+    Args:
+        path: one of the split files, e.g. ``<data>/nli/snli_senteval/s1.dev.gz``; its directory
+            holds ``s1.<split>``, ``s2.<split>`` and ``labels.<split>`` (optionally gzipped).
+        splits: the splits to read (None = the split ``path`` names).
+        limit: keep only the first ``limit`` pairs (None = all).
+
+    Returns:
+        Pairs in file order, the label as an index into :data:`NLI_LABELS`.
+
+    Raises:
+        DataFileError: not a SentEval SNLI file, a missing file, an unknown label, or files of
+            different lengths (naming the file and line).
+    """
+    path = Path(path)
+    own_split = senteval_snli_split(path)
+    if own_split is None:
+        raise DataFileError(f"{path}: not a SentEval SNLI file (expected s1.<split>[.gz] or s2.<split>[.gz])")
+    gz = ".gz" if path.name.endswith(".gz") else ""
+    pairs: list[tuple[str, str, int]] = []
+    for split in splits or [own_split]:
+        columns = []
+        for side in ("s1", "s2", "labels"):
+            file = path.parent / f"{side}.{split}{gz}"
+            if not file.is_file():
+                raise DataFileError(f"{file}: SentEval SNLI file not found (split '{split}')")
+            columns.append((file, [(number, " ".join(line.split())) for number, line in iter_lines(file)]))
+        lengths = {len(lines) for _, lines in columns}
+        if len(lengths) != 1:
+            raise DataFileError(f"{columns[2][0]}: {len(columns[2][1])} labels for {len(columns[0][1])} premises")
+        labels_file = columns[2][0]
+        for (_, premise), (_, hypothesis), (number, label) in zip(*(lines for _, lines in columns), strict=True):
+            if label not in NLI_LABELS:
+                raise DataFileError(f"{labels_file}:{number}: unknown label '{label}'; valid: {', '.join(NLI_LABELS)}")
+            if premise and hypothesis:
+                pairs.append((premise, hypothesis, NLI_LABELS.index(label)))
+    if not pairs:
+        raise DataFileError(f"{path}: no labelled pair")
+    return pairs[:limit] if limit is not None else pairs

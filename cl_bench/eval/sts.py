@@ -9,8 +9,9 @@
 * STS-B and SICK-R: Spearman on the test split (``stsb``, ``sickr``) and on the dev split
   (``stsb_dev``, ``sickr_dev``). No regressor is trained; train splits are read only to fit
   BERT-whitening.
-* Optional BERT-whitening (``whitening=k``): fitted per task on every pair's two sentences of
-  all its sub-datasets / splits (BERT-whitening's ``normalized_by='target'``), then cosine.
+* Optional post-processing (``postprocess``: BERT-whitening or BERT-flow,
+  :mod:`cl_bench.eval.postprocess`): fitted per task on every pair's two sentences of all its
+  sub-datasets / splits (BERT-whitening's ``normalized_by='target'``), then cosine.
 
 Parsed files are cached per data root, so repeated dev evaluations only re-encode.
 """
@@ -26,7 +27,8 @@ from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import paired_euclidean_distances, paired_manhattan_distances
 
 from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_sts_year, read_stsb_split
-from cl_bench.eval.geometry import Whitening, cosine_rows
+from cl_bench.eval.geometry import cosine_rows
+from cl_bench.eval.postprocess import PostProcess
 from cl_bench.eval.tasks import SICK_FILES, SICK_FOLDER, STS_YEAR_FOLDERS, STSB_FILES, STSB_FOLDER
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -135,7 +137,7 @@ def score_sts_task(
     task: str,
     parts: dict[str, ScoredPairs],
     embed: Embed,
-    whitening: int | None = None,
+    postprocess: PostProcess | None = None,
 ) -> dict[str, float]:
     """Score one STS task with embeddings from ``embed``.
 
@@ -143,14 +145,14 @@ def score_sts_task(
         task: the task name (key prefix).
         parts: from :func:`load_sts_task` (for ``stsb``/``sickr`` any of train/dev/test).
         embed: maps sentences to (N, H) embeddings (an :class:`~cl_bench.eval.embed.EmbeddingTable`).
-        whitening: keep this many whitened dimensions (None: raw embeddings). Fitted on all ``parts``.
+        postprocess: whitening or flow, fitted on all ``parts`` (None: raw embeddings).
 
     Returns:
         Flat metrics (see the module docstring for the keys).
     """
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
-    if whitening is not None:
-        transform = Whitening.fit(embed(pair_sentences(parts)), whitening).transform
+    if postprocess is not None:
+        transform = postprocess.transform_for(embed, pair_sentences(parts))
     system = {
         name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()
     }

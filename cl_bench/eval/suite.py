@@ -20,8 +20,10 @@ Metric keys (results.json / MLflow):
   ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
 * Encoding: ``eval_onnx`` = 1 when ONNX Runtime computed the embeddings (``eval.backend``),
   ``eval_bf16`` = 1 when they were computed in bf16 (``eval.precision``); absent otherwise.
-* With ``whitening=k`` every figure is computed on whitened embeddings, the transform being
-  fitted per task on all of that task's sentences (for the geometry: all STS-B splits).
+* With ``postprocess=whitening`` (keeping ``whitening=k`` dimensions) or ``postprocess=flow``
+  (BERT-flow, options ``flow``) every figure is computed on transformed embeddings, the transform
+  being fitted per task on all of that task's sentences (for the geometry: all STS-B splits), or
+  once on ``flow.corpus`` when it names a file.
 """
 
 from __future__ import annotations
@@ -29,15 +31,18 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from cl_bench import interrupt
 from cl_bench.data.senteval import ScoredPairs
+from cl_bench.data.text import read_sentences
 from cl_bench.eval.embed import EmbeddingTable, Encoder
-from cl_bench.eval.geometry import Whitening, alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.flow import FlowOptions
+from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.postprocess import Transform, build_postprocess
 from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task, similarity_spearmans
 from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
@@ -55,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
 POSITIVE_THRESHOLD = 4.0
+#: ``eval.flow``'s defaults (never mutated)
+DEFAULT_FLOW = FlowOptions()
 #: Table columns: (header, metric key), SimCSE's order.
 STS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("STS12", "sts12"),
@@ -92,7 +99,7 @@ def geometry_metrics(
     embed: EmbeddingTable,
     align_uniform: bool = True,
     anisotropy: bool = True,
-    whitening: Whitening | None = None,
+    transform: Transform | None = None,
     out_dir: str | Path | None = None,
     suffix: str = "",
 ) -> dict[str, float]:
@@ -103,14 +110,14 @@ def geometry_metrics(
         embed: the embedding lookup.
         align_uniform: compute ``align`` and ``uniform``.
         anisotropy: compute the ``anisotropy_*`` metrics (and the plot when ``out_dir`` is given).
-        whitening: a fitted transform applied first (None: raw embeddings).
+        transform: a fitted post-processing applied first (None: raw embeddings).
         out_dir: where ``anisotropy.png`` goes (None: no plot).
         suffix: appended to every key (``"_dev"`` during training).
     """
 
     def vectors(texts: Sequence[str]) -> np.ndarray:
         x = embed(texts)
-        return whitening.transform(x) if whitening is not None else x
+        return transform(x) if transform is not None else x
 
     results: dict[str, float] = {}
     sentences = list(dict.fromkeys((*pairs.sent1, *pairs.sent2)))
@@ -201,6 +208,8 @@ def evaluate(
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
+    postprocess: str = "none",
+    flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -214,7 +223,7 @@ def evaluate(
         transfer_config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
         transfer_classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (its approximation).
         seed: transfer fold-shuffling seed (SentEval: 1111).
-        whitening: BERT-whitening with this many kept dimensions (None: off).
+        whitening: BERT-whitening's kept dimensions k (``postprocess=whitening``; None: all).
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
         anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
         backend: forward pass of a :class:`~cl_bench.models.encoder.SentenceEncoder`: ``auto`` | ``torch`` | ``onnx``.
@@ -222,6 +231,8 @@ def evaluate(
         cache: reuse cached embeddings of the same weights, pooler, length, precision, backend, sentences.
         cache_dir: the cache folder (None: ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``).
         cache_size_gb: prune the cache folder to this size.
+        postprocess: ``none`` | ``whitening`` | ``flow`` (:mod:`cl_bench.eval.postprocess`).
+        flow: BERT-flow's options (:class:`cl_bench.eval.flow.FlowOptions` fields).
 
     Returns:
         Flat ``{metric name: value}`` (see the module docstring for the names).
@@ -246,41 +257,44 @@ def evaluate(
         cache=cache,
         cache_dir=cache_dir,
         cache_size_gb=cache_size_gb,
+        postprocess=postprocess,
+        flow=flow,
     )
-    sts_splits = ("train", "dev", "test") if whitening else ("dev", "test")
+    post = build_postprocess(postprocess, whitening, flow)
+    per_task = post is not None and post.fits_per_task
+    sts_splits = ("train", "dev", "test") if per_task else ("dev", "test")
     sts_data = {task: load_sts_task(data_dir, task, sts_splits) for task in resolved if task in STS_TASKS}
     transfer_data = {task: load_transfer_task(data_dir, task) for task in resolved if task in TRANSFER_TASKS}
     geometry = align_uniform or anisotropy
     geometry_parts = load_sts_task(data_dir, "stsb", GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
-    whitening_fit_parts = (
-        load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and whitening else {}
-    )
+    fit_parts = load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and per_task else {}
+    corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
 
     sentences: list[str] = []
     for parts in sts_data.values():
         sentences += pair_sentences(parts)
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
-    sentences += pair_sentences(geometry_parts) + pair_sentences(whitening_fit_parts)
+    sentences += pair_sentences(geometry_parts) + pair_sentences(fit_parts) + list(corpus)
     settings = EncodingSettings(
         backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb
     )
     with encoding(settings):
         announce_cost(encoder, sentences, batch_size, resolved)
         table = EmbeddingTable(encoder, sentences, batch_size)
+        if post is not None:
+            post.prepare(table, corpus)
 
     results: dict[str, float] = encoding_flags(settings)
     for task, parts in sts_data.items():
-        results.update(score_sts_task(task, parts, table, whitening))
+        results.update(score_sts_task(task, parts, table, post))
     sts_avg = _mean_if_complete(results, STS_TASKS)
     if sts_avg is not None:
         results["sts_avg"] = sts_avg
     for task, parts in transfer_data.items():
         interrupt.check(results)  # a stop between tasks keeps the figures so far
         task_start = time.perf_counter()
-        results.update(
-            run_transfer_task(task, parts, table, transfer_config, seed, whitening, transfer_classifier)
-        )
+        results.update(run_transfer_task(task, parts, table, transfer_config, seed, post, transfer_classifier))
         log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
     for key, names in (
         ("transfer_avg", TRANSFER_TASKS),
@@ -290,9 +304,7 @@ def evaluate(
         if average is not None:
             results[key] = average
     if geometry:
-        transform = (
-            Whitening.fit(table(pair_sentences(whitening_fit_parts)), whitening) if whitening else None
-        )
+        transform = post.transform_for(table, pair_sentences(fit_parts)) if post is not None else None
         results.update(
             geometry_metrics(
                 _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.data.senteval import STS_SUBSETS
+from cl_bench.eval.postprocess import build_postprocess
 from cl_bench.models.inference import InferenceConfigError, check_inference_options
 
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
@@ -116,21 +117,25 @@ def required_files(
     align_uniform: bool = False,
     anisotropy: bool = False,
     align_uniform_split: str = "all",
-    whitening: int | None = None,
+    fit_per_task: bool = False,
 ) -> list[str]:
-    """Every data file (relative to the data root) an evaluation with these options reads."""
+    """Every data file (relative to the data root) an evaluation with these options reads.
+
+    ``fit_per_task``: a post-processing (whitening, flow) is fitted on each task's sentences, which
+    then needs every split of STS-B and SICK-R (and of STS-B for the geometry).
+    """
     files: list[str] = []
     for task in tasks:
         if task in STS_YEAR_FOLDERS:
             files += sts_year_files(task)
         elif task in ("stsb", "sickr"):
-            # whitening is fitted on all of a task's sentences, train split included (BERT-whitening)
-            splits = ("train", "dev", "test") if whitening else ("dev", "test")
+            # whitening/flow are fitted on all of a task's sentences, train split included
+            splits = ("train", "dev", "test") if fit_per_task else ("dev", "test")
             files += sts_split_files(task, splits)
         else:
             files += TRANSFER_FILES[task]
     if align_uniform or anisotropy:
-        splits = ("train", "dev", "test") if whitening else GEOMETRY_SPLITS[align_uniform_split]
+        splits = ("train", "dev", "test") if fit_per_task else GEOMETRY_SPLITS[align_uniform_split]
         files += sts_split_files("stsb", splits)
     return list(dict.fromkeys(files))
 
@@ -160,6 +165,8 @@ def check_eval_config(
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
+    postprocess: str = "none",
+    flow: Any = None,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -177,6 +184,8 @@ def check_eval_config(
         transfer_classifier: ``eval.transfer_classifier`` (``senteval`` | ``sklearn``).
         seed: ``eval.seed``.
         whitening: ``eval.whitening`` (None or the number of kept dimensions k >= 1).
+        postprocess: ``eval.postprocess`` (``none`` | ``whitening`` | ``flow``).
+        flow: ``eval.flow`` (BERT-flow's options).
         align_uniform_split: ``eval.align_uniform_split``.
         anisotropy: ``eval.anisotropy``.
         backend: ``eval.backend`` (``auto`` | ``torch`` | ``onnx``).
@@ -195,7 +204,7 @@ def check_eval_config(
     if unknown:
         valid = (
             "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, "
-            "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb"
+            "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb, postprocess, flow"
         )
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
@@ -217,6 +226,10 @@ def check_eval_config(
         raise EvalConfigError(
             f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}"
         )
+    try:
+        post = build_postprocess(postprocess, whitening, flow)
+    except ValueError as err:
+        raise EvalConfigError(str(err)) from err
     if align_uniform_split not in GEOMETRY_SPLITS:
         raise EvalConfigError(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
@@ -238,7 +251,8 @@ def check_eval_config(
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")
-    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, whitening)
+    fit_per_task = post is not None and post.fits_per_task
+    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, fit_per_task)
     if select_metric is not None:
         files += dev_required_files(select_metric)
     for relative in dict.fromkeys(files):

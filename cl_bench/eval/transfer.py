@@ -48,7 +48,7 @@ from cl_bench.data.senteval import (
     read_sst_split,
     read_trec_file,
 )
-from cl_bench.eval.geometry import Whitening
+from cl_bench.eval.postprocess import PostProcess
 from cl_bench.eval.senteval_classifier import (
     L2_GRID,
     SENTEVAL_CONFIGS,
@@ -318,7 +318,7 @@ def run_transfer_task(
     embed: Embed,
     config: str = "full",
     seed: int = SENTEVAL_SEED,
-    whitening: int | None = None,
+    postprocess: PostProcess | None = None,
     classifier: str = "senteval",
     batched: bool = True,
 ) -> dict[str, float]:
@@ -331,7 +331,7 @@ def run_transfer_task(
         config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
         seed: SentEval's seed (1111): the classifiers' and the k-fold shuffles' (InnerKFold's folds
             always use 1111, as SentEval's).
-        whitening: keep this many whitened dimensions, fitted on all the task's sentences (None: off).
+        postprocess: whitening or flow, fitted on all the task's sentences (None: off).
         classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (the approximation).
         batched: train SentEval's models together (False: one at a time, the reference; same results).
 
@@ -341,8 +341,8 @@ def run_transfer_task(
     if task not in TRANSFER_FILES:
         raise ValueError(f"not a transfer task: '{task}'")
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
-    if whitening is not None:
-        transform = Whitening.fit(embed(task_sentences(parts)), whitening).transform
+    if postprocess is not None:
+        transform = postprocess.transform_for(embed, task_sentences(parts))
 
     def features(part: LabeledTexts | LabeledPairs) -> np.ndarray:
         if isinstance(part, LabeledPairs):

@@ -14,14 +14,22 @@ from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import cosine_logits
 
 
-def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, tau: float) -> torch.Tensor:
-    """(N, 1 + K) logits: column 0 is ``s(q_i, k_i)/tau``, columns 1..K are ``s(q_i, queue_j)/tau``.
+def queue_logits(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    queue: torch.Tensor,
+    tau: float,
+    extra_negatives: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(N, 1 + K [+ S]) logits: column 0 is ``s(q_i, k_i)/tau``, columns 1..K are ``s(q_i, queue_j)/tau``.
 
     Args:
         queries: (N, D) query embeddings (gradients flow through them).
         keys: (N, D) positive keys, row i for query i (from the momentum encoder, no gradient).
         queue: (K, D) negative keys.
         tau: temperature (> 0).
+        extra_negatives: optional (N, S, D) negatives of each query only (MoCHi's synthetic ones,
+            :func:`cl_bench.losses.mochi.mix_hard_negatives`), appended as columns K+1..K+S.
     """
     if keys.shape != queries.shape:
         raise ValueError(
@@ -32,12 +40,22 @@ def queue_logits(queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor,
     # The (N, N) matrix is cheap at MoCo's batch sizes and keeps one similarity code path.
     positive = torch.diagonal(cosine_logits(queries, keys, tau)).unsqueeze(1)
     negative = cosine_logits(queries, queue.detach(), tau)
-    return torch.cat([positive, negative], dim=1)
+    columns = [positive, negative]
+    if extra_negatives is not None:
+        q = F.normalize(queries, dim=-1)
+        own = F.normalize(extra_negatives.detach().to(q.dtype), dim=-1)
+        columns.append(torch.einsum("nd,nsd->ns", q, own) / tau)
+    return torch.cat(columns, dim=1)
 
 
 @loss_kind("queue")
 def queue_info_nce(
-    queries: torch.Tensor, keys: torch.Tensor, queue: torch.Tensor, *, tau: float = 0.07
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    queue: torch.Tensor,
+    *,
+    tau: float = 0.07,
+    extra_negatives: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """MoCo loss: cross-entropy of picking the positive key (index 0) among 1 + K candidates.
 
@@ -48,10 +66,11 @@ def queue_info_nce(
         keys: (N, D) positive keys.
         queue: (K, D) negative keys (normalised or not; cosine similarity is used).
         tau: temperature (MoCo/CERT: 0.07).
+        extra_negatives: optional (N, S, D) per-query negatives (MoCHi), added to the denominator.
 
     Returns:
         Scalar float32 loss.
     """
-    logits = queue_logits(queries, keys, queue, tau)
+    logits = queue_logits(queries, keys, queue, tau, extra_negatives)
     labels = torch.zeros(queries.shape[0], dtype=torch.long, device=queries.device)
     return F.cross_entropy(logits, labels)

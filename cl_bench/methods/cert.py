@@ -11,6 +11,11 @@ Both encoders end in MoCo-v2's projection head (``mlp``: Linear(H,H)–ReLU–Li
 Linear(H,dim)), used in training only: the evaluated and saved encoder is the query encoder.
 The loss is ``loss=moco`` (:mod:`cl_bench.losses.moco`), its temperature ``loss.tau`` (CERT: 0.07).
 The momentum copies and the queue are :class:`~cl_bench.methods.base.MomentumMethod`'s.
+
+MoCHi (Kalantidis et al., NeurIPS 2020) is an option: with ``mochi_synthetic`` (s) and/or
+``mochi_query_mixed`` (s′) above 0, each query also gets s negatives mixed from pairs of its
+``mochi_hardest`` (N) hardest queued keys and s′ mixed from itself and one of them
+(:func:`cl_bench.losses.mochi.mix_hard_negatives`), passed to the loss as ``extra_negatives``.
 """
 
 from __future__ import annotations
@@ -21,9 +26,18 @@ import torch
 from torch import nn
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
+from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
 from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
+
+#: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
+MOCHI_HARDEST = 1024
+
+
+def mochi_on(values: dict[str, Any]) -> bool:
+    """Whether a CERT configuration mixes hard negatives (s or s′ above 0)."""
+    return (values.get("mochi_synthetic") or 0) + (values.get("mochi_query_mixed") or 0) > 0
 
 
 class ProjectionHead(nn.Module):
@@ -48,6 +62,9 @@ class CERT(MomentumMethod):
         projection_dim: output width of the projection head (CERT/MoCo: 128).
         mlp: MoCo-v2 MLP head (True, CERT) or a single linear layer (MoCo v1).
         augment_query: also augment the query sentence (MoCo augments both views; CERT only the key).
+        mochi_hardest: MoCHi's N, the hardest queued keys that are mixed (None: the paper's 1024).
+        mochi_synthetic: MoCHi's s, negatives mixed from two hard keys (0 with s′ = 0: MoCHi off).
+        mochi_query_mixed: MoCHi's s′, negatives mixed from the query and one hard key.
     """
 
     name = "cert"
@@ -61,7 +78,23 @@ class CERT(MomentumMethod):
             "queue_size": (lambda v: v >= 1, ">= 1"),
             "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
             "projection_dim": (lambda v: v >= 1, ">= 1"),
+            "mochi_synthetic": (lambda v: v >= 0, ">= 0"),
+            "mochi_query_mixed": (lambda v: v >= 0, ">= 0"),
         })
+        hardest = values.get("mochi_hardest")
+        queue_size = values.get("queue_size", 6720)
+        if hardest is not None and not 1 <= hardest <= queue_size:
+            raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {hardest}")
+        if mochi_on(values) and hardest is None and MOCHI_HARDEST > queue_size:
+            raise ValueError(
+                f"method.mochi_hardest: the default N = {MOCHI_HARDEST} exceeds method.queue_size ({queue_size}); set it"
+            )
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+        if mochi_on(values):
+            return {}
+        return {"mochi_hardest": "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"}
 
     def __init__(
         self,
@@ -71,8 +104,14 @@ class CERT(MomentumMethod):
         projection_dim: int = 128,
         mlp: bool = True,
         augment_query: bool = False,
+        mochi_hardest: int | None = None,
+        mochi_synthetic: int = 0,
+        mochi_query_mixed: int = 0,
     ) -> None:
         super().__init__(context, momentum)
+        self.mochi = mochi_synthetic + mochi_query_mixed > 0
+        self.mochi_hardest = MOCHI_HARDEST if mochi_hardest is None else int(mochi_hardest)
+        self.mochi_synthetic, self.mochi_query_mixed = int(mochi_synthetic), int(mochi_query_mixed)
         self.augment_query = augment_query
         self.head = ProjectionHead(self.encoder.hidden_size, projection_dim, mlp)
         # The key encoder starts as an exact copy and is only ever moved by the momentum update.
@@ -106,7 +145,14 @@ class CERT(MomentumMethod):
         with torch.no_grad():  # no gradient to keys
             keys = self.key_head(self._embed(self.key_encoder, key_text, True))
         # The queue is only written in on_after_step (after backward), so no copy is needed here.
-        loss = self.loss_fn(queries, keys, self.queue)
+        if self.mochi:  # MoCHi: synthetic hard negatives of each query (torch's seeded RNG)
+            mixed = mix_hard_negatives(
+                queries, self.queue, num_hardest=self.mochi_hardest, num_synthetic=self.mochi_synthetic,
+                num_query_mixed=self.mochi_query_mixed,
+            )
+            loss = self.loss_fn(queries, keys, self.queue, extra_negatives=mixed)
+        else:
+            loss = self.loss_fn(queries, keys, self.queue)
         self.pending_keys = keys.detach()
         with torch.no_grad():  # MoCo's (K+1)-way accuracy: how often the positive key wins (τ-free)
             top1 = (queue_logits(queries, keys, self.queue, 1.0).argmax(dim=1) == 0).float().mean()

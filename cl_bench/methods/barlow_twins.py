@@ -1,0 +1,47 @@
+"""Barlow Twins (Zbontar et al., ICML 2021) on sentences.
+
+Two views of each sentence (two dropout masks in one forward pass, and/or any text or cutoff
+augmentation) go through the encoder and a projector (Linear–BN–ReLU blocks, then a Linear; the
+official code's ``--projector 8192-8192-8192``, biases off); the loss (``loss=barlow_twins``)
+drives the cross-correlation of the two views' projections to the identity. No negatives, no
+temperature. The projector is used in training only: the evaluated encoder is the sentence encoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
+
+
+class BarlowTwins(Method):
+    """Redundancy reduction between two views' projections.
+
+    Args:
+        context: shared build context (its loss is ``barlow_twins``).
+        projector: output sizes of the projector's layers (official: 8192-8192-8192).
+    """
+
+    name = "barlow_twins"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("two_view",)
+    summary = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_head(values, "projector")
+
+    def __init__(self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192)) -> None:
+        super().__init__(context)
+        self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
+
+    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
+        first, second = text_views(self.augmentation, batch, self.rng)
+        z = encode_views(self.encoder, self.augmentation, self.tokenize(first + second), len(first), self.rng)
+        p = self.projector(z)
+        loss = self.loss_fn(p[: len(first)], p[len(first) :])
+        return {"loss": loss}

@@ -1,0 +1,62 @@
+"""BYOL (Grill et al., NeurIPS 2020) on sentences: no negatives, a momentum target network.
+
+The online network (the sentence encoder, a projector Linear–BN–ReLU–Linear 4096-256 and a
+predictor of the same shape) predicts the target network's projection of the other view; the
+target (a copy of encoder and projector) gets no gradient and follows
+``ξ ← m·ξ + (1 − m)·θ`` after every optimizer step. Views: two dropout masks and/or any text or
+cutoff augmentation. The loss is ``loss=byol`` (symmetric normalised MSE).
+
+Difference from the paper: the momentum m is constant (``method.momentum``, the paper's base
+0.996) instead of the paper's cosine increase to 1 over training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
+from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
+
+
+class BYOL(MomentumMethod):
+    """Bootstrap Your Own Latent.
+
+    Args:
+        context: shared build context (its loss is ``byol``).
+        projection: the projector's (and predictor's) layer sizes (paper: 4096-256).
+        momentum: m of the target update (paper's base value: 0.996).
+    """
+
+    name = "byol"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("predict_target",)
+    summary = "BYOL: online encoder + projector + predictor against a momentum target of the other view, no negatives"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_head(values, "projection")
+        check_ranges(values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
+
+    def __init__(self, context: MethodContext, projection: Sequence[int] = (4096, 256), momentum: float = 0.996) -> None:
+        super().__init__(context, momentum)
+        self.projector = mlp_head(self.encoder.hidden_size, list(projection))
+        self.predictor = mlp_head(int(projection[-1]), list(projection))
+        # the target network: frozen copies that only follow ξ ← m·ξ + (1 − m)·θ after each step
+        self.target_encoder = self.momentum_copy(self.encoder)
+        self.target_projector = self.momentum_copy(self.projector)
+
+    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
+        first, second = text_views(self.augmentation, batch, self.rng)
+        features = self.tokenize(first + second)
+        n = len(first)
+        state = self.rng.getstate()  # the target sees the same cutoff choices as the online network
+        online = encode_views(self.encoder, self.augmentation, features, n, self.rng)
+        predictions = self.predictor(self.projector(online))
+        with torch.no_grad():
+            self.rng.setstate(state)
+            targets = self.target_projector(encode_views(self.target_encoder, self.augmentation, features, n, self.rng))
+        loss = self.loss_fn(predictions[:n], predictions[n:], targets[:n], targets[n:])
+        return {"loss": loss}

@@ -1,0 +1,95 @@
+"""Instance discrimination with a memory bank (Wu, Xiong, Yu & Lin, CVPR 2018) on sentences.
+
+Every training sentence is its own class. The encoder's sentence embedding goes through a linear
+head to a ``feature_dim`` vector, L2-normalised (the paper's 128-d features); the bank holds one
+such vector per sentence. The loss (``loss=memory_bank``) is NCE over each sentence's own bank
+entry and ``num_noise`` entries drawn uniformly from the bank (paper: 4096), with Z estimated once
+on the first batch (the official code's estimate) and the optional proximal term λ. After each
+step the batch's entries move towards the new features: ``v ← normalise(m·v + (1 − m)·f)``
+(official ``--nce-m 0.5``). The bank starts as random unit vectors. The views are the sentence
+through dropout, after the configured text or cutoff augmentation if any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cl_bench.losses.memory_bank import bank_logits, estimate_partition
+from cl_bench.methods.base import Method, MethodContext, check_ranges
+from cl_bench.methods.views import encode_views, loss_keyword, text_views
+
+
+class MemoryBank(Method):
+    """Non-parametric instance discrimination with a memory bank and NCE.
+
+    Args:
+        context: shared build context (its loss is ``memory_bank``).
+        feature_dim: width of the L2-normalised features and bank entries (paper: 128).
+        num_noise: M, bank entries drawn per sentence as noise (paper: 4096).
+        bank_momentum: m of the bank update (official code: 0.5).
+    """
+
+    name = "memory_bank"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("memory_bank",)
+    summary = "instance discrimination: one bank row per sentence, NCE over sampled rows, bank momentum"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {
+            "feature_dim": (lambda v: v >= 1, ">= 1"),
+            "num_noise": (lambda v: v >= 1, ">= 1"),
+            "bank_momentum": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
+        })
+
+    def __init__(
+        self, context: MethodContext, feature_dim: int = 128, num_noise: int = 4096, bank_momentum: float = 0.5
+    ) -> None:
+        super().__init__(context)
+        self.tau = float(loss_keyword(context.loss, "tau", self.name))
+        self.head = nn.Linear(self.encoder.hidden_size, feature_dim)
+        self.feature_dim = int(feature_dim)
+        self.num_noise = int(num_noise)
+        self.bank_momentum = float(bank_momentum)
+        self.register_buffer("bank", None)
+        self.register_buffer("partition", torch.tensor(-1.0, dtype=torch.float64))  # < 0: not estimated yet
+        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def read_corpus(self, path: str) -> Sequence[tuple[int, str]]:
+        """The sentences, numbered; allocates one bank row per sentence."""
+        sentences = super().read_corpus(path)
+        generator = torch.Generator().manual_seed(self.context.seed)
+        bank = F.normalize(torch.randn(len(sentences), self.feature_dim, generator=generator), dim=1)
+        self.bank = bank.to(self.encoder.device)
+        return list(enumerate(sentences))
+
+    def training_step(self, batch: list[tuple[int, str]]) -> dict[str, torch.Tensor]:
+        if self.bank is None:
+            raise RuntimeError("read_corpus must run before training (it allocates the bank)")
+        index = torch.tensor([i for i, _ in batch], device=self.bank.device)
+        texts, _ = text_views(self.augmentation, [s for _, s in batch], self.rng)
+        z = encode_views(self.encoder, self.augmentation, self.tokenize(texts), 0, self.rng)
+        features = F.normalize(self.head(z), dim=1)
+        num_data = self.bank.shape[0]
+        positives = self.bank[index]
+        noise = self.bank[torch.randint(num_data, (len(batch), self.num_noise), device=self.bank.device)]
+        if float(self.partition) < 0:
+            self.partition.fill_(estimate_partition(bank_logits(features.detach(), positives, noise, self.tau), num_data))
+        loss = self.loss_fn(features, positives, noise, num_data=num_data, partition=float(self.partition))
+        self._pending = (index, features.detach())
+        return {"loss": loss}
+
+    @torch.no_grad()
+    def on_after_step(self) -> None:
+        """Move the batch's bank entries towards its features: ``v ← normalise(m·v + (1 − m)·f)``."""
+        if self._pending is None:
+            return
+        index, features = self._pending
+        m = self.bank_momentum
+        self.bank[index] = F.normalize(m * self.bank[index] + (1 - m) * features.to(self.bank.dtype), dim=1)
+        self._pending = None

@@ -1,0 +1,95 @@
+"""Sentence-BERT (Reimers & Gurevych, EMNLP 2019): a siamese encoder trained with supervised objectives.
+
+The objective is the ``loss=`` option, and it decides what the training file holds:
+
+* ``loss=sbert_softmax`` (classification, §3): NLI pairs with labels (SentEval's SNLI layout,
+  ``s1/s2/labels.<split>``; ``method.nli_splits`` from the training file's directory); the
+  classifier ``softmax(W_t [u; v; |u − v|])`` (3 classes) lives here and is dropped after training.
+* ``loss=sbert_regression``: STS-B pairs (``sts-*.csv``) with their 0–5 gold score scaled to [0, 1];
+  the cosine of ``u`` and ``v`` is regressed on it.
+* ``loss=sbert_triplet``: (anchor, positive, negative) rows of a SimCSE-style NLI CSV
+  (premise, entailment, contradiction); Euclidean triplet loss with margin 1.
+
+Sentences are encoded one by one through the configured pooler (SBERT: mean pooling); no
+augmentation: the model's dropout is its only noise, as in SBERT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from cl_bench.data.nli import NLI_LABELS, read_nli_triples, read_snli_senteval_pairs
+from cl_bench.data.senteval import read_stsb_split
+from cl_bench.losses import KIND_ATTR
+from cl_bench.losses.sbert import pair_features
+from cl_bench.methods.base import Method, MethodContext
+
+#: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
+STSB_MAX_SCORE = 5.0
+
+
+def configured_loss_kind(loss_fn: Any) -> str | None:
+    """The ``loss_kind`` of the configured loss (a Hydra ``functools.partial``)."""
+    return getattr(getattr(loss_fn, "func", loss_fn), KIND_ATTR, None)
+
+
+class SBERT(Method):
+    """Siamese fine-tuning with SBERT's classification, regression or triplet objective.
+
+    Args:
+        context: shared build context (its loss is ``sbert_softmax``, ``sbert_regression`` or ``sbert_triplet``).
+        nli_splits: SentEval SNLI splits read for ``sbert_softmax`` (None: the split the training file names).
+    """
+
+    name = "sbert"
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("classifier", "scored_pair", "triplet")
+    summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
+
+    def __init__(self, context: MethodContext, nli_splits: Sequence[str] | None = None) -> None:
+        super().__init__(context)
+        self.kind = configured_loss_kind(context.loss)
+        if self.kind not in self.loss_kinds:
+            raise ValueError("loss: method=sbert needs loss=sbert_softmax, sbert_regression or sbert_triplet")
+        self.nli_splits = list(nli_splits) if nli_splits else None
+        hidden = self.encoder.hidden_size
+        # SBERT's classifier exists only for the classification objective
+        self.classifier = nn.Linear(3 * hidden, len(NLI_LABELS)) if self.kind == "classifier" else None
+
+    def read_corpus(self, path: str) -> Sequence[tuple[Any, ...]]:
+        """Labelled NLI pairs, scored STS-B pairs or NLI triples, as the loss needs."""
+        limit = self.context.data.get("limit")
+        if self.kind == "classifier":
+            return read_snli_senteval_pairs(path, self.nli_splits, limit)
+        if self.kind == "scored_pair":
+            pairs = read_stsb_split(path)
+            rows = [(a, b, float(g) / STSB_MAX_SCORE) for a, b, g in zip(pairs.sent1, pairs.sent2, pairs.gold, strict=True)]
+            return rows[:limit] if limit is not None else rows
+        rows = read_nli_triples(path, limit=limit)
+        if len(rows[0]) != 3:
+            raise ValueError(f"data.train_file: {path} has no hard_neg column; loss=sbert_triplet needs triples")
+        return rows
+
+    def _embed(self, columns: list[list[str]]) -> list[torch.Tensor]:
+        """Encode every column of the batch in one forward pass; one (N, H) tensor per column."""
+        z = self.encoder(self.tokenize([text for column in columns for text in column]))
+        return list(z.split(len(columns[0])))
+
+    def training_step(self, batch: list[tuple[Any, ...]]) -> dict[str, torch.Tensor]:
+        if self.kind == "classifier":
+            u, v = self._embed([[row[0] for row in batch], [row[1] for row in batch]])
+            labels = torch.tensor([row[2] for row in batch], device=u.device)
+            logits = self.classifier(pair_features(u, v))
+            loss = self.loss_fn(logits, labels)
+            accuracy = (logits.argmax(1) == labels).float().mean().detach()
+            return {"loss": loss, "nli_accuracy": accuracy}
+        if self.kind == "scored_pair":
+            u, v = self._embed([[row[0] for row in batch], [row[1] for row in batch]])
+            scores = torch.tensor([row[2] for row in batch], device=u.device)
+            return {"loss": self.loss_fn(u, v, scores)}
+        a, p, n = self._embed([[row[c] for row in batch] for c in range(3)])
+        return {"loss": self.loss_fn(a, p, n)}
