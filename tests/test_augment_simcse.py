@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
+from cl_bench import catalog
 from cl_bench.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.methods.base import MethodContext
@@ -23,7 +24,8 @@ from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import build_loss
 
 AUGMENTATIONS = sorted(p.stem for p in (CONF_DIR / "augmentation").glob("*.yaml"))
-LOSSES = sorted(p.stem for p in (CONF_DIR / "loss").glob("*.yaml"))
+#: the losses SimCSE calls (pair losses); the others are rejected for it (tests/test_options_act.py)
+LOSSES = sorted(catalog.losses_of_kinds(SimCSE.loss_kinds))
 BATCH = [
     "a man plays the guitar in the street",
     "the dog runs in the park",
@@ -46,10 +48,11 @@ TABLE1_ROWS = [
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_root(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """A data root with a tiny corpus and the real STS files (validation checks every file a run reads)."""
     root = tmp_path_factory.mktemp("data")
     (root / "corpus").mkdir()
-    (root / "sts").mkdir()
+    (root / "sts").symlink_to(data_dir / "sts", target_is_directory=True)
     (root / "corpus" / "tiny.txt").write_text("\n".join(BATCH) + "\n")
     (root / "corpus" / "tiny.bt.txt").write_text("\n".join(f"{s} indeed" for s in BATCH) + "\n")
     return root
