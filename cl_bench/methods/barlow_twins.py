@@ -14,8 +14,7 @@ from typing import Any
 
 import torch
 
-from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
+from cl_bench.methods.base import Method, MethodContext, check_head, encode_views, mlp_head, text_views
 
 
 class BarlowTwins(Method):

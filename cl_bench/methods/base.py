@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_bench import distributed
+from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.data.text import read_sentences
 from cl_bench.models.encoder import SentenceEncoder
 
@@ -71,6 +72,15 @@ def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
         return {}
     why = "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"
     return {key: why for key in ("mlm_probability", "mlm_mode") if key in values}
+
+
+def check_mlm_config(values: dict[str, Any]) -> None:
+    """The auxiliary-MLM keys shared by SimCSE and supervised SimCSE: weight, probability, mode."""
+    from cl_bench.models.mlm import MLM_MODES
+
+    check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
+                          "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+    check_choice(values, "mlm_mode", MLM_MODES)
 
 
 def check_ranges(values: dict[str, Any], rules: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
@@ -247,3 +257,63 @@ class MomentumMethod(Method):
         if self.pending_keys is not None and hasattr(self, "queue"):
             self.enqueue(distributed.gather_rows(self.pending_keys))  # under DDP: every rank's keys, in rank order
         self.pending_keys = None
+
+
+# ----- helpers of the two-view methods with their own heads (Barlow Twins, BYOL, SwAV, memory bank) -----
+def text_views(augmentation: Any, sentences: Sequence[str], rng: random.Random) -> tuple[list[str], list[str]]:
+    """Two text views of ``sentences``: each rewritten independently by a text augmentation, or the
+    sentences themselves twice (dropout-only views, or an embedding-level augmentation applied later)."""
+    if augmentation is None or augmentation.embedding_level:
+        return list(sentences), list(sentences)
+    return augmentation.augment_text(sentences, rng), augmentation.augment_text(sentences, rng)
+
+
+def encode_views(
+    encoder: Any, augmentation: Any, features: dict[str, torch.Tensor], num_first: int, rng: random.Random
+) -> torch.Tensor:
+    """Encode a batch of stacked views in one forward pass (independent dropout masks per row).
+
+    With an embedding-level augmentation (cutoff) the rows from ``num_first`` on get it, as
+    SimCSE applies it to the second view.
+    """
+    if augmentation is not None and augmentation.embedding_level:
+        generator = torch.Generator(device="cpu").manual_seed(rng.getrandbits(63))
+        return encode_with_embedding_augmentation(encoder, features, augmentation, num_first, generator)
+    return encoder(features)
+
+
+def mlp_head(in_dim: int, sizes: Sequence[int], *, last_bias: bool = True, hidden_bias: bool = True) -> nn.Sequential:
+    """``Linear–BatchNorm–ReLU`` for every size but the last, then a ``Linear`` to the last size.
+
+    The heads of Barlow Twins (``hidden_bias=False``, ``last_bias=False``), BYOL and SwAV.
+    """
+    if not sizes or any(int(s) < 1 for s in sizes):
+        raise ValueError(f"head sizes must be a non-empty list of integers >= 1, got {list(sizes)}")
+    layers: list[nn.Module] = []
+    width = in_dim
+    for size in sizes[:-1]:
+        layers += [nn.Linear(width, int(size), bias=hidden_bias), nn.BatchNorm1d(int(size)), nn.ReLU()]
+        width = int(size)
+    layers.append(nn.Linear(width, int(sizes[-1]), bias=last_bias))
+    return nn.Sequential(*layers)
+
+
+def check_head(values: dict[str, Any], key: str) -> None:
+    """Raise ``ValueError("method.<key>: ...")`` unless ``values[key]`` is a non-empty list of sizes >= 1."""
+    sizes = values.get(key)
+    if sizes is not None and (
+        isinstance(sizes, str | int) or not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
+    ):
+        raise ValueError(f"method.{key}: must be a non-empty list of layer sizes >= 1, got {sizes!r}")
+
+
+def loss_keyword(loss_fn: Any, key: str, method: str) -> Any:
+    """A hyperparameter of the configured loss (a ``functools.partial`` built by Hydra).
+
+    Raises:
+        ValueError: when the configured loss has no such keyword.
+    """
+    keywords = getattr(loss_fn, "keywords", {})
+    if key not in keywords:
+        raise ValueError(f"method={method} needs loss.{key} from its loss, but the configured loss has none")
+    return keywords[key]

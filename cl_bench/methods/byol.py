@@ -17,8 +17,15 @@ from typing import Any
 
 import torch
 
-from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
-from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
+from cl_bench.methods.base import (
+    MethodContext,
+    MomentumMethod,
+    check_head,
+    check_ranges,
+    encode_views,
+    mlp_head,
+    text_views,
+)
 
 
 class BYOL(MomentumMethod):

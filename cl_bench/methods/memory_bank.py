@@ -20,8 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.losses.memory_bank import bank_logits, estimate_partition
-from cl_bench.methods.base import Method, MethodContext, check_ranges
-from cl_bench.methods.views import encode_views, loss_keyword, text_views
+from cl_bench.methods.base import Method, MethodContext, check_ranges, encode_views, loss_keyword, text_views
 
 
 class MemoryBank(Method):

@@ -14,8 +14,14 @@ from typing import Any
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext, Prepared, check_choice, check_ranges, mlm_inert_keys
-from cl_bench.models.mlm import MLM_MODES, mlm_head, with_mlm_term
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    Prepared,
+    check_mlm_config,
+    mlm_inert_keys,
+)
+from cl_bench.models.mlm import mlm_head, with_mlm_term
 
 
 @dataclass
@@ -48,9 +54,7 @@ class SimCSE(Method):
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
-                              "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
-        check_choice(values, "mlm_mode", MLM_MODES)
+        check_mlm_config(values)
 
     @classmethod
     def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
-from cl_bench.models.mlm import MLM_MODES, mlm_head, with_mlm_term
+from cl_bench.methods.base import Method, MethodContext, check_mlm_config, mlm_inert_keys
+from cl_bench.models.mlm import mlm_head, with_mlm_term
 
 
 class SupervisedSimCSE(Method):
@@ -44,9 +44,7 @@ class SupervisedSimCSE(Method):
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
-                              "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
-        check_choice(values, "mlm_mode", MLM_MODES)
+        check_mlm_config(values)
 
     @classmethod
     def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:

@@ -18,8 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cl_bench.methods.base import Method, MethodContext, check_ranges
-from cl_bench.methods.views import check_head, encode_views, mlp_head, text_views
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    check_head,
+    check_ranges,
+    encode_views,
+    mlp_head,
+    text_views,
+)
 
 
 class SwAV(Method):
