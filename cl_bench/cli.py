@@ -198,8 +198,9 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
 def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
     """The MLflow run name: what tells this run apart from its neighbours in the runs table.
 
-    A sweep child: the method and the values of the keys the sweep varies (``simcse dropout=0 tau=0.1``);
-    a single run: the method and its command-line overrides. Keys are shown by their last part.
+    A sweep child: the values of the keys the sweep varies (``dropout=0 tau=0.1``; the method first when
+    the sweep varies it); a single run: the method and its command-line overrides. Keys are shown by
+    their last part.
     """
     from cl_bench.config import override_keys
     from cl_bench.rundir import SweepDir
@@ -211,11 +212,15 @@ def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
     shown = list(overrides)
     if hydra_cfg.mode == RunMode.MULTIRUN:
         varied = SweepDir(hydra_cfg.sweep.dir).varied_keys()
-        shown = [k for k in shown if k in varied] if varied is not None else shown
+        if varied is not None:
+            # only what tells the children apart, so it fits MLflow's run-name column; the method is in
+            # the parent's name and the tags unless the sweep varies it
+            shown = [k for k in shown if k in varied]
+            head = head if "method" in varied else ""
     else:
         shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")]
     parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method"]
-    return " ".join([head, *parts]).strip() or hydra_cfg.job.name
+    return " ".join(p for p in [head, *parts] if p) or hydra_cfg.job.name
 
 
 def _parent_run_id(hydra_cfg: Any) -> str | None:

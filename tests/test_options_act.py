@@ -301,7 +301,7 @@ def test_sweep_children_are_named_by_what_they_vary_and_record_what_acted(
     parents = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
     children = [r for r in runs if r not in parents]
     assert [p.data.tags["mlflow.runName"] for p in parents] == ["sweep: dropout"]
-    assert sorted(c.data.tags["mlflow.runName"] for c in children) == ["is_bert dropout=0", "is_bert dropout=0.1"]
+    assert sorted(c.data.tags["mlflow.runName"] for c in children) == ["dropout=0", "dropout=0.1"]
     for child in children:
         params, tags = child.data.params, child.data.tags
         assert not [k for k in params if k.startswith(("augmentation.", "pooler."))], params
