@@ -39,7 +39,14 @@ METHOD_DATA = {
     "is_bert": ("nli_sentences", {"method.channels": 4}),
     "declutr": ("enwiki_documents", {"method.min_span_len": 2, "method.max_span_len": 8, "method.mlm_weight": 0.0}),
     "quickthoughts": ("enwiki_sentences", {}),
+    "sbert": ("snli_labeled", {}),
+    "barlow_twins": ("corpus", {"method.projector": [16, 16]}),
+    "byol": ("corpus", {"method.projection": [16, 8]}),
+    "swav": ("corpus", {"method.projection": [16, 8], "method.num_prototypes": 5}),
+    "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
 }
+#: losses that read another data set than their method's default one
+LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
 CORPUS = [
     "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
     "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
@@ -71,8 +78,9 @@ def tiny_mlm(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path) -> Any:
-    data, keys = METHOD_DATA[method]
+def _method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path, data: str | None = None) -> Any:
+    default_data, keys = METHOD_DATA[method]
+    data = data or default_data
     overrides = [f"method={method}", f"model.name_or_path={tiny_bert}", "model.max_length=16", "batch_size=4",
                  "logger=none", "data.limit=40"]
     overrides.append(f"data.train_file={corpus}" if data == "corpus" else f"data={data}")
@@ -183,7 +191,8 @@ def test_each_accepted_option_acts_in_a_training_step(
     options = _accepted_options(method, base)
     assert ("loss", catalog.default_loss(method)) in options
     for group, name in options:
-        cfg = _with_option(base, group, name)
+        data = LOSS_DATA.get(name) if group == "loss" else None
+        cfg = _with_option(_method_config(method, data_dir, tiny_bert, corpus, data) if data else base, group, name)
         with open_dict(cfg):
             if cfg.augmentation.get("_target_", "").endswith("BackTranslation"):
                 cfg.augmentation.source, cfg.augmentation.paraphrase_file = "file", str(paraphrases)
