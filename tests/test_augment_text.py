@@ -78,6 +78,7 @@ def test_augmentation_yaml_is_valid_and_instantiates(option: str) -> None:
     node = OmegaConf.create((CONF_AUG / f"{option}.yaml").read_text())
     if option == "back_translation":
         node.corpus_file = "corpus.txt"  # ${data.train_file} outside a full config
+        node.limit = None  # ${data.limit}
     check_target_node(node, "augmentation")
     augmentation = instantiate(node)
     assert isinstance(augmentation, Augmentation)

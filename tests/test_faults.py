@@ -205,7 +205,8 @@ def _processes_mentioning(text: str) -> list[str]:
 def test_sigterm_during_eval_stops_at_the_next_batch_with_killed_status(tiny_bert, data_dir, tmp_path) -> None:
     db, run_dir, log_file = tmp_path / "mlflow.db", tmp_path / "eval_run", tmp_path / "eval.log"
     args = [shutil.which("cl-bench") or "cl-bench", "mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg",
-            "eval.batch_size=2", f"hydra.run.dir={run_dir}", f"logger.tracking_uri=sqlite:///{db}"]
+            "eval.batch_size=2", "eval.cache=false",  # a cache hit would skip the encoding this test interrupts
+            f"hydra.run.dir={run_dir}", f"logger.tracking_uri=sqlite:///{db}"]
     proc = _popen(args, data_dir, log_file)
     start = time.time()
     while "distinct sentences to encode" not in log_file.read_text():  # the cost estimate: encoding starts
