@@ -26,7 +26,9 @@ from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
     current_settings,
+    measured_auto_choice,
     resolve_backend,
+    time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
@@ -273,8 +275,10 @@ class SentenceEncoder(nn.Module):
         device = self.device
         backend = resolve_backend(settings.backend, settings.precision, device)
         check_inference_options(backend, settings.precision, device)
-        settings.backends_used.add(backend)
         unique = list(dict.fromkeys(sentences))
+        if settings.backend == "auto" and backend == "onnx" and unique:
+            backend = self._auto_backend(unique, settings, batch_size)
+        settings.backends_used.add(backend)
         log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and unique else None
@@ -288,6 +292,26 @@ class SentenceEncoder(nn.Module):
                 cache.store(key, vectors)
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
+
+    #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
+    AUTO_PROBE_SENTENCES = 256
+
+    def _auto_backend(self, unique: list[str], settings: EncodingSettings, batch_size: int) -> str:
+        """torch or ONNX Runtime, whichever measured faster with identical embeddings on this machine
+        (:func:`cl_bench.models.inference.measured_auto_choice`; measured once per architecture)."""
+        config = getattr(self.backbone, "config", None)
+        architecture = "|".join((
+            type(self.backbone).__name__, config.to_json_string() if config is not None else "",
+            str(needs_hidden_states(self.pooler)),
+        ))
+        step = max(1, len(unique) // self.AUTO_PROBE_SENTENCES)
+        probe = sorted(unique, key=len)[::step][: self.AUTO_PROBE_SENTENCES]
+
+        def measure() -> dict[str, float]:
+            log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once on this machine)", len(probe))
+            return time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
+
+        return measured_auto_choice(architecture, settings.folder(), measure)
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings
