@@ -101,7 +101,7 @@ def test_a_task_registered_at_runtime_is_checked_scored_averaged_and_printed(
 
     assert resolve_tasks("sts")[-1] == "toy" and required_files(["toy"]) == [pairs, gold]
     (root / gold).rename(root / "gold.bak")
-    with pytest.raises(EvalConfigError, match=r"toy/STS\.gs\.toy\.txt: missing data file"):
+    with pytest.raises(EvalConfigError, match=r"toy/STS\.gs\.toy\.txt: missing data file of evaluation task 'toy'"):
         check_eval_config(root, ["sts"])
     (root / "gold.bak").rename(root / gold)
 

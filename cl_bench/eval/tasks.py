@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.eval.postprocess import build_postprocess
-from cl_bench.eval.registry import TASKS, get_task, groups, tasks_in_average
+from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
 from cl_bench.models.inference import InferenceConfigError, check_inference_options
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
@@ -226,5 +226,9 @@ def check_eval_config(
     for relative in dict.fromkeys(files):
         path = root / relative
         if not path.is_file():
+            owner = next((name for name in resolved if relative in TASKS[name].files()), None)
+            if owner is not None and owner not in BUILTIN:  # cl-bench-data knows only the built-in tasks' files
+                raise EvalConfigError(f"{path}: missing data file of evaluation task '{owner}' (not a built-in "
+                                      "task: put its files in the data root)")
             raise EvalConfigError(f"{path}: missing data file; {DATA_HINT}")
     return resolved
