@@ -158,7 +158,7 @@ def eval_task_lines() -> list[str]:
              + "; ".join(f"{group} = {', '.join(names)}" for group, names in groups().items()) + ")"]
     for task in TASKS.values():
         averages = f"; averages: {', '.join(task.averages)}" if task.averages else ""
-        lines.append(f"  {task.name} [{task.group}, {task.kind}]: {task.header}, {len(task.files())} files; "
+        lines.append(f"  {task.name}: {task.header} (group {task.group}, kind {task.kind}), {len(task.files())} files; "
                      f"metrics: {', '.join(task.metrics)}{averages}")
     return lines
 

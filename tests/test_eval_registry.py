@@ -180,7 +180,7 @@ def test_a_user_task_from_their_own_folder_through_the_real_command(tiny_bert: P
                               env=cli_env(root), capture_output=True, text=True, timeout=600)
 
     listing = cl_bench("list", search)
-    assert "  toy [mine, sts]: TOY, 2 files; metrics: toy, toy_mean, toy_wmean; averages: mine_avg" in listing.stdout
+    assert "  toy: TOY (group mine, kind sts), 2 files; metrics: toy, toy_mean, toy_wmean; averages: mine_avg" in listing.stdout
     run = cl_bench(search, "mode=eval", f"model.name_or_path={tiny_bert}", "eval.tasks=[mine]", "eval.align_uniform=false",
                    "eval.anisotropy=false", "logger=none", "hydra.run.dir=run")
     assert run.returncode == 0, run.stderr[-2000:]
