@@ -138,6 +138,8 @@ def test_bad_entries_are_rejected_naming_the_task_or_file(tmp_path: Path) -> Non
     reader, scorer = "cl_bench.data.senteval.read_sts_pair_files", "cl_bench.eval.sts.score_sts_subsets"
     with pytest.raises(ValueError, match="evaluation task 'sts': the name must be lower case and not a group name"):
         EvalTask("sts", "X", "x", "sts", {"a": ("f",)}, reader, scorer, ("sts",))
+    with pytest.raises(ValueError, match="evaluation task 'toy': its group 'stsb' is a task name"):
+        EvalTask("toy", "X", "stsb", "sts", {"a": ("f",)}, reader, scorer, ("toy",))
     with pytest.raises(ValueError, match="kind 'regression' is not one of sts, transfer"):
         EvalTask("toy", "X", "x", "regression", {"a": ("f",)}, reader, scorer, ("toy",))
     with pytest.raises(ValueError, match="averages take toy_dev, which is not one of its metrics"):

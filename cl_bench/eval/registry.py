@@ -88,8 +88,10 @@ class EvalTask:
 
     def __post_init__(self) -> None:
         where = f"evaluation task '{self.name}'"
-        if not self.name or self.name != self.name.strip().lower() or self.name in groups():
+        if not self.name or self.name != self.name.strip().lower() or groups().get(self.name, (self.name,)) != (self.name,):
             raise ValueError(f"{where}: the name must be lower case and not a group name")
+        if self.group in TASKS and self.group != self.name:
+            raise ValueError(f"{where}: its group '{self.group}' is a task name")
         if self.kind not in KINDS:
             raise ValueError(f"{where}: kind '{self.kind}' is not one of {', '.join(KINDS)}")
         if not self.parts or any(not files for files in self.parts.values()):
