@@ -26,10 +26,11 @@ from pathlib import Path
 
 from _common import encoder_parser, load_encoder
 
-from cl_bench.eval import TRANSFER_TASKS, format_table
+from cl_bench.eval import format_table, groups
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.tasks import TRANSFER_CONFIGS
-from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
+from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
 from cl_bench.models.inference import BACKENDS, EncodingSettings, encoding
 
 
@@ -58,7 +59,7 @@ def _load() -> str:
 def main() -> None:
     parser = encoder_parser(__doc__)
     parser.add_argument("--config", choices=sorted(TRANSFER_CONFIGS), default="full")
-    parser.add_argument("--tasks", nargs="+", default=list(TRANSFER_TASKS), choices=TRANSFER_TASKS)
+    parser.add_argument("--tasks", nargs="+", default=list(groups()["transfer"]), choices=groups()["transfer"])
     parser.add_argument("--no-reference", action="store_true", help="skip the one-model-at-a-time run")
     parser.add_argument("--sklearn", action="store_true", help="also run the scikit-learn approximation")
     parser.add_argument("--backend", choices=BACKENDS, default="auto", help="encoding backend (eval.backend)")

@@ -14,7 +14,7 @@ import torch
 from conftest import WORDS, minilm_path
 
 from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
-from cl_bench.eval.tasks import STS_TASKS, STSB_FILES, STSB_FOLDER
+from cl_bench.eval.registry import TASKS, groups
 from cl_bench.models import encoder as encoder_module
 from cl_bench.models import inference
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
@@ -159,11 +159,11 @@ def test_auto_picks_onnx_for_fp32_on_cpu_and_torch_otherwise(monkeypatch: pytest
 
 def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    small = tmp_path / "data" / STSB_FOLDER  # the first 200 pairs of the real STS-B dev and test files
-    small.mkdir(parents=True)
-    for split in ("dev", "test"):
-        lines = (data_dir / STSB_FOLDER / STSB_FILES[split]).read_text(encoding="utf-8").splitlines(keepends=True)
-        (small / STSB_FILES[split]).write_text("".join(lines[:200]), encoding="utf-8")
+    for split in ("dev", "test"):  # the first 200 pairs of the real STS-B dev and test files
+        (relative,) = TASKS["stsb"].parts[split]
+        lines = (data_dir / relative).read_text(encoding="utf-8").splitlines(keepends=True)
+        (tmp_path / "data" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / relative).write_text("".join(lines[:200]), encoding="utf-8")
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     options = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache_dir": str(tmp_path)}
     torch_fp32 = evaluate(encoder, tmp_path / "data", backend="torch", **options)
@@ -222,6 +222,6 @@ def test_minilm_onnx_sts_figures_equal_torch(data_dir: Path, tmp_path: Path) -> 
                "cache_dir": str(tmp_path)}
     torch_fp32 = evaluate(encoder, data_dir, backend="torch", **options)
     onnx_fp32 = evaluate(encoder, data_dir, backend="onnx", **options)
-    differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in STS_TASKS}
+    differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in groups()["sts"]}
     assert max(differences.values()) <= 0.01, differences
     assert onnx_fp32["eval_onnx"] == 1.0

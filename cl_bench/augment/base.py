@@ -66,6 +66,14 @@ class Augmentation:
         ), attention_mask
 
 
+def rewrites_text(augmentation: type[Augmentation]) -> bool:
+    """True when an augmentation class changes sentences (overrides :meth:`Augmentation.augment_text`).
+
+    Dropout and the embedding-level cutoffs leave the text as it is.
+    """
+    return getattr(augmentation, "augment_text", None) is not Augmentation.augment_text
+
+
 class Dropout(Augmentation):
     """SimCSE's default: no text change; the two views differ only by the encoder's dropout masks."""
 

@@ -53,6 +53,40 @@ class MethodContext:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunSetting:
+    """The rest of a run's choices, as :meth:`Method.inert_keys` sees them (read before any model loads).
+
+    Attributes:
+        augmentation: the configured augmentation class (None when the method uses no augmentation).
+        train_file: ``data.train_file``.
+        loss_kind: the configured loss's kind (``cl_bench.losses.loss_kind``; None without a loss).
+        dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
+    """
+
+    augmentation: type | None = None
+    train_file: str = ""
+    loss_kind: str | None = None
+    dropout: float | None = None
+
+    @property
+    def augmentation_name(self) -> str:
+        """The augmentation's name, for messages."""
+        return str(getattr(self.augmentation, "name", None) or getattr(self.augmentation, "__name__", "none"))
+
+    @property
+    def rewrites_text(self) -> bool:
+        """True when the augmentation changes sentences (a text-level one: not dropout, not a cutoff)."""
+        from cl_bench.augment.base import rewrites_text
+
+        return self.augmentation is not None and rewrites_text(self.augmentation)
+
+    @property
+    def embedding_level(self) -> bool:
+        """True when the augmentation edits token embeddings (token, feature or span cutoff)."""
+        return bool(getattr(self.augmentation, "embedding_level", False))
+
+
 class Prepared:
     """Base of a batch after :meth:`Method.prepare` (text views, token ids on the CPU).
 
@@ -127,9 +161,10 @@ class Method(nn.Module, abc.ABC):
         return cls.supplies
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        """Method keys that cannot act under these values, each with the reason (e.g. the MLM
-        probability when the MLM weight is 0). Overriding one of them is rejected."""
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        """Method keys that cannot act under these values and the run's other choices, each with the
+        reason (e.g. the MLM probability when the MLM weight is 0, a text-view switch under
+        ``augmentation=dropout``). Overriding one of them is rejected; they are left out of the params."""
         return {}
 
     def __init__(self, context: MethodContext) -> None:

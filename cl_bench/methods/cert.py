@@ -28,7 +28,7 @@ from torch import nn
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
-from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
+from cl_bench.methods.base import MethodContext, MomentumMethod, RunSetting, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
 
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
@@ -91,10 +91,16 @@ class CERT(MomentumMethod):
             )
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        if mochi_on(values):
-            return {}
-        return {"mochi_hardest": "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"}
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
+        if not mochi_on(values):
+            inert["mochi_hardest"] = "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"
+        if not setting.rewrites_text and not setting.embedding_level:  # dropout: nothing to apply to the query
+            inert["augment_query"] = (
+                f"augmentation={setting.augmentation_name} changes neither the text nor the embeddings "
+                "(augment_query acts with a text or cutoff augmentation)"
+            )
+        return inert
 
     def __init__(
         self,

@@ -31,7 +31,14 @@ import torch.nn.functional as F
 from cl_bench.data.documents import DOCUMENT_FORMATS, Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    RunSetting,
+    check_choice,
+    check_ranges,
+    mlm_inert_keys,
+)
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -201,7 +208,7 @@ class DeCLUTR(Method):
             raise ValueError(f"method.min_span_len: must be in [1, max_span_len={high}], got {low}")
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         return mlm_inert_keys(values)
 
     def __init__(

@@ -29,8 +29,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from cl_bench.data.nli import read_unlabelled_nli_sentences
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
+from cl_bench.data.nli import read_unlabelled_nli_sentences, senteval_snli_split
+from cl_bench.methods.base import Method, MethodContext, RunSetting, check_choice, check_ranges
 from cl_bench.models.encoder import ENCODER_META_FILE, SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 
@@ -171,10 +171,15 @@ class ISBERT(Method):
         })
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
         if values.get("discriminator", "dot") != "mlp_dot" and "discriminator_size" in values:
-            return {"discriminator_size": "only method.discriminator=mlp_dot has a size"}
-        return {}
+            inert["discriminator_size"] = "only method.discriminator=mlp_dot has a size"
+        if senteval_snli_split(setting.train_file) is None:
+            inert["snli_splits"] = (
+                f"data.train_file is not a SentEval SNLI file (s1.<split>): {setting.train_file}"
+            )
+        return inert
 
     def __init__(
         self,

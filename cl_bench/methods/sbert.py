@@ -26,7 +26,7 @@ from cl_bench.data.nli import NLI_LABELS, read_nli_triples, read_snli_senteval_p
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.sbert import pair_features
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, RunSetting
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
@@ -49,6 +49,12 @@ class SBERT(Method):
     uses = frozenset({"loss", "pooler"})
     loss_kinds = ("classifier", "scored_pair", "triplet")
     summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        if setting.loss_kind == "classifier":
+            return {}
+        return {"nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})"}
 
     def __init__(self, context: MethodContext, nli_splits: Sequence[str] | None = None) -> None:
         super().__init__(context)

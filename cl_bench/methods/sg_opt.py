@@ -34,7 +34,7 @@ from torch import nn
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
+from cl_bench.methods.base import Method, MethodContext, RunSetting, check_choice, check_ranges
 from cl_bench.models.poolers import masked_mean
 
 LAYER_POOLINGS: tuple[str, ...] = ("max", "mean")
@@ -107,6 +107,15 @@ class SelfGuided(Method):
         check_choice(values, "layer_pooling", LAYER_POOLINGS)
         check_ranges(values, {"reg_weight": (lambda v: v >= 0, ">= 0"),
                               "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
+        if _STSB_FILE.match(Path(setting.train_file).name) is None:
+            inert["stsb_splits"] = f"data.train_file is not an STS-B sts-<split>.csv: {setting.train_file}"
+        if setting.dropout == 0:
+            inert["frozen_dropout"] = "dropout is 0: BERT_F has no dropout to run with"
+        return inert
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ from cl_bench.methods.base import (
     Method,
     MethodContext,
     Prepared,
+    RunSetting,
     check_mlm_config,
     mlm_inert_keys,
 )
@@ -57,8 +58,20 @@ class SimCSE(Method):
         check_mlm_config(values)
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        return mlm_inert_keys(values)
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = mlm_inert_keys(values)
+        if not setting.rewrites_text:  # make_views returns the sentence twice
+            inert["augment_both_views"] = (
+                f"augmentation={setting.augmentation_name} rewrites no text (only a text augmentation "
+                "is applied to one or both views)"
+            )
+        if setting.embedding_level:  # the cutoff path encodes both views in one pass
+            inert["fixed_dropout_mask"] = (
+                f"augmentation={setting.augmentation_name} is embedding-level: its views cannot share a dropout mask"
+            )
+        elif setting.dropout == 0:
+            inert["fixed_dropout_mask"] = "dropout is 0: there is no dropout mask to share"
+        return inert
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import Method, MethodContext, check_mlm_config, mlm_inert_keys
+from cl_bench.methods.base import Method, MethodContext, RunSetting, check_mlm_config, mlm_inert_keys
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 
 
@@ -51,7 +51,7 @@ class SupervisedSimCSE(Method):
         return cls.supplies if values.get("use_hard_negatives", True) else frozenset()
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         return mlm_inert_keys(values)
 
     def __init__(
