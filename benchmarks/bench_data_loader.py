@@ -26,7 +26,6 @@ from cl_bench.cli import CONF_DIR
 from cl_bench.data.loader import BatchLoader
 from cl_bench.train.loop import build_method, make_optimizer, seed_everything
 
-
 #: (method, augmentation) pairs measured, each with 0 and 2 workers
 CASES = (("simcse", "eda_synonym"), ("simcse", "dropout"), ("cert", "eda_synonym"))
 

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
 
 from cl_bench import catalog
 from cl_bench.cli import CONF_DIR
-from cl_bench.config import validate
+from cl_bench.config import ConfigError, check_choices, validate
 from cl_bench.data.loader import BatchLoader, batch_seed
 from cl_bench.methods.base import Prepared
 from cl_bench.train.loop import build_method
@@ -115,3 +116,32 @@ def test_the_text_augmentation_runs_in_prepare_from_the_batch_rng(tiny_bert: Pat
     assert torch.equal(first.query["input_ids"], method.encoder.tokenize(CORPUS[:4])["input_ids"])  # CERT: query as is
     assert torch.equal(first.key["input_ids"], again.key["input_ids"])
     assert not torch.equal(first.key["input_ids"], other.key["input_ids"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rejected"),
+    [
+        (["augmentation=mlm_replace", "train.device=cuda"], True),
+        (["augmentation=mlm_replace", "train.device=cpu"], False),  # the masked LM runs in the worker, on the CPU
+        (["augmentation=back_translation", "augmentation.do_sample=true", "train.device=cuda"], True),
+        (["augmentation=back_translation", "augmentation.cache=false", "train.device=cuda"], True),
+        (["augmentation=back_translation", "train.device=cuda"], False),  # the cached corpus: a look-up
+        (["augmentation=eda_synonym", "train.device=cuda"], False),
+    ],
+)
+def test_workers_are_rejected_where_the_augmentation_runs_a_gpu_model(
+    overrides: list[str], rejected: bool, tiny_bert: Path, data_dir: Path
+) -> None:
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    full = ["method=cert", f"model.name_or_path={tiny_bert}", "train.num_workers=2", *overrides]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=full)
+    if not rejected:
+        check_choices(cfg, full)
+        return
+    with pytest.raises(ConfigError, match=r"^train.num_workers: augmentation=\w+ runs its model on the training "
+                                          r"device \(cuda\) at every step, .+; set train.num_workers=0$"):
+        check_choices(cfg, full)
+    with open_dict(cfg):
+        cfg.train.num_workers = 0
+    check_choices(cfg, [o for o in full if not o.startswith("train.num_workers")])
