@@ -203,6 +203,7 @@ class Method(nn.Module, abc.ABC):
         """Prepared token tensors on the encoder's device (asynchronous from pinned memory)."""
         device = self.encoder.device
         return {k: v.to(device, non_blocking=True) for k, v in features.items()}
+
     # ----- training ---------------------------------------------------------------------------
     @abc.abstractmethod
     def training_step(self, batch: list[Any]) -> dict[str, torch.Tensor]:
