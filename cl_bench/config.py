@@ -441,12 +441,35 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_target_node(cfg.loss, "loss", skip=("name",))
         if "augmentation" in cls.uses:
             check_target_node(cfg.augmentation, "augmentation")
+            check_workers_can_augment(cfg)
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
         except ValueError as err:
             raise ConfigError(str(err)) from err
     check_overrides_act(cfg, overrides)
+
+
+def check_workers_can_augment(cfg: DictConfig) -> None:
+    """Reject ``train.num_workers > 0`` when the augmentation runs a model on a GPU at every step: the
+    DataLoader's forked worker processes, where augmentation runs, cannot use CUDA (or MPS)."""
+    import torch
+
+    if int(cfg.train.get("num_workers", 0) or 0) == 0:
+        return
+    augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+    if not augmentation.runs_model_in_training(_values(cfg.augmentation)):
+        return
+    device = str(cfg.train.device)
+    if device == "auto":
+        mps = getattr(torch.backends, "mps", None)
+        device = "cuda" if torch.cuda.is_available() else "mps" if mps is not None and mps.is_available() else "cpu"
+    if device != "cpu":
+        raise ConfigError(
+            f"train.num_workers: augmentation={cfg.augmentation.get('name', augmentation.name)} runs its model on "
+            f"the training device ({device}) at every step, which forked DataLoader workers cannot use; "
+            "set train.num_workers=0"
+        )
 
 
 def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:

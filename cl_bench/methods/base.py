@@ -90,14 +90,37 @@ class RunSetting:
 class Prepared:
     """Base of a batch after :meth:`Method.prepare` (text views, token ids on the CPU).
 
-    A subclass is a dataclass; its dict-of-tensor fields are pinned by the DataLoader on CUDA.
+    A subclass is a dataclass; its tensor and dict-of-tensor fields are pinned by the DataLoader on CUDA.
     """
 
     def pin_memory(self) -> Prepared:
         for name, value in vars(self).items():
-            if isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
+            if torch.is_tensor(value):
+                setattr(self, name, value.pin_memory())
+            elif isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
                 setattr(self, name, {k: v.pin_memory() for k, v in value.items()})
         return self
+
+
+@dataclass
+class Tokenized(Prepared):
+    """A prepared batch that is one list of texts as token ids (CPU), in the order the method encodes them."""
+
+    features: dict[str, torch.Tensor]
+
+
+@dataclass
+class TextViews(Prepared):
+    """A prepared batch of groups of ``size`` texts each — two views of each sentence, or the columns of
+    pairs/triples — tokenized together for one forward pass: group ``g`` is rows ``[g·size, (g+1)·size)``."""
+
+    size: int
+    features: dict[str, torch.Tensor]
+
+
+def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
+    """Equal-size groups of texts (views, columns) as one :class:`TextViews` (token ids on the CPU)."""
+    return TextViews(len(groups[0]), encoder.tokenize([text for group in groups for text in group]))
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -201,7 +224,8 @@ class Method(nn.Module, abc.ABC):
     def prepare(self, items: list[Any], rng: random.Random) -> Any:
         """The CPU-side work on one batch — text augmentation, tokenisation — run in a DataLoader worker
         (``train.num_workers``; :mod:`cl_bench.data.loader`). Every random choice must come from
-        ``rng`` (seeded per batch). Default: the items unchanged (:meth:`training_step` does the work).
+        ``rng`` (seeded per batch). What needs the model (dropout, cutoff, MLM masking, frozen or
+        momentum encoders) stays in :meth:`training_step`. Default: the items unchanged.
         """
         return items
 

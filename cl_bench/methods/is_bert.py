@@ -22,6 +22,7 @@ positions' BERT states into the convolution windows at a sentence's end.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences, senteval_snli_split
-from cl_bench.methods.base import Method, MethodContext, RunSetting, check_choice, check_ranges
+from cl_bench.methods.base import Method, MethodContext, RunSetting, Tokenized, check_choice, check_ranges
 from cl_bench.models.encoder import ENCODER_META_FILE, SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 
@@ -209,8 +210,12 @@ class ISBERT(Method):
             return self.discriminator(local, global_)
         return torch.einsum("btd,jd->btj", local, global_)
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        features = self.tokenize(batch)
+    def prepare(self, items: list[str], rng: random.Random) -> Tokenized:
+        """The sentences as token ids (in a DataLoader worker)."""
+        return Tokenized(self.encoder.tokenize(items))
+
+    def training_step(self, batch: list[str] | Tokenized) -> dict[str, torch.Tensor]:
+        features = self.to_device(self.prepared(batch).features)
         mask = features["attention_mask"]
         outputs = self.encoder.token_states(features)
         local = self.encoder.local_features(outputs, mask)
