@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -137,6 +137,7 @@ def discard_unused_run_dir(run_dir: Path) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    interrupt.mark_launcher()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -331,6 +332,7 @@ def run(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    interrupt.stop_with_launcher()  # a job in a launcher's worker process ends with the launcher
     try:
         preflight(cfg, list(hydra_cfg.overrides.task))
         resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
@@ -376,15 +378,15 @@ def run(cfg: DictConfig) -> float | None:
             )
             tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
             log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
-            raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+            _end_job(128 + (stop.signum or signal.SIGINT))
         except interrupt.EvaluationInterrupted as interrupted:
             tracker.log_results({**interrupted.partial, "evaluation_interrupted": 1.0})
             tracker.finish("KILLED", error=str(interrupted))
             log.error("evaluation stopped; the figures computed before the stop are in %s", RunDir(run_dir).results)
-            raise SystemExit(128 + interrupted.signum) from None
+            _end_job(128 + interrupted.signum)
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
-            raise SystemExit(130) from None
+            _end_job(130)
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise
@@ -394,6 +396,16 @@ def run(cfg: DictConfig) -> float | None:
     print(format_table(results))
     print(f"results: {run_dir / 'results.json'}")
     return results.get("sts_avg")
+
+
+def _end_job(code: int) -> NoReturn:
+    """Leave a stopped job with exit status ``code``; in a worker process whose launcher died (the stop
+    came from :func:`interrupt.stop_with_launcher`), end the process too: no launcher will send it more
+    work or shut it down."""
+    if interrupt.launcher_died():
+        logging.shutdown()
+        os._exit(code)
+    raise SystemExit(code)
 
 
 def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:

@@ -29,9 +29,9 @@ Metric keys (results.json / MLflow):
 from __future__ import annotations
 
 import logging
-import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ from cl_bench.eval.tasks import (
     check_eval_config,
 )
 from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
-from cl_bench.models.inference import EncodingSettings, encoding
+from cl_bench.models.inference import EncodingSettings, current_settings, encoding
 from cl_bench.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -162,31 +162,75 @@ def _mean_if_complete(results: dict[str, float], keys: Sequence[str]) -> float |
     return None
 
 
-def announce_cost(encoder: Encoder, sentences: Sequence[str], batch_size: int, tasks: Sequence[str]) -> float | None:
+#: Length-sorted batches timed for the final evaluation's cost estimate (the 7 STS tasks: 224 batches of 128).
+ESTIMATE_BATCHES = 4
+
+
+def padded_chars(batches: Iterable[Sequence[str]]) -> int:
+    """Characters the batches occupy once padded to their longest sentence (a proxy for encoding work)."""
+    return sum(len(batch) * max(map(len, batch)) for batch in batches if batch)
+
+
+def estimate_encoding_seconds(
+    encoder: Encoder, unique: Sequence[str], batch_size: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
+    """Seconds that ``encoder.encode(unique, batch_size)`` will take, measured with the current backend and precision.
+
+    The evaluation encodes length-sorted batches, so the timed sample is :data:`ESTIMATE_BATCHES` of those
+    batches, one from the middle of each length quantile, and their time scales to all batches by padded
+    characters (long sentences cost more). An untimed first call pays the one-time costs (ONNX export and
+    session, first-call allocations); a call on one sentence measures what every call pays once (hashing the
+    weights, setting up), which the evaluation pays once, not per batch. The sample bypasses the embedding
+    cache: it must neither be served from it nor leave entries in it.
+
+    Args:
+        encoder: the model about to be evaluated.
+        unique: the distinct sentences the evaluation will encode.
+        batch_size: the evaluation's batch size.
+        clock: seconds (``time.perf_counter``; tests pass a fake).
+    """
+    by_length = sorted(unique, key=len)
+    batches = [by_length[start : start + batch_size] for start in range(0, len(by_length), batch_size)]
+    picked = [batches[(2 * i + 1) * len(batches) // (2 * ESTIMATE_BATCHES)] for i in range(ESTIMATE_BATCHES)]
+    with encoding(replace(current_settings(), cache=False)):
+        encoder.encode(by_length[:1], batch_size=batch_size)  # one-time costs: not part of the evaluation's time
+        started = clock()
+        encoder.encode(by_length[:1], batch_size=batch_size)
+        per_call = clock() - started
+        started = clock()
+        encoder.encode([text for batch in picked for text in batch], batch_size=batch_size)
+        sample = max(clock() - started - per_call, 0.0)
+    return per_call + sample * padded_chars(batches) / padded_chars(picked)
+
+
+def announce_cost(
+    encoder: Encoder, sentences: Sequence[str], batch_size: int, tasks: Sequence[str],
+    clock: Callable[[], float] = time.perf_counter,
+) -> float | None:
     """Log, before the final evaluation encodes, how many sentences it will encode and about how long it takes.
 
-    The time is extrapolated from encoding two batches of a random sample of the sentences (about
-    1% of the STS suite's encoding); the transfer tasks' classifiers come on top. Nothing is timed
-    when the whole set is that small.
+    The time is :func:`estimate_encoding_seconds` (about 2% of the STS suite's encoding), zero when the
+    embedding cache holds them all; the transfer tasks' classifiers come on top. Nothing is timed when the
+    set is only a few batches.
 
     Returns:
         The estimated encoding seconds (None when not estimated).
     """
     unique = list(dict.fromkeys(sentences))
     what = f"evaluation of {', '.join(tasks)}: {len(unique):,} distinct sentences to encode"
-    sample_size = 2 * batch_size
-    if len(unique) <= 4 * sample_size:
+    # a SentenceEncoder can tell whether the embedding cache holds them all (other encoders cannot)
+    cached = getattr(encoder, "cached", None)
+    if callable(cached) and cached(unique):
+        log.info("%s: all in the embedding cache, no encoding", what)
+        return 0.0
+    if len(unique) <= 2 * ESTIMATE_BATCHES * batch_size:
         log.info("%s", what)
         return None
-    sample = random.Random(0).sample(unique, sample_size)
-    started = time.perf_counter()
-    encoder.encode(sample, batch_size=batch_size)
-    rate = sample_size / max(time.perf_counter() - started, 1e-9)
-    seconds = len(unique) / rate
+    seconds = estimate_encoding_seconds(encoder, unique, batch_size, clock)
     extra = " + the transfer classifiers" if any(task in TRANSFER_TASKS for task in tasks) else ""
     hint = "; to iterate faster: eval=quick (STS-B only)" if seconds > 60 and list(tasks) != ["stsb"] else ""
-    log.info("%s, about %.0f s%s (%.0f sentences/s measured on %d of them)%s",
-             what, seconds, extra, rate, sample_size, hint)
+    log.info("%s, about %.0f s%s (timed on %d length-sorted batches of %d)%s",
+             what, seconds, extra, ESTIMATE_BATCHES, batch_size, hint)
     return seconds
 
 

@@ -270,15 +270,12 @@ class SentenceEncoder(nn.Module):
         context (outside one: torch, fp32, no cache). Returns float32 (N, H) in the input order.
         """
         settings = current_settings()
-        device = self.device
-        backend = resolve_backend(settings.backend, settings.precision, device)
-        check_inference_options(backend, settings.precision, device)
+        backend = self._backend(settings)
         settings.backends_used.add(backend)
         unique = list(dict.fromkeys(sentences))
         log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
-        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and unique else None
-        key = cache_key(self.cache_identity(backend, settings.precision), unique) if cache else ""
+        cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
         if vectors is not None:
             log.info("embedding cache hit: %d sentences (%s)", len(unique), key[:12])
@@ -288,6 +285,27 @@ class SentenceEncoder(nn.Module):
                 cache.store(key, vectors)
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
+
+    def cached(self, sentences: Sequence[str]) -> bool:
+        """Whether :meth:`encode` would serve ``sentences`` from the embedding cache (current context)."""
+        settings = current_settings()
+        cache, key = self._cache_entry(list(dict.fromkeys(sentences)), self._backend(settings), settings)
+        return cache is not None and cache.contains(key)
+
+    def _backend(self, settings: EncodingSettings) -> str:
+        """The backend ``settings`` resolve to on this encoder's device (checked)."""
+        backend = resolve_backend(settings.backend, settings.precision, self.device)
+        check_inference_options(backend, settings.precision, self.device)
+        return backend
+
+    def _cache_entry(
+        self, unique: list[str], backend: str, settings: EncodingSettings
+    ) -> tuple[EmbeddingCache | None, str]:
+        """The embedding cache and the key of ``unique``'s entry (None, "" when caching is off)."""
+        if not (settings.cache and unique):
+            return None, ""
+        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
+        return cache, cache_key(self.cache_identity(backend, settings.precision), unique)
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings
