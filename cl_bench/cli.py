@@ -254,6 +254,7 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     override acts on the run."""
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks, split_tasks
+    from cl_bench.models.inference import check_encoding_options
 
     validate(cfg, overrides)
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
@@ -265,6 +266,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, **options)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
+            check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
+                                   cfg.eval.cache_size_gb)  # mteb's tasks encode with them too
     except ValueError as err:
         raise ConfigError(str(err)) from err
 
@@ -273,6 +276,7 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
     from cl_bench.eval import evaluate
     from cl_bench.eval.mteb import run_mteb, split_tasks
+    from cl_bench.models.inference import encoding_settings
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
@@ -280,7 +284,9 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
     if own_tasks:
         results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))
     if mteb_tasks:
-        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, batch_size=cfg.eval.batch_size))
+        settings = encoding_settings(options["backend"], options["precision"], options["cache"],
+                                     options["cache_dir"], options["cache_size_gb"])
+        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, cfg.eval.batch_size, settings=settings))
     return results
 
 

@@ -53,7 +53,7 @@ from cl_bench.eval.tasks import (
     check_eval_config,
 )
 from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
-from cl_bench.models.inference import EncodingSettings, current_settings, encoding
+from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -320,9 +320,7 @@ def evaluate(
     for parts in transfer_data.values():
         sentences += task_sentences(parts)
     sentences += pair_sentences(geometry_parts) + pair_sentences(fit_parts) + list(corpus)
-    settings = EncodingSettings(
-        backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb
-    )
+    settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
     with encoding(settings):
         announce_cost(encoder, sentences, batch_size, resolved)
         table = EmbeddingTable(encoder, sentences, batch_size)
