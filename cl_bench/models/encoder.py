@@ -292,6 +292,14 @@ class SentenceEncoder(nn.Module):
         cache, key = self._cache_entry(list(dict.fromkeys(sentences)), self._backend(settings), settings)
         return cache is not None and cache.contains(key)
 
+    def token_counts(self, sentences: Sequence[str]) -> list[int]:
+        """Tokens of each sentence as :meth:`encode` feeds it (what its length-sorted batches sort by)."""
+        return [len(ids) for ids in self._token_ids(sentences)["input_ids"]] if sentences else []
+
+    def _token_ids(self, sentences: Sequence[str]) -> Any:
+        """Token ids of the sentences, truncated at the model's limit only (no padding)."""
+        return self.tokenizer(list(sentences), truncation=True, max_length=self.model_max_length)
+
     def _backend(self, settings: EncodingSettings) -> str:
         """The backend ``settings`` resolve to on this encoder's device (checked)."""
         backend = resolve_backend(settings.backend, settings.precision, self.device)
@@ -315,7 +323,7 @@ class SentenceEncoder(nn.Module):
         self.eval()
         # Tokenize once (the same truncation as tokenize(..., None)); each batch only pads stored ids:
         # tokenizing again per batch cost ~13% of the STS suite's CPU time with all-MiniLM-L6-v2.
-        tokens = self.tokenizer(unique, truncation=True, max_length=self.model_max_length) if unique else {}
+        tokens = self._token_ids(unique) if unique else {}
         # sort by token count, not characters: on the 7 STS tasks this cuts the padded tokens by 30%
         order = sorted(range(len(unique)), key=lambda i: len(tokens["input_ids"][i]))
         device = self.device
