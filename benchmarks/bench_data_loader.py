@@ -1,12 +1,14 @@
 """Training steps per second with ``train.num_workers=0`` vs ``2``, on an expensive text augmentation
-(``eda_synonym``: WordNet look-ups for every word) and on plain dropout views, in one run.
+(``eda_synonym``: WordNet look-ups for every word) and on plain dropout views (SimCSE), and on CERT with
+``eda_synonym`` keys (a method whose text work also moved into ``Method.prepare``), in one run.
 
     python benchmarks/bench_data_loader.py --model ../shared/models/all-MiniLM-L6-v2 --data ../shared/data
 
 Each configuration trains the same steps from the same weights through cl-bench's Trainer pieces
-(the method, its DataLoader, AdamW); the workers prepare the next batches (augmentation +
-tokenisation) while the main process runs the forward and backward passes. On 2 cores the workers
-compete with torch's threads, so the gain is bounded by the share of a step spent on data work.
+(the method, its DataLoader, AdamW, the method's after-step hook); the workers prepare the next
+batches (augmentation + tokenisation) while the main process runs the forward and backward passes.
+On 2 cores the workers compete with torch's threads, so the gain is bounded by the share of a step
+spent on data work.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from cl_bench.cli import CONF_DIR
 from cl_bench.data.loader import BatchLoader
 from cl_bench.train.loop import build_method, make_optimizer, seed_everything
 
+#: (method, augmentation) pairs measured, each with 0 and 2 workers
+CASES = (("simcse", "eda_synonym"), ("simcse", "dropout"), ("cert", "eda_synonym"))
 
-def steps_per_second(args: argparse.Namespace, augmentation: str, workers: int) -> float:
-    """Median steps/s of ``args.steps`` SimCSE steps (after ``args.warmup``) with ``workers`` workers."""
+
+def steps_per_second(args: argparse.Namespace, method_name: str, augmentation: str, workers: int) -> float:
+    """Median steps/s of ``args.steps`` training steps (after ``args.warmup``) with ``workers`` workers."""
     os.environ["CL_BENCH_DATA"] = args.data
-    overrides = [f"model.name_or_path={args.model}", "data=wiki1m_head", f"augmentation={augmentation}",
-                 f"batch_size={args.batch_size}", "pooler=avg", "train.device=cpu"]
+    overrides = [f"method={method_name}", f"model.name_or_path={args.model}", "data=wiki1m_head",
+                 f"augmentation={augmentation}", f"batch_size={args.batch_size}", "pooler=avg", "train.device=cpu"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     seed_everything(cfg.seed)
@@ -48,6 +53,7 @@ def steps_per_second(args: argparse.Namespace, augmentation: str, workers: int) 
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        method.on_after_step()  # CERT: momentum update of the key encoder, enqueue the keys
         now = time.perf_counter()
         if step >= args.warmup:
             times.append(now - start)
@@ -66,10 +72,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print_machine()
-    print(f"SimCSE on MiniLM, batch {args.batch_size}, max length 32, {args.steps} timed steps (median step)")
-    for augmentation in ("eda_synonym", "dropout"):
-        rates = {workers: steps_per_second(args, augmentation, workers) for workers in (0, 2)}
-        print(f"augmentation={augmentation:12s} num_workers=0: {rates[0]:.3f} steps/s   "
+    print(f"MiniLM, batch {args.batch_size}, max length 32, {args.steps} timed steps (median step)")
+    for method_name, augmentation in CASES:
+        rates = {workers: steps_per_second(args, method_name, augmentation, workers) for workers in (0, 2)}
+        print(f"method={method_name:7s} augmentation={augmentation:12s} num_workers=0: {rates[0]:.3f} steps/s   "
               f"num_workers=2: {rates[2]:.3f} steps/s   ratio {rates[2] / rates[0]:.2f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

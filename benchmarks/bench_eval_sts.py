@@ -38,10 +38,11 @@ import numpy as np
 import torch
 from _common import encoder_parser, load_encoder
 
-from cl_bench.eval import STS_TASKS, TRANSFER_TASKS, evaluate
+from cl_bench.eval import evaluate, groups
 from cl_bench.eval.geometry import cosine_rows
+from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.sts import load_sts_task, spearman100
-from cl_bench.eval.transfer import load_transfer_task, task_sentences
+from cl_bench.eval.transfer import load_transfer_task
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.inference import (
     EncodingSettings,
@@ -53,6 +54,7 @@ from cl_bench.models.inference import (
 )
 
 DEV_TASKS = ("stsb", "sickr")  # the STS tasks with a dev split
+STS_TASKS, TRANSFER_TASKS = groups()["sts"], groups()["transfer"]
 
 
 class TokenCounter:

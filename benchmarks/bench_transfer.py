@@ -5,12 +5,16 @@ scikit-learn approximation's distance from SentEval's figures.
 
 It runs what ``evaluate(tasks=["transfer"])`` runs — one ``encode`` call over every distinct sentence,
 then each task's protocol — but times the phases apart (wall and CPU; CPU time is the robust figure
-on a shared machine).
+on a shared machine). ``--backend`` picks the encoding backend as ``eval.backend`` does (default
+``auto``: what a run uses on this machine); ``--compare-backend`` also encodes with the other backend
+and runs the batched classifier on its embeddings, printing the largest |difference| of every figure
+between the two backends.
 
 Usage::
 
     python benchmarks/bench_transfer.py --model ../shared/models/all-MiniLM-L6-v2 --pooler avg \\
-        --data ../shared/data --config full --threads 2 [--tasks trec cr] [--no-reference] [--sklearn]
+        --data ../shared/data --config full --threads 2 [--tasks trec cr] [--no-reference] [--sklearn] \\
+        [--backend auto|torch|onnx] [--compare-backend]
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from pathlib import Path
 
 from _common import encoder_parser, load_encoder
 
-from cl_bench.eval import TRANSFER_TASKS, format_table
+from cl_bench.eval import format_table, groups
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.tasks import TRANSFER_CONFIGS
-from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
+from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
+from cl_bench.models.inference import BACKENDS, EncodingSettings, encoding
 
 
 def _timed(
@@ -53,18 +59,27 @@ def _load() -> str:
 def main() -> None:
     parser = encoder_parser(__doc__)
     parser.add_argument("--config", choices=sorted(TRANSFER_CONFIGS), default="full")
-    parser.add_argument("--tasks", nargs="+", default=list(TRANSFER_TASKS), choices=TRANSFER_TASKS)
+    parser.add_argument("--tasks", nargs="+", default=list(groups()["transfer"]), choices=groups()["transfer"])
     parser.add_argument("--no-reference", action="store_true", help="skip the one-model-at-a-time run")
     parser.add_argument("--sklearn", action="store_true", help="also run the scikit-learn approximation")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto", help="encoding backend (eval.backend)")
+    parser.add_argument("--compare-backend", action="store_true",
+                        help="also encode with the other backend and compare the batched classifier's figures")
     args = parser.parse_args()
     print(_machine(), f"| torch threads {args.threads} | load average at start {_load()}", flush=True)
     encoder = load_encoder(args)
     data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
     sentences = [text for parts in data.values() for text in task_sentences(parts)]
-    encode_cpu = time.process_time()
-    table = EmbeddingTable(encoder, sentences, args.batch_size)
-    encode_cpu = time.process_time() - encode_cpu
-    print(f"encoding: {len(table)} distinct sentences: {table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU", flush=True)
+    settings = EncodingSettings(args.backend, "fp32")
+    with encoding(settings):
+        # outside the timing: any ONNX export, and auto's once-per-machine measurement (remembered in the cache)
+        encoder.encode(sentences[:: max(1, len(sentences) // 512)], batch_size=args.batch_size)
+        (backend,) = settings.backends_used
+        encode_cpu = time.process_time()
+        table = EmbeddingTable(encoder, sentences, args.batch_size)
+        encode_cpu = time.process_time() - encode_cpu
+    print(f"encoding ({args.backend} -> {backend}): {len(table)} distinct sentences: "
+          f"{table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU", flush=True)
 
     runs = {"batched": {"batched": True}}
     if not args.no_reference:
@@ -95,6 +110,18 @@ def main() -> None:
     if "sklearn" in runs:
         for key, value in results["batched"].items():
             print(f"sklearn - SentEval {key:10s}: {results['sklearn'][key] - value:+6.2f}")
+    if args.compare_backend:
+        other_backend = "torch" if backend == "onnx" else "onnx"
+        with encoding(EncodingSettings(other_backend, "fp32")):
+            other_table = EmbeddingTable(encoder, sentences, args.batch_size)
+        print(f"encoding ({other_backend}): {other_table.seconds:.1f} s wall", flush=True)
+        other: dict[str, float] = {}
+        for task, parts in data.items():
+            other.update(run_transfer_task(task, parts, other_table, args.config, batched=True))
+        for key, value in results["batched"].items():
+            print(f"{other_backend} - {backend} {key:10s}: {other[key] - value:+6.2f}")
+        difference = max(abs(other[key] - results["batched"][key]) for key in other)
+        print(f"largest |difference| {backend} vs {other_backend}: {difference:.2f}")
     print(
         f"config={args.config} tasks={' '.join(args.tasks)} load average at end {_load()}\n"
         f"wall: encoding {table.seconds:.1f} s + batched classifiers {seconds['batched'][0]:.1f} s "

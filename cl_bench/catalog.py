@@ -30,8 +30,14 @@ def use_search_path(entries: Iterable[str]) -> None:
     """Register the user's config folders (``hydra.searchpath`` entries, ``file://`` or plain paths).
 
     Each folder is also put on ``sys.path`` (and ``PYTHONPATH``, for launcher subprocesses), so a
-    ``_target_`` naming a module in the folder imports without installing anything.
+    ``_target_`` naming a module in the folder imports without installing anything, and its
+    ``eval_task/*.yaml`` evaluation tasks join the registry (:func:`cl_bench.eval.registry.register_folder`).
+
+    Raises:
+        ValueError: an evaluation task's YAML is invalid (one line naming the file).
     """
+    from cl_bench.eval.registry import register_folder
+
     for entry in entries:
         if entry.startswith("pkg://"):
             continue
@@ -42,6 +48,7 @@ def use_search_path(entries: Iterable[str]) -> None:
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+        register_folder(folder)
 
 
 def search_path_from_argv(argv: Sequence[str]) -> list[str]:
@@ -143,6 +150,19 @@ def method_rows() -> list[dict[str, str]]:
     return rows
 
 
+def eval_task_lines() -> list[str]:
+    """The ``cl-bench list`` section of the evaluation-task registry: groups, then one line per task."""
+    from cl_bench.eval.registry import TASKS, groups
+
+    lines = ["EVALUATION TASKS  (eval.tasks=[NAME or group, ...]; groups: "
+             + "; ".join(f"{group} = {', '.join(names)}" for group, names in groups().items()) + ")"]
+    for task in TASKS.values():
+        averages = f"; averages: {', '.join(task.averages)}" if task.averages else ""
+        lines.append(f"  {task.name}: {task.header} (group {task.group}, kind {task.kind}), {len(task.files())} files; "
+                     f"metrics: {', '.join(task.metrics)}{averages}")
+    return lines
+
+
 def listing() -> str:
     """The text ``cl-bench list`` prints."""
     lines = ["METHODS  (every method also uses: dropout, batch_size, seed, model.*, data, train.*, eval.*)"]
@@ -151,6 +171,7 @@ def listing() -> str:
         for field in ("uses", "default_loss", "losses", "keys"):
             if field in row:
                 lines.append(f"      {field.replace('_', ' ')}: {row[field]}")
+    lines += eval_task_lines()
     for group, title in (("loss", "LOSSES"), ("augmentation", "AUGMENTATIONS"), ("pooler", "POOLERS"),
                          ("data", "DATA"), ("eval", "EVALUATION PRESETS"), ("experiment", "EXPERIMENT PRESETS")):
         lines.append(f"{title}  ({group}=NAME)")

@@ -142,11 +142,15 @@ def main() -> None:
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    if sys.argv[1:2] == ["list"]:
-        catalog.use_search_path(catalog.search_path_from_argv(sys.argv[2:]))
+    listing = sys.argv[1:2] == ["list"]
+    try:
+        catalog.use_search_path(catalog.search_path_from_argv(sys.argv[2:] if listing else sys.argv[1:]))
+    except ValueError as err:  # a user's evaluation task YAML
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    if listing:
         print(catalog.listing())
         return
-    catalog.use_search_path(catalog.search_path_from_argv(sys.argv[1:]))
     try:
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
@@ -339,6 +343,11 @@ def run(cfg: DictConfig) -> float | None:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     interrupt.stop_with_launcher()  # a job in a launcher's worker process ends with the launcher
+    try:
+        catalog.use_search_path(list(hydra_cfg.searchpath))  # a launcher's worker process registers them here
+    except ValueError as err:
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
     try:
         preflight(cfg, list(hydra_cfg.overrides.task))
         resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None

@@ -283,6 +283,7 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
     from cl_bench.eval.mteb import split_tasks
+    from cl_bench.eval.postprocess import build_postprocess
     from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
 
     root = Path(cfg.paths.data_dir).absolute()
@@ -294,9 +295,11 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
         wanted += [("paths.data_dir", rel) for rel in dev_required_files(cfg.train.select_metric)]
     own_tasks = split_tasks(cfg.eval.tasks)[0]
     try:
+        post = build_postprocess(cfg.eval.postprocess, cfg.eval.whitening, cfg.eval.flow)
+        fit_per_task = post is not None and post.fits_per_task
         files = required_files(resolve_tasks(own_tasks), cfg.eval.align_uniform, cfg.eval.anisotropy,
-                               cfg.eval.align_uniform_split, cfg.eval.whitening) if own_tasks else []
-    except (EvalConfigError, KeyError):  # a bad eval option: the evaluation check names it
+                               cfg.eval.align_uniform_split, fit_per_task) if own_tasks else []
+    except (EvalConfigError, KeyError, ValueError):  # a bad eval option: the evaluation check names it
         files = []
     return wanted + [("paths.data_dir", rel) for rel in files]
 
@@ -336,6 +339,22 @@ def _condition_holds(condition: str, values: dict[str, Any]) -> bool:
     return str(values.get(key)) == expected
 
 
+def run_setting(cfg: DictConfig, cls: Any) -> Any:
+    """The choices besides the method's own keys that decide whether a method key can act
+    (:class:`cl_bench.methods.base.RunSetting`)."""
+    from cl_bench.methods.base import RunSetting
+
+    augmentation = None
+    if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
+        augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+    loss_kind = None
+    if "loss" in cls.uses and cfg.loss.get("_target_"):
+        loss_kind = getattr(loss_function(cfg), "loss_kind", None)
+    dropout = cfg.model.get("dropout")
+    return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
+                      None if dropout is None else float(dropout))
+
+
 def inert_keys(cfg: DictConfig) -> dict[str, str]:
     """Config keys (or whole groups) that cannot act on this run, each with the reason.
 
@@ -361,7 +380,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             if group not in cls.uses:
                 inert[group] = f"method={name} does not use the {group} group (it uses: {uses})"
         method_values = _values(cfg.method)
-        for key, reason in cls.inert_keys(method_values).items():
+        for key, reason in cls.inert_keys(method_values, run_setting(cfg, cls)).items():
             inert[f"method.{key}"] = reason
         if "loss" in cls.uses:
             fn = loss_function(cfg)
@@ -377,15 +396,17 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
     if cfg.pooler.name != "avg_first_last":
         inert.setdefault("pooler.first_layer", f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})")
-    tasks = [str(t) for t in cfg.eval.tasks]
-    uses_transfer = any(t == "transfer" or t in _TRANSFER_TASK_NAMES for t in tasks) or (
+    from cl_bench.eval.tasks import uses_transfer
+
+    transfer = uses_transfer(str(t) for t in cfg.eval.tasks) or (
         cfg.mode == "train" and cfg.train.select_metric == "transfer_dev_avg"
     )
-    if not uses_transfer:
+    if not transfer:
         for key in ("eval.transfer_config", "eval.transfer_classifier", "eval.seed"):
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
+    tasks = [str(t) for t in cfg.eval.tasks]
     if tasks and not split_tasks(tasks)[0]:
         for key in ("eval.align_uniform", "eval.align_uniform_split", "eval.anisotropy", "eval.postprocess",
                     "eval.whitening", "eval.flow"):
@@ -396,9 +417,6 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     if postprocess != "flow":
         inert["eval.flow"] = f"only eval.postprocess=flow fits a flow (eval.postprocess={postprocess})"
     return inert
-
-
-_TRANSFER_TASK_NAMES = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
 
 
 def _covered(key: str, inert: dict[str, str]) -> str | None:
@@ -430,12 +448,35 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_target_node(cfg.loss, "loss", skip=("name",))
         if "augmentation" in cls.uses:
             check_target_node(cfg.augmentation, "augmentation")
+            check_workers_can_augment(cfg)
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
         except ValueError as err:
             raise ConfigError(str(err)) from err
     check_overrides_act(cfg, overrides)
+
+
+def check_workers_can_augment(cfg: DictConfig) -> None:
+    """Reject ``train.num_workers > 0`` when the augmentation runs a model on a GPU at every step: the
+    DataLoader's forked worker processes, where augmentation runs, cannot use CUDA (or MPS)."""
+    import torch
+
+    if int(cfg.train.get("num_workers", 0) or 0) == 0:
+        return
+    augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+    if not augmentation.runs_model_in_training(_values(cfg.augmentation)):
+        return
+    device = str(cfg.train.device)
+    if device == "auto":
+        mps = getattr(torch.backends, "mps", None)
+        device = "cuda" if torch.cuda.is_available() else "mps" if mps is not None and mps.is_available() else "cpu"
+    if device != "cpu":
+        raise ConfigError(
+            f"train.num_workers: augmentation={cfg.augmentation.get('name', augmentation.name)} runs its model on "
+            f"the training device ({device}) at every step, which forked DataLoader workers cannot use; "
+            "set train.num_workers=0"
+        )
 
 
 def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:

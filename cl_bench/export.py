@@ -41,7 +41,6 @@ CHECK_SENTENCES = (
     "Two dogs run across the green field.",
     "the cat sits",
 )
-TRANSFER_TASKS = ("mr", "cr", "subj", "mpqa", "sst", "trec", "mrpc")
 
 
 class ExportError(RuntimeError):
@@ -243,17 +242,21 @@ def check_export(out_dir: Path, model_dir: Path, settings: dict[str, Any], atol:
 # Model card
 # ------------------------------------------------------------------------------------------------
 def _group_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The card's metric sections: a key goes with the kind of the evaluation task it belongs to
+    (:func:`cl_bench.eval.registry.metric_task`; ``best_<metric>`` with its metric's)."""
+    from cl_bench.eval.registry import metric_task
+
     groups: dict[str, dict[str, float]] = {"STS": {}, "Transfer": {}, "MTEB": {}, "Other": {}}
+    sections = {"sts": "STS", "transfer": "Transfer"}
     for key, value in results.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
         low = key.lower()
+        task = metric_task(low.removeprefix("best_"))
         if low.startswith("mteb"):
             groups["MTEB"][key] = float(value)
-        elif "sts" in low or "sick" in low:
-            groups["STS"][key] = float(value)
-        elif low.startswith(TRANSFER_TASKS) or "transfer" in low:
-            groups["Transfer"][key] = float(value)
+        elif task is not None:
+            groups[sections[task.kind]][key] = float(value)
         else:
             groups["Other"][key] = float(value)
     return groups

@@ -5,6 +5,7 @@ figures with both backends (slow)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import torch
 from conftest import WORDS, minilm_path
 
 from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
-from cl_bench.eval.tasks import STS_TASKS, STSB_FILES, STSB_FOLDER
+from cl_bench.eval.registry import TASKS, groups
+from cl_bench.models import encoder as encoder_module
 from cl_bench.models import inference
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 from cl_bench.models.inference import EncodingSettings, InferenceConfigError, encoding
@@ -157,20 +159,60 @@ def test_auto_picks_onnx_for_fp32_on_cpu_and_torch_otherwise(monkeypatch: pytest
 
 def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    small = tmp_path / "data" / STSB_FOLDER  # the first 200 pairs of the real STS-B dev and test files
-    small.mkdir(parents=True)
-    for split in ("dev", "test"):
-        lines = (data_dir / STSB_FOLDER / STSB_FILES[split]).read_text(encoding="utf-8").splitlines(keepends=True)
-        (small / STSB_FILES[split]).write_text("".join(lines[:200]), encoding="utf-8")
+    for split in ("dev", "test"):  # the first 200 pairs of the real STS-B dev and test files
+        (relative,) = TASKS["stsb"].parts[split]
+        lines = (data_dir / relative).read_text(encoding="utf-8").splitlines(keepends=True)
+        (tmp_path / "data" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / relative).write_text("".join(lines[:200]), encoding="utf-8")
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     options = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache_dir": str(tmp_path)}
     torch_fp32 = evaluate(encoder, tmp_path / "data", backend="torch", **options)
+    # auto measures both backends once per machine; make ONNX Runtime the faster one here
+    monkeypatch.setattr(encoder_module, "time_backends", lambda encode: {"torch": 2.0, "onnx": 1.0,
+                                                                         "max_cosine_distance": 0.0})
     onnx_fp32 = evaluate(encoder, tmp_path / "data", backend="auto", **options)
     assert "eval_onnx" not in torch_fp32 and onnx_fp32["eval_onnx"] == 1.0
     assert abs(onnx_fp32["stsb"] - torch_fp32["stsb"]) < 0.01
     monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))  # runs (slowly) anywhere
     bf16 = evaluate(encoder, tmp_path / "data", backend="auto", precision="bf16", **options)
     assert bf16["eval_bf16"] == 1.0 and "eval_onnx" not in bf16  # auto: bf16 runs on torch
+
+
+def test_auto_measures_once_per_machine_and_architecture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inference, "_AUTO_CHOICES", {})
+    calls = []
+
+    def timings(torch_s: float, onnx_s: float, distance: float):  # noqa: ANN202
+        def measure() -> dict[str, float]:
+            calls.append(1)
+            return {"torch": torch_s, "onnx": onnx_s, "max_cosine_distance": distance}
+        return measure
+
+    assert inference.measured_auto_choice("bert-a", tmp_path, timings(2.0, 1.0, 1e-7)) == "onnx"
+    assert inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7)) == "onnx"  # remembered
+    monkeypatch.setattr(inference, "_AUTO_CHOICES", {})  # a new process reads the file
+    assert inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7)) == "onnx"
+    assert len(calls) == 1
+    assert inference.measured_auto_choice("bert-b", tmp_path, timings(1.0, 2.0, 1e-7)) == "torch"  # torch faster
+    assert inference.measured_auto_choice("bert-c", tmp_path, timings(2.0, 1.0, 1e-3)) == "torch"  # not identical
+    assert len(calls) == 3
+    record = json.loads(next((tmp_path / inference.AUTO_SUBDIR).glob("*.json")).read_text())
+    assert set(record) >= {"choice", "torch", "onnx", "max_cosine_distance", "machine", "threads"}
+
+
+def test_auto_runs_the_backend_it_measured(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real probe: both backends timed on the sentences being encoded; the choice is what ran."""
+    monkeypatch.setattr(inference, "_AUTO_CHOICES", {})
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    sentences = [f"sentence number {i} of the probe" for i in range(40)]
+    settings = inference.EncodingSettings("auto", "fp32", cache_dir=tmp_path)
+    with inference.encoding(settings):
+        vectors = encoder.encode(sentences, batch_size=16)
+    record = json.loads(next((tmp_path / inference.AUTO_SUBDIR).glob("*.json")).read_text())
+    assert settings.backends_used == {record["choice"]}
+    assert record["torch"] > 0 and record["onnx"] > 0 and record["max_cosine_distance"] < 1e-5
+    with inference.encoding(inference.EncodingSettings("torch", "fp32", cache_dir=tmp_path)):
+        assert np.allclose(vectors, encoder.encode(sentences, batch_size=16), atol=1e-5)
 
 
 @pytest.mark.slow
@@ -180,6 +222,6 @@ def test_minilm_onnx_sts_figures_equal_torch(data_dir: Path, tmp_path: Path) -> 
                "cache_dir": str(tmp_path)}
     torch_fp32 = evaluate(encoder, data_dir, backend="torch", **options)
     onnx_fp32 = evaluate(encoder, data_dir, backend="onnx", **options)
-    differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in STS_TASKS}
+    differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in groups()["sts"]}
     assert max(differences.values()) <= 0.01, differences
     assert onnx_fp32["eval_onnx"] == 1.0

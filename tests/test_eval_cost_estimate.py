@@ -50,7 +50,7 @@ class CharEncoder:
         self.calls.append((len(sentences), current_settings().cache))
         return np.zeros((len(sentences), 4), dtype=np.float32)
 
-    def cached(self, sentences: Sequence[str]) -> bool:
+    def cached(self, sentences: Sequence[str], batch_size: int) -> bool:
         return self.in_cache and current_settings().cache
 
 

@@ -35,8 +35,8 @@ from cl_bench.eval.geometry import (
     mean_pairwise_cosine,
     uniformity,
 )
+from cl_bench.eval.registry import STS_YEAR_FOLDERS
 from cl_bench.eval.sts import aggregate_subsets, score_sts_task
-from cl_bench.eval.tasks import STS_YEAR_FOLDERS
 
 
 # ------------------------------------------------------------------------------------------------

@@ -176,8 +176,8 @@ def test_embedding_level_augmentation_changes_only_the_key(tiny_bert) -> None:
     method.eval()  # no dropout: any difference comes from the augmentation
     with torch.no_grad():
         plain = method.key_encoder(method.tokenize(SENTENCES[:2]))
-        augmented = method._embed(method.key_encoder, SENTENCES[:2], augment_embeddings=True)
-        query = method._embed(method.encoder, SENTENCES[:2], augment_embeddings=False)
+        augmented = method._embed(method.key_encoder, method.tokenize(SENTENCES[:2]), augment_embeddings=True)
+        query = method._embed(method.encoder, method.tokenize(SENTENCES[:2]), augment_embeddings=False)
     assert not torch.allclose(plain, augmented)
     torch.testing.assert_close(query, plain)  # same weights at start, query not augmented
 

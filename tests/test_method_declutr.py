@@ -252,7 +252,7 @@ def test_bad_options_fail_with_the_key() -> None:
 def test_mlm_loss_is_zero_not_nan_when_nothing_is_masked(tiny_bert) -> None:
     method = make_declutr(tiny_bert, min_span_len=2, max_span_len=4, mlm_weight=1.0, mlm_probability=0.0)
     method.train()
-    _, mlm_loss = method.embed_anchors(["the dog runs", "a cat sits"])
+    _, mlm_loss = method.embed_anchors(method.tokenize(["the dog runs", "a cat sits"]))
     assert mlm_loss.item() == 0.0 and mlm_loss.requires_grad
 
 

@@ -189,6 +189,19 @@ def test_presets_compose_and_validate(preset: str, method: str, loss: str, tiny_
         assert cfg.loss.tau == 0.07 and cfg.method.queue_size == 6720  # the rest is cert_bert
     if preset.startswith("sbert"):
         assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_ratio, cfg.pooler.name) == (16, 2e-5, 0.1, "avg")
+    # the cited values of each header (README "Presets for Barlow Twins, BYOL, SwAV and the memory bank")
+    if preset == "barlow_twins_wiki":  # SCD's command and projector
+        assert (list(cfg.method.projector), cfg.loss.lambd, cfg.train.batch_size, cfg.train.lr, cfg.model.max_length,
+                cfg.train.eval_steps) == ([4096, 4096, 4096], 0.012, 192, 3e-5, 32, 250)
+    if preset == "byol_wiki":  # BSL's unsupervised_tuning.py
+        assert (cfg.method.momentum, cfg.train.lr, cfg.train.batch_size, cfg.model.max_length, cfg.train.warmup_ratio,
+                cfg.train.weight_decay, cfg.pooler.name) == (0.999, 1e-4, 64, 64, 0.1, 0.0, "avg")
+    if preset == "swav_wiki":  # SwAV's official objective values, K from the CPU sweep
+        assert (cfg.method.num_prototypes, cfg.loss.tau, cfg.loss.epsilon, cfg.loss.sinkhorn_iterations,
+                list(cfg.method.projection)) == (300, 0.1, 0.05, 3, [2048, 128])
+    if preset == "memory_bank_wiki":  # lemniscate.pytorch's values; 4 passes so that bank rows are revisited
+        assert (cfg.method.feature_dim, cfg.method.num_noise, cfg.loss.tau, cfg.method.bank_momentum,
+                cfg.loss.proximal_lambda, cfg.train.epochs, cfg.data.limit) == (128, 4096, 0.07, 0.5, 0.0, 4, 250000)
 
 
 # ----- real short runs from all-MiniLM-L6-v2 -----------------------------------------------------

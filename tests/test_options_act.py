@@ -234,6 +234,16 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["mode=eval", "dropout=0.2"], "dropout"),
         (["method=simcse", "eval.transfer_config=fast"], "eval.transfer_config"),
         (["method=is_bert", "augmentation=eda_delete"], "augmentation"),
+        # keys that need a text (or embedding-level) augmentation, data of a given format, or dropout
+        (["method=simcse", "method.augment_both_views=false"], "method.augment_both_views"),
+        (["method=simcse", "augmentation=token_cutoff", "method.augment_both_views=false"], "method.augment_both_views"),
+        (["method=cert", "method.augment_query=true"], "method.augment_query"),
+        (["method=simcse", "augmentation=token_cutoff", "method.fixed_dropout_mask=true"], "method.fixed_dropout_mask"),
+        (["method=simcse", "dropout=0", "method.fixed_dropout_mask=true"], "method.fixed_dropout_mask"),
+        (["method=sg_opt", "dropout=0", "method.frozen_dropout=true"], "method.frozen_dropout"),
+        (["method=sg_opt", "method.stsb_splits=[train]"], "method.stsb_splits"),
+        (["method=is_bert", "method.snli_splits=[dev]"], "method.snli_splits"),
+        (["method=sbert", "loss=sbert_regression", "method.nli_splits=[dev]"], "method.nli_splits"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
@@ -255,6 +265,37 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["method=sg_opt", "loss=sg"],
     ):
         validate(_compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}", "data=wiki1m_head"]), overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["data=wiki1m_head", "method=simcse", "augmentation=eda_delete", "method.augment_both_views=false"],
+        ["data=wiki1m_head", "method=cert", "augmentation=eda_delete", "method.augment_query=true"],
+        ["data=wiki1m_head", "method=cert", "augmentation=token_cutoff", "method.augment_query=true"],
+        ["data=wiki1m_head", "method=simcse", "method.fixed_dropout_mask=true"],
+        ["data=wiki1m_head", "method=sg_opt", "method.frozen_dropout=true"],
+        ["method=sg_opt", "data=stsb_sentences", "method.stsb_splits=[train]"],
+        ["method=is_bert", "data=nli_sentences", "method.snli_splits=[dev]"],
+        ["method=sbert", "data=snli_labeled", "method.nli_splits=[dev]"],
+    ],
+)
+def test_setting_dependent_keys_act_where_their_setting_allows(
+    overrides: list[str], tiny_bert: Path, data_dir: Path
+) -> None:
+    cfg = _compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
+    validate(cfg, overrides)
+    key = overrides[-1].split("=")[0]
+    assert key in acting_params(cfg)
+
+
+def test_augment_flags_are_left_out_of_params_under_dropout(tiny_bert: Path, data_dir: Path) -> None:
+    simcse = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
+    assert "method.augment_both_views" not in simcse and simcse["method.fixed_dropout_mask"] is False
+    cert = acting_params(_compose(data_dir, ["method=cert", f"model.name_or_path={tiny_bert}"]))
+    assert "method.augment_query" not in cert and cert["method.queue_size"] == 6720
+    rewritten = acting_params(_compose(data_dir, ["method=cert", "augmentation=eda_delete", f"model.name_or_path={tiny_bert}"]))
+    assert rewritten["method.augment_query"] is False
 
 
 def test_params_name_only_what_acted(tiny_bert: Path, data_dir: Path) -> None:

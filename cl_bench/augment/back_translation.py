@@ -301,6 +301,12 @@ def cached_back_translations(
     return paraphrases
 
 
+def translates_corpus_once(values: dict[str, Any]) -> bool:
+    """Whether a back-translation configuration translates its corpus once into the cache (beam search,
+    a corpus file, ``cache`` on) instead of every batch during training."""
+    return bool(values.get("cache", True) and values.get("corpus_file") and not values.get("do_sample", False))
+
+
 class BackTranslation(Augmentation):
     """Back-translated views: MarianMT round trip when the models load, else a paraphrase file.
 
@@ -324,6 +330,11 @@ class BackTranslation(Augmentation):
     """
 
     name = "back_translation"
+
+    @classmethod
+    def runs_model_in_training(cls, values: dict[str, Any]) -> bool:
+        """The translators run during training unless the views come from a file or the corpus cache."""
+        return values.get("source", "auto") != "file" and not translates_corpus_once(values)
 
     def __init__(
         self,
@@ -374,7 +385,7 @@ class BackTranslation(Augmentation):
 
     def uses_cache(self) -> bool:
         """True when the corpus is translated once (beam search, a corpus file, ``cache`` on)."""
-        return bool(self.cache and self.corpus_file and not self.generation["do_sample"])
+        return translates_corpus_once({"cache": self.cache, "corpus_file": self.corpus_file, **self.generation})
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Load the translation models, or the paraphrase table when they cannot be loaded."""

@@ -32,6 +32,12 @@ class Augmentation:
     name: str = "none"
     embedding_level: bool = False
 
+    @classmethod
+    def runs_model_in_training(cls, values: dict[str, Any]) -> bool:
+        """Whether :meth:`augment_text`, under these config values, runs a neural model on the training
+        device at every step (a GPU model cannot run in forked DataLoader workers)."""
+        return False
+
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Called once by the training loop before training (e.g. to load an MLM head)."""
 
@@ -64,6 +70,14 @@ class Augmentation:
         return self.augment_embeddings(
             embeddings, attention_mask, special_tokens_mask, generator
         ), attention_mask
+
+
+def rewrites_text(augmentation: type[Augmentation]) -> bool:
+    """True when an augmentation class changes sentences (overrides :meth:`Augmentation.augment_text`).
+
+    Dropout and the embedding-level cutoffs leave the text as it is.
+    """
+    return getattr(augmentation, "augment_text", None) is not Augmentation.augment_text
 
 
 class Dropout(Augmentation):

@@ -141,19 +141,27 @@ def _columns(line: str, path: Path, line_no: int, needed: int) -> list[str]:
 def read_sts_subset(folder: str | Path, subset: str) -> ScoredPairs:
     """Read one STS12–16 sub-dataset (``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``).
 
-    Lines are split with ``str.splitlines()`` as SentEval does; pairs whose gold line is blank
-    are not scored and are dropped.
-
     Args:
         folder: the year folder, e.g. ``<data>/sts/STS12-en-test``.
         subset: the sub-dataset name, e.g. ``MSRpar``.
 
     Returns:
-        The scored pairs in file order.
+        The scored pairs in file order (see :func:`read_sts_pair_files`).
     """
     folder = Path(folder)
-    input_path = folder / f"STS.input.{subset}.txt"
-    gold_path = folder / f"STS.gs.{subset}.txt"
+    return read_sts_pair_files(folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt")
+
+
+def read_sts_pair_files(input_path: str | Path, gold_path: str | Path) -> ScoredPairs:
+    """Read SentEval's STS12–16 format: a file of tab-separated sentence pairs and a file of gold scores.
+
+    Lines are split with ``str.splitlines()`` as SentEval does; pairs whose gold line is blank
+    are not scored and are dropped.
+
+    Returns:
+        The scored pairs in file order.
+    """
+    input_path, gold_path = Path(input_path), Path(gold_path)
     input_lines = _read_text(input_path, "utf-8").splitlines()
     gold_lines = _read_text(gold_path, "utf-8").splitlines()
     if len(input_lines) != len(gold_lines):

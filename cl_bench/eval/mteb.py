@@ -36,10 +36,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cl_bench.data.senteval import STS_SUBSETS, read_sick_split, read_sts_year, read_stsb_split
 from cl_bench.data.text import DataFileError
+from cl_bench.eval.registry import load_task
 from cl_bench.eval.suite import encoding_flags
-from cl_bench.eval.tasks import SICK_FILES, SICK_FOLDER, STS_YEAR_FOLDERS, STSB_FILES, STSB_FOLDER
 from cl_bench.models.inference import EncodingSettings, encoding
 
 log = logging.getLogger(__name__)
@@ -130,15 +129,9 @@ def local_sts_pairs(data_dir: str | Path, task_name: str) -> tuple[list[str], li
     Raises:
         DataFileError: a file is missing or malformed (the message names it).
     """
-    root = Path(data_dir)
     task = LOCAL_STS_TASKS[_strip(task_name)]
-    if task in STS_YEAR_FOLDERS:
-        year, folder = STS_YEAR_FOLDERS[task]
-        parts = list(read_sts_year(root / folder, STS_SUBSETS[year]).values())
-    elif task == "stsb":
-        parts = [read_stsb_split(root / STSB_FOLDER / STSB_FILES["test"])]
-    else:  # MTEB's SICK-R is the whole of SICK
-        parts = [read_sick_split(root / SICK_FOLDER / SICK_FILES[split]) for split in ("train", "dev", "test")]
+    # STS-B: its test split; STS12–16: every sub-dataset; MTEB's SICK-R is the whole of SICK
+    parts = list(load_task(data_dir, task, ("test",) if task == "stsb" else None).values())
     sent1 = [s for part in parts for s in part.sent1]
     sent2 = [s for part in parts for s in part.sent2]
     scores = [float(g) for part in parts for g in part.gold]

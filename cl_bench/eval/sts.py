@@ -13,12 +13,13 @@
   :mod:`cl_bench.eval.postprocess`): fitted per task on every pair's two sentences of all its
   sub-datasets / splits (BERT-whitening's ``normalized_by='target'``), then cosine.
 
-Parsed files are cached per data root, so repeated dev evaluations only re-encode.
+Parsed files are cached (:func:`cl_bench.eval.registry.load_task`), so repeated dev evaluations
+only re-encode. :func:`score_sts_subsets` and :func:`score_sts_splits` are the registry's two STS
+scorers (an STS-style task of one's own takes either).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,13 +27,12 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import paired_euclidean_distances, paired_manhattan_distances
 
-from cl_bench.data.senteval import STS_SUBSETS, ScoredPairs, read_sick_split, read_sts_year, read_stsb_split
+from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval.geometry import cosine_rows
 from cl_bench.eval.postprocess import PostProcess
-from cl_bench.eval.tasks import SICK_FILES, SICK_FOLDER, STS_YEAR_FOLDERS, STSB_FILES, STSB_FOLDER
+from cl_bench.eval.registry import ScoreOptions, get_task, load_task, score_task, task_sentences
 
 Embed = Callable[[Sequence[str]], np.ndarray]
-SPLIT_TASKS: tuple[str, ...] = ("stsb", "sickr")
 
 
 def metric_suffix(subset: str) -> str:
@@ -40,43 +40,23 @@ def metric_suffix(subset: str) -> str:
     return subset.replace(".", "_").replace("-", "_")
 
 
-@functools.lru_cache(maxsize=64)
-def _load_year(root: str, task: str) -> dict[str, ScoredPairs]:
-    year, folder = STS_YEAR_FOLDERS[task]
-    return read_sts_year(Path(root) / folder, STS_SUBSETS[year])
-
-
-@functools.lru_cache(maxsize=64)
-def _load_split(root: str, task: str, split: str) -> ScoredPairs:
-    if task == "stsb":
-        return read_stsb_split(Path(root) / STSB_FOLDER / STSB_FILES[split])
-    return read_sick_split(Path(root) / SICK_FOLDER / SICK_FILES[split])
-
-
 def load_sts_task(
     data_dir: str | Path, task: str, splits: Sequence[str] = ("dev", "test")
 ) -> dict[str, ScoredPairs]:
-    """Parsed pairs of one STS task (cached per data root).
+    """Parsed pairs of one STS task (cached).
 
     Args:
         data_dir: the data root.
-        task: ``sts12`` … ``sts16``, ``stsb`` or ``sickr``.
-        splits: for ``stsb``/``sickr``, which splits to return (``train``, ``dev``, ``test``).
+        task: an STS task of the registry (``sts12`` … ``sts16``, ``stsb``, ``sickr``, ...).
+        splits: for a task with splits (``stsb``/``sickr``), which to return (``train``, ``dev``, ``test``).
 
     Returns:
         Sub-dataset name -> pairs (STS12–16) or split name -> pairs (STS-B, SICK-R).
     """
-    root = str(Path(data_dir).expanduser().resolve())
-    if task in STS_YEAR_FOLDERS:
-        return dict(_load_year(root, task))
-    if task in SPLIT_TASKS:
-        return {split: _load_split(root, task, split) for split in splits}
-    raise ValueError(f"not an STS task: '{task}'")
-
-
-def pair_sentences(parts: dict[str, ScoredPairs]) -> list[str]:
-    """Every first and second sentence of every part (duplicates kept)."""
-    return [text for pairs in parts.values() for text in (*pairs.sent1, *pairs.sent2)]
+    entry = get_task(task)
+    if entry.kind != "sts":
+        raise ValueError(f"not an STS task: '{task}'")
+    return load_task(data_dir, task, splits if entry.scored_parts else None)
 
 
 def spearman100(system: np.ndarray, gold: np.ndarray) -> float:
@@ -133,13 +113,60 @@ def similarity_spearmans(task: str, pairs: ScoredPairs, embed: Embed) -> dict[st
     return results
 
 
+def _cosines(
+    parts: dict[str, ScoredPairs], embed: Embed, postprocess: PostProcess | None
+) -> dict[str, np.ndarray]:
+    """Cosine of each pair of every part, after a post-processing fitted on all the parts' sentences."""
+    transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
+    if postprocess is not None:
+        transform = postprocess.transform_for(embed, task_sentences(parts))
+    return {name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()}
+
+
+def score_sts_subsets(
+    name: str, parts: dict[str, ScoredPairs], embed: Embed, options: ScoreOptions
+) -> dict[str, float]:
+    """The registry's scorer of a task made of sub-datasets (STS12–16): SentEval's three aggregations.
+
+    Returns:
+        ``name`` (all sub-datasets pooled), ``<name>_mean``, ``<name>_wmean`` and ``<name>_<subset>``
+        for each sub-dataset (:func:`metric_suffix`).
+    """
+    system = _cosines(parts, embed, options.postprocess)
+    gold = {part: p.gold for part, p in parts.items()}
+    aggregations = aggregate_subsets(system, gold)
+    results = {name: aggregations["all"], f"{name}_mean": aggregations["mean"], f"{name}_wmean": aggregations["wmean"]}
+    for part in parts:
+        results[f"{name}_{metric_suffix(part)}"] = spearman100(system[part], gold[part])
+    return results
+
+
+def score_sts_splits(
+    name: str, parts: dict[str, ScoredPairs], embed: Embed, options: ScoreOptions
+) -> dict[str, float]:
+    """The registry's scorer of a task with splits (STS-B, SICK-R): Spearman of the test and dev splits.
+
+    A ``train`` split is not scored (it is there to fit a post-processing).
+
+    Returns:
+        ``name`` (test) and ``<name>_dev`` (dev), for the splits given.
+    """
+    system = _cosines(parts, embed, options.postprocess)
+    results = {}
+    if "test" in parts:
+        results[name] = spearman100(system["test"], parts["test"].gold)
+    if "dev" in parts:
+        results[f"{name}_dev"] = spearman100(system["dev"], parts["dev"].gold)
+    return results
+
+
 def score_sts_task(
     task: str,
     parts: dict[str, ScoredPairs],
     embed: Embed,
     postprocess: PostProcess | None = None,
 ) -> dict[str, float]:
-    """Score one STS task with embeddings from ``embed``.
+    """Score one registered STS task with embeddings from ``embed``.
 
     Args:
         task: the task name (key prefix).
@@ -150,26 +177,6 @@ def score_sts_task(
     Returns:
         Flat metrics (see the module docstring for the keys).
     """
-    transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
-    if postprocess is not None:
-        transform = postprocess.transform_for(embed, pair_sentences(parts))
-    system = {
-        name: cosine_rows(transform(embed(p.sent1)), transform(embed(p.sent2))) for name, p in parts.items()
-    }
-    gold = {name: p.gold for name, p in parts.items()}
-    if task in SPLIT_TASKS:
-        results = {}
-        if "test" in parts:
-            results[task] = spearman100(system["test"], gold["test"])
-        if "dev" in parts:
-            results[f"{task}_dev"] = spearman100(system["dev"], gold["dev"])
-        return results
-    aggregations = aggregate_subsets(system, gold)
-    results = {
-        task: aggregations["all"],
-        f"{task}_mean": aggregations["mean"],
-        f"{task}_wmean": aggregations["wmean"],
-    }
-    for name in parts:
-        results[f"{task}_{metric_suffix(name)}"] = spearman100(system[name], gold[name])
-    return results
+    if get_task(task).kind != "sts":
+        raise ValueError(f"not an STS task: '{task}'")
+    return score_task(task, parts, embed, ScoreOptions(postprocess))

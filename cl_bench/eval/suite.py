@@ -1,15 +1,17 @@
 """The evaluation entry points: :func:`evaluate` (final), :func:`evaluate_dev` (model selection)
 and :func:`format_table` (SimCSE-style rows).
 
-Every distinct sentence an evaluation needs — all requested STS and transfer tasks and the
-geometry sentences — is gathered first and encoded in **one** ``encoder.encode`` call
+The tasks, their files, scorers and averages, and the table's columns come from the registry
+(:mod:`cl_bench.eval.registry`). Every distinct sentence an evaluation needs — all requested tasks
+and the geometry sentences — is gathered first and encoded in **one** ``encoder.encode`` call
 (:class:`~cl_bench.eval.embed.EmbeddingTable`); tasks then only look embeddings up.
 
 Metric keys (results.json / MLflow):
 
 * STS (Spearman x 100): ``sts12`` … ``sts16`` (SentEval ``all``), ``stsb``, ``sickr`` (test split),
   ``sts_avg`` (mean of the seven, present when all seven ran); ``<task>_mean``, ``<task>_wmean``
-  and per-sub-dataset ``<task>_<subset>`` for STS12–16; ``stsb_dev``, ``sickr_dev``.
+  and per-sub-dataset ``<task>_<subset>`` for STS12–16; ``stsb_dev``, ``sickr_dev`` and their mean
+  ``sts_dev_avg`` (the dev evaluation's figure, present when both ran).
 * Transfer (accuracy x 100): ``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec``, ``mrpc``,
   ``mrpc_f1``, ``transfer_avg`` (mean of the seven); SentEval's dev accuracies ``<task>_dev`` and
   ``transfer_dev_avg``.
@@ -43,16 +45,26 @@ from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.flow import FlowOptions
 from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
 from cl_bench.eval.postprocess import Transform, build_postprocess
-from cl_bench.eval.sts import load_sts_task, pair_sentences, score_sts_task, similarity_spearmans
+from cl_bench.eval.registry import (
+    ScoreOptions,
+    complete_averages,
+    get_task,
+    load_task,
+    score_task,
+    table_rows,
+    task_sentences,
+)
+from cl_bench.eval.sts import similarity_spearmans
 from cl_bench.eval.tasks import (
+    ALWAYS_DEV_AVERAGE,
     GEOMETRY_SPLITS,
+    GEOMETRY_TASK,
     SELECT_METRICS,
-    STS_TASKS,
-    TRANSFER_TASKS,
     EvalConfigError,
     check_eval_config,
+    dev_tasks,
 )
-from cl_bench.eval.transfer import SENTEVAL_SEED, load_transfer_task, run_transfer_task, task_sentences
+from cl_bench.eval.transfer import SENTEVAL_SEED
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.rundir import RunDir
 
@@ -62,29 +74,6 @@ log = logging.getLogger(__name__)
 POSITIVE_THRESHOLD = 4.0
 #: ``eval.flow``'s defaults (never mutated)
 DEFAULT_FLOW = FlowOptions()
-#: Table columns: (header, metric key), SimCSE's order.
-STS_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("STS12", "sts12"),
-    ("STS13", "sts13"),
-    ("STS14", "sts14"),
-    ("STS15", "sts15"),
-    ("STS16", "sts16"),
-    ("STS-B", "stsb"),
-    ("SICK-R", "sickr"),
-    ("Avg.", "sts_avg"),
-)
-TRANSFER_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("MR", "mr"),
-    ("CR", "cr"),
-    ("SUBJ", "subj"),
-    ("MPQA", "mpqa"),
-    ("SST-2", "sst2"),
-    ("TREC", "trec"),
-    ("MRPC", "mrpc"),
-    ("Avg.", "transfer_avg"),
-)
-
-
 def _concat_pairs(parts: Iterable[ScoredPairs]) -> ScoredPairs:
     parts = list(parts)
     return ScoredPairs(
@@ -156,12 +145,6 @@ def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
     return flags
 
 
-def _mean_if_complete(results: dict[str, float], keys: Sequence[str]) -> float | None:
-    if all(key in results for key in keys):
-        return float(np.mean([results[key] for key in keys]))
-    return None
-
-
 #: Length-sorted batches timed for the final evaluation's cost estimate (the 7 STS tasks: 224 batches of 128).
 ESTIMATE_BATCHES = 4
 
@@ -199,7 +182,9 @@ def estimate_encoding_seconds(
     picked = [batches[(2 * i + 1) * len(batches) // (2 * ESTIMATE_BATCHES)] for i in range(ESTIMATE_BATCHES)]
     shortest = [unique[order[0]]]
     with encoding(replace(current_settings(), cache=False)):
-        encoder.encode(shortest, batch_size=batch_size)  # one-time costs: not part of the evaluation's time
+        # one-time costs, not part of the evaluation's time (a batch, not one sentence: where ``auto`` has
+        # not measured its backend choice yet, it measures on the sentences of this first call)
+        encoder.encode([unique[i] for i in picked[0]], batch_size=batch_size)
         started = clock()
         encoder.encode(shortest, batch_size=batch_size)
         per_call = clock() - started
@@ -226,14 +211,14 @@ def announce_cost(
     what = f"evaluation of {', '.join(tasks)}: {len(unique):,} distinct sentences to encode"
     # a SentenceEncoder can tell whether the embedding cache holds them all (other encoders cannot)
     cached = getattr(encoder, "cached", None)
-    if callable(cached) and cached(unique):
+    if callable(cached) and cached(unique, batch_size):
         log.info("%s: all in the embedding cache, no encoding", what)
         return 0.0
     if len(unique) <= 2 * ESTIMATE_BATCHES * batch_size:
         log.info("%s", what)
         return None
     seconds = estimate_encoding_seconds(encoder, unique, batch_size, clock)
-    extra = " + the transfer classifiers" if any(task in TRANSFER_TASKS for task in tasks) else ""
+    extra = " + the transfer classifiers" if any(get_task(task).kind == "transfer" for task in tasks) else ""
     hint = "; to iterate faster: eval=quick (STS-B only)" if seconds > 60 and list(tasks) != ["stsb"] else ""
     log.info("%s, about %.0f s%s (timed on %d length-sorted batches of %d)%s",
              what, seconds, extra, ESTIMATE_BATCHES, batch_size, hint)
@@ -312,20 +297,16 @@ def evaluate(
     )
     post = build_postprocess(postprocess, whitening, flow)
     per_task = post is not None and post.fits_per_task
-    sts_splits = ("train", "dev", "test") if per_task else ("dev", "test")
-    sts_data = {task: load_sts_task(data_dir, task, sts_splits) for task in resolved if task in STS_TASKS}
-    transfer_data = {task: load_transfer_task(data_dir, task) for task in resolved if task in TRANSFER_TASKS}
+    task_data = {task: load_task(data_dir, task, get_task(task).final_parts(per_task)) for task in resolved}
     geometry = align_uniform or anisotropy
-    geometry_parts = load_sts_task(data_dir, "stsb", GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
-    fit_parts = load_sts_task(data_dir, "stsb", ("train", "dev", "test")) if geometry and per_task else {}
+    geometry_parts = load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
+    fit_parts = load_task(data_dir, GEOMETRY_TASK) if geometry and per_task else {}
     corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
 
     sentences: list[str] = []
-    for parts in sts_data.values():
-        sentences += pair_sentences(parts)
-    for parts in transfer_data.values():
+    for parts in task_data.values():
         sentences += task_sentences(parts)
-    sentences += pair_sentences(geometry_parts) + pair_sentences(fit_parts) + list(corpus)
+    sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
     settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
     with encoding(settings):
         announce_cost(encoder, sentences, batch_size, resolved)
@@ -334,25 +315,16 @@ def evaluate(
             post.prepare(table, corpus)
 
     results: dict[str, float] = encoding_flags(settings)
-    for task, parts in sts_data.items():
-        results.update(score_sts_task(task, parts, table, post))
-    sts_avg = _mean_if_complete(results, STS_TASKS)
-    if sts_avg is not None:
-        results["sts_avg"] = sts_avg
-    for task, parts in transfer_data.items():
+    options = ScoreOptions(post, transfer_config, seed, transfer_classifier)
+    for task, parts in task_data.items():
         interrupt.check(results)  # a stop between tasks keeps the figures so far
         task_start = time.perf_counter()
-        results.update(run_transfer_task(task, parts, table, transfer_config, seed, post, transfer_classifier))
-        log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
-    for key, names in (
-        ("transfer_avg", TRANSFER_TASKS),
-        ("transfer_dev_avg", [f"{t}_dev" for t in TRANSFER_TASKS]),
-    ):
-        average = _mean_if_complete(results, names)
-        if average is not None:
-            results[key] = average
+        results.update(score_task(task, parts, table, options))
+        results.update(complete_averages(results))
+        if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
+            log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
     if geometry:
-        transform = post.transform_for(table, pair_sentences(fit_parts)) if post is not None else None
+        transform = post.transform_for(table, task_sentences(fit_parts)) if post is not None else None
         results.update(
             geometry_metrics(
                 _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir
@@ -394,31 +366,23 @@ def evaluate_dev(
         raise EvalConfigError(
             f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"
         )
-    sts_data = {task: load_sts_task(data_dir, task, ("dev",)) for task in ("stsb", "sickr")}
-    with_transfer = select_metric == "transfer_dev_avg"
-    transfer_data = (
-        {task: load_transfer_task(data_dir, task) for task in TRANSFER_TASKS} if with_transfer else {}
-    )
-    sentences = [text for parts in sts_data.values() for text in pair_sentences(parts)]
-    for parts in transfer_data.values():
-        sentences += task_sentences(parts)
-    table = EmbeddingTable(encoder, sentences, batch_size)
+    names = dev_tasks(select_metric)
+    task_data = {task: load_task(data_dir, task, get_task(task).dev_read_parts()) for task in names}
+    geometry_pairs = load_task(data_dir, GEOMETRY_TASK, ("dev",))["dev"]
+    sentences = [text for parts in task_data.values() for text in task_sentences(parts)]
+    table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
 
+    dev_averages = {ALWAYS_DEV_AVERAGE} | ({select_metric} if select_metric == "transfer_dev_avg" else set())
+    options = ScoreOptions(transfer_config="fast")
     results: dict[str, float] = {}
-    for task, parts in sts_data.items():
-        results.update(score_sts_task(task, parts, table))
-    results["sts_dev_avg"] = (results["stsb_dev"] + results["sickr_dev"]) / 2
+    for task, parts in task_data.items():
+        kept = {metric for average, metric in get_task(task).averages.items() if average in dev_averages}
+        results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
+    results.update({k: v for k, v in complete_averages(results).items() if k in dev_averages})
     if select_metric == "stsb_dev_max_similarity":
-        results.update(similarity_spearmans("stsb_dev", sts_data["stsb"]["dev"], table))
+        results.update(similarity_spearmans("stsb_dev", geometry_pairs, table))
     if align_uniform or anisotropy:
-        results.update(
-            geometry_metrics(sts_data["stsb"]["dev"], table, align_uniform, anisotropy, suffix="_dev")
-        )
-    if with_transfer:
-        for task, parts in transfer_data.items():
-            scores = run_transfer_task(task, parts, table, config="fast")
-            results[f"{task}_dev"] = scores[f"{task}_dev"]
-        results["transfer_dev_avg"] = float(np.mean([results[f"{task}_dev"] for task in TRANSFER_TASKS]))
+        results.update(geometry_metrics(geometry_pairs, table, align_uniform, anisotropy, suffix="_dev"))
     return results
 
 
@@ -434,7 +398,7 @@ def _table(columns: Sequence[tuple[str, str]], results: dict[str, float]) -> str
 
 
 def format_table(results: dict[str, float]) -> str:
-    """SimCSE-style result rows: ``STS12 … SICK-R Avg.`` and/or ``MR … MRPC Avg.``.
+    """SimCSE-style result rows, one per task group of the registry: ``STS12 … SICK-R Avg.``, ``MR … MRPC Avg.``.
 
     A row is printed when any of its figures is present; missing figures show as ``-``.
 
@@ -442,11 +406,7 @@ def format_table(results: dict[str, float]) -> str:
         results: the dict returned by :func:`evaluate`.
 
     Returns:
-        The table(s) as text (empty when neither group has a figure).
+        The table(s) as text (empty when no group has a figure).
     """
-    tables = [
-        _table(columns, results)
-        for columns in (STS_COLUMNS, TRANSFER_COLUMNS)
-        if any(key in results for _, key in columns)
-    ]
+    tables = [_table(columns, results) for columns in table_rows() if any(key in results for _, key in columns)]
     return "\n".join(tables)

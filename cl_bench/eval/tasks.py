@@ -1,4 +1,5 @@
-"""Task names, task groups, the data files each task needs, and the pre-flight check.
+"""Choosing tasks, the data files they need, and the pre-flight check; the tasks themselves are the
+registry's (:mod:`cl_bench.eval.registry`).
 
 :func:`check_eval_config` validates ``eval.*`` options and the presence of every data file a run
 will read, before any model loads (the CLI calls it during config validation).
@@ -10,44 +11,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cl_bench.data.senteval import STS_SUBSETS
 from cl_bench.eval.postprocess import build_postprocess
+from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
 from cl_bench.models.inference import InferenceConfigError, check_encoding_options
-
-STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
-TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
-TASK_GROUPS: dict[str, tuple[str, ...]] = {"sts": STS_TASKS, "transfer": TRANSFER_TASKS}
-ALL_TASKS: tuple[str, ...] = STS_TASKS + TRANSFER_TASKS
-
-#: STS12–16: task name -> (SentEval year name, folder under the data root).
-STS_YEAR_FOLDERS: dict[str, tuple[str, str]] = {
-    f"sts1{year}": (f"STS1{year}", f"sts/STS1{year}-en-test") for year in "23456"
-}
-STSB_FOLDER = "sts/STSBenchmark"
-SICK_FOLDER = "sts/SICK"
-#: split name -> file name, for the two STS tasks that have splits.
-STSB_FILES: dict[str, str] = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
-SICK_FILES: dict[str, str] = {
-    "train": "SICK_train.txt",
-    "dev": "SICK_trial.txt",
-    "test": "SICK_test_annotated.txt",
-}
-
-#: transfer task -> files relative to the data root, in the order the readers take them.
-TRANSFER_FILES: dict[str, tuple[str, ...]] = {
-    "mr": ("transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg"),
-    "cr": ("transfer/CR/custrev.pos", "transfer/CR/custrev.neg"),
-    # SentEval passes the objective sentences as the positive class (label 1).
-    "subj": ("transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective"),
-    "mpqa": ("transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg"),
-    "sst2": (
-        "transfer/SST/binary/sentiment-train",
-        "transfer/SST/binary/sentiment-dev",
-        "transfer/SST/binary/sentiment-test",
-    ),
-    "trec": ("transfer/TREC/train_5500.label", "transfer/TREC/TREC_10.label"),
-    "mrpc": ("transfer/MRPC/msr_paraphrase_train.txt", "transfer/MRPC/msr_paraphrase_test.txt"),
-}
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
 TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
@@ -57,6 +23,10 @@ TRANSFER_CLASSIFIERS: tuple[str, ...] = ("senteval", "sklearn")
 #: ``stsb_dev_max_similarity``: the best of the cosine, Manhattan, Euclidean and dot-product Spearmans on
 #: STS-B dev (sentence-transformers' EmbeddingSimilarityEvaluator without ``main_similarity``: IS-BERT).
 SELECT_METRICS: tuple[str, ...] = ("stsb_dev", "sts_dev_avg", "transfer_dev_avg", "stsb_dev_max_similarity")
+#: The dev average every dev evaluation reports (STS-B + SICK-R dev).
+ALWAYS_DEV_AVERAGE = "sts_dev_avg"
+#: The task whose pairs alignment/uniformity/anisotropy are computed on.
+GEOMETRY_TASK = "stsb"
 #: Which STS-B splits alignment/uniformity/anisotropy are computed on.
 GEOMETRY_SPLITS: dict[str, tuple[str, ...]] = {
     "all": ("train", "dev", "test"),
@@ -73,13 +43,13 @@ class EvalConfigError(ValueError):
 
 
 def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
-    """Expand groups (``sts``, ``transfer``) and return the task names in canonical order.
+    """Expand groups (``sts``, ``transfer``, a registered task's group) and return the task names in registry order.
 
     Args:
         tasks: group and/or task names (a single string is one name).
 
     Returns:
-        Unique task names ordered as in :data:`ALL_TASKS`.
+        Unique task names ordered as in the registry.
 
     Raises:
         EvalConfigError: on an unknown name or an empty list.
@@ -87,29 +57,26 @@ def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     if not names:
         raise EvalConfigError("eval.tasks: empty; give groups (sts, transfer) and/or task names")
+    task_groups = groups()
     chosen: set[str] = set()
     for name in names:
         key = str(name).strip().lower()
-        if key in TASK_GROUPS:
-            chosen.update(TASK_GROUPS[key])
-        elif key in ALL_TASKS:
+        if key in task_groups:
+            chosen.update(task_groups[key])
+        elif key in TASKS:
             chosen.add(key)
         else:
-            valid = ", ".join((*TASK_GROUPS, *ALL_TASKS))
+            valid = ", ".join(dict.fromkeys((*task_groups, *TASKS)))
             raise EvalConfigError(f"eval.tasks: unknown task '{name}'; valid: {valid}")
-    return [task for task in ALL_TASKS if task in chosen]
+    return [task for task in TASKS if task in chosen]
 
 
-def sts_split_files(task: str, splits: Sequence[str]) -> list[str]:
-    """Files (relative to the data root) of the given splits of ``stsb`` or ``sickr``."""
-    folder, files = (STSB_FOLDER, STSB_FILES) if task == "stsb" else (SICK_FOLDER, SICK_FILES)
-    return [f"{folder}/{files[split]}" for split in splits]
-
-
-def sts_year_files(task: str) -> list[str]:
-    """Input and gold files (relative to the data root) of every sub-dataset of an STS12–16 task."""
-    year, folder = STS_YEAR_FOLDERS[task]
-    return [f"{folder}/STS.{kind}.{subset}.txt" for subset in STS_SUBSETS[year] for kind in ("input", "gs")]
+def uses_transfer(tasks: Iterable[str]) -> bool:
+    """Whether any of these task or group names evaluates a transfer task (one that reads ``eval.transfer_*``)."""
+    task_groups = groups()
+    names = [str(t).strip().lower() for t in tasks]
+    expanded = [n for name in names for n in task_groups.get(name, (name,))]
+    return any(name in TASKS and TASKS[name].kind == "transfer" for name in expanded)
 
 
 def required_files(
@@ -122,30 +89,31 @@ def required_files(
     """Every data file (relative to the data root) an evaluation with these options reads.
 
     ``fit_per_task``: a post-processing (whitening, flow) is fitted on each task's sentences, which
-    then needs every split of STS-B and SICK-R (and of STS-B for the geometry).
+    then needs every part of every task (STS-B's and SICK-R's train splits too, and all of STS-B for
+    the geometry).
     """
     files: list[str] = []
-    for task in tasks:
-        if task in STS_YEAR_FOLDERS:
-            files += sts_year_files(task)
-        elif task in ("stsb", "sickr"):
-            # whitening/flow are fitted on all of a task's sentences, train split included
-            splits = ("train", "dev", "test") if fit_per_task else ("dev", "test")
-            files += sts_split_files(task, splits)
-        else:
-            files += TRANSFER_FILES[task]
+    for name in tasks:
+        task = get_task(name)
+        files += task.files(task.final_parts(fit_per_task))
     if align_uniform or anisotropy:
-        splits = ("train", "dev", "test") if fit_per_task else GEOMETRY_SPLITS[align_uniform_split]
-        files += sts_split_files("stsb", splits)
+        splits = tuple(TASKS[GEOMETRY_TASK].parts) if fit_per_task else GEOMETRY_SPLITS[align_uniform_split]
+        files += TASKS[GEOMETRY_TASK].files(splits)
     return list(dict.fromkeys(files))
+
+
+def dev_tasks(select_metric: str) -> list[str]:
+    """The tasks a dev evaluation scores: those of ``sts_dev_avg`` always, those of ``transfer_dev_avg`` when it selects."""
+    names = tasks_in_average(ALWAYS_DEV_AVERAGE)
+    if select_metric == "transfer_dev_avg":
+        names += tasks_in_average("transfer_dev_avg")
+    return list(dict.fromkeys(names))
 
 
 def dev_required_files(select_metric: str) -> list[str]:
     """Files read by :func:`cl_bench.eval.evaluate_dev` for ``select_metric``."""
-    files = sts_split_files("stsb", ("dev",)) + sts_split_files("sickr", ("dev",))
-    if select_metric == "transfer_dev_avg":
-        files += [path for task in TRANSFER_TASKS for path in TRANSFER_FILES[task]]
-    return files
+    files = [path for name in dev_tasks(select_metric) for path in TASKS[name].files(TASKS[name].dev_read_parts())]
+    return list(dict.fromkeys(files))
 
 
 def check_eval_config(
@@ -252,5 +220,9 @@ def check_eval_config(
     for relative in dict.fromkeys(files):
         path = root / relative
         if not path.is_file():
+            owner = next((name for name in resolved if relative in TASKS[name].files()), None)
+            if owner is not None and owner not in BUILTIN:  # cl-bench-data knows only the built-in tasks' files
+                raise EvalConfigError(f"{path}: missing data file of evaluation task '{owner}' (not a built-in "
+                                      "task: put its files in the data root)")
             raise EvalConfigError(f"{path}: missing data file; {DATA_HINT}")
     return resolved

@@ -49,6 +49,7 @@ from cl_bench.data.senteval import (
     read_trec_file,
 )
 from cl_bench.eval.postprocess import PostProcess
+from cl_bench.eval.registry import ScoreOptions, get_task, load_task, task_sentences
 from cl_bench.eval.senteval_classifier import (
     L2_GRID,
     SENTEVAL_CONFIGS,
@@ -59,13 +60,18 @@ from cl_bench.eval.senteval_classifier import (
     senteval_split,
     stratified_folds,
 )
-from cl_bench.eval.tasks import TRANSFER_FILES
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-BINARY_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa")
+#: SentEval's three protocols (``tools/validation.py``): nested k-fold on one labelled set (MR, CR,
+#: SUBJ, MPQA), a fixed train/dev/test split (SST-2), k-fold on train then the test set (TREC, MRPC)
+PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "inner_kfold": ("all",),
+    "split": ("train", "dev", "test"),
+    "kfold": ("train", "test"),
+}
 #: Convergence settings of the lbfgs solver (tight enough that reruns agree to the last digit).
 MAX_ITER = 2000
 TOL = 1e-6
@@ -234,52 +240,44 @@ def sentevals_pair_order(pairs: LabeledPairs) -> LabeledPairs:
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _load(root: str, task: str) -> dict[str, LabeledTexts | LabeledPairs]:
-    files = [Path(root) / relative for relative in TRANSFER_FILES[task]]
-    if task in BINARY_TASKS:
-        data = read_binary_task(files[0], files[1])
-        return {"all": sentevals_order(data.texts, data.labels)}
-    if task == "sst2":
-        splits = [read_sst_split(path) for path in files]
-        return {
-            name: sentevals_order(d.texts, d.labels)
-            for name, d in zip(("train", "dev", "test"), splits, strict=True)
-        }
-    if task == "trec":
-        splits = [read_trec_file(path) for path in files]
-        return {
-            name: sentevals_order(d.texts, d.labels)
-            for name, d in zip(("train", "test"), splits, strict=True)
-        }
-    if task == "mrpc":
-        return {
-            name: sentevals_pair_order(read_mrpc_file(path))
-            for name, path in zip(("train", "test"), files, strict=True)
-        }
-    raise ValueError(f"not a transfer task: '{task}'")
+def read_binary_ordered(positive_file: str | Path, negative_file: str | Path) -> LabeledTexts:
+    """MR/CR/SUBJ/MPQA (positive and negative files) in SentEval's order."""
+    data = read_binary_task(positive_file, negative_file)
+    return sentevals_order(data.texts, data.labels)
+
+
+def read_sst_ordered(path: str | Path) -> LabeledTexts:
+    """One SST-2 split in SentEval's order."""
+    data = read_sst_split(path)
+    return sentevals_order(data.texts, data.labels)
+
+
+def read_trec_ordered(path: str | Path) -> LabeledTexts:
+    """One TREC file in SentEval's order."""
+    data = read_trec_file(path)
+    return sentevals_order(data.texts, data.labels)
+
+
+def read_mrpc_ordered(path: str | Path) -> LabeledPairs:
+    """One MRPC file in SentEval's order."""
+    return sentevals_pair_order(read_mrpc_file(path))
 
 
 def load_transfer_task(data_dir: str | Path, task: str) -> dict[str, LabeledTexts | LabeledPairs]:
-    """Parsed data of one transfer task in SentEval's order (cached per data root).
+    """Parsed data of one transfer task in SentEval's order (cached per file).
 
     Returns:
         ``{"all": ...}`` for MR/CR/SUBJ/MPQA, ``{"train", "dev", "test"}`` for SST-2,
         ``{"train", "test"}`` for TREC and MRPC (MRPC as :class:`LabeledPairs`).
     """
-    return dict(_load(str(Path(data_dir).expanduser().resolve()), task))
-
-
-def task_sentences(parts: dict[str, LabeledTexts | LabeledPairs]) -> list[str]:
-    """Every sentence of a transfer task (duplicates kept)."""
-    texts: list[str] = []
-    for part in parts.values():
-        texts += [*part.sent1, *part.sent2] if isinstance(part, LabeledPairs) else list(part.texts)
-    return texts
+    if get_task(task).kind != "transfer":
+        raise ValueError(f"not a transfer task: '{task}'")
+    return load_task(data_dir, task)
 
 
 def _probe(
-    task: str,
+    protocol: str,
+    n_classes: int,
     parts: dict[str, np.ndarray],
     labels: dict[str, np.ndarray],
     config: str,
@@ -287,13 +285,12 @@ def _probe(
     classifier: str,
     batched: bool,
 ) -> ProbeResult:
-    """Run the task's protocol with the chosen classifier on its features."""
-    n_classes = 6 if task == "trec" else 2
+    """Run a protocol (:data:`PROTOCOLS`) with the chosen classifier on a task's features."""
     settings = SENTEVAL_CONFIGS[config]
     if classifier == "senteval":
-        if task in BINARY_TASKS:
+        if protocol == "inner_kfold":
             return senteval_inner_kfold(parts["all"], labels["all"], n_classes, settings, seed, batched)
-        if task == "sst2":
+        if protocol == "split":
             return senteval_split(
                 parts["train"], labels["train"], parts["dev"], labels["dev"], parts["test"], labels["test"],
                 n_classes, settings, seed, batched,
@@ -302,9 +299,9 @@ def _probe(
             parts["train"], labels["train"], parts["test"], labels["test"], n_classes, settings, seed, batched
         )
     if classifier == "sklearn":
-        if task in BINARY_TASKS:
+        if protocol == "inner_kfold":
             return inner_kfold_probe(parts["all"], labels["all"], settings.kfold, seed)
-        if task == "sst2":
+        if protocol == "split":
             return split_probe(
                 parts["train"], labels["train"], parts["dev"], labels["dev"], parts["test"], labels["test"], seed
             )
@@ -322,10 +319,10 @@ def run_transfer_task(
     classifier: str = "senteval",
     batched: bool = True,
 ) -> dict[str, float]:
-    """Run one transfer task's protocol on embeddings from ``embed``.
+    """Run one registered transfer task's protocol on embeddings from ``embed``.
 
     Args:
-        task: ``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec`` or ``mrpc``.
+        task: a transfer task of the registry (``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec``, ``mrpc``, ...).
         parts: from :func:`load_transfer_task`.
         embed: maps sentences to (N, H) embeddings.
         config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
@@ -336,13 +333,50 @@ def run_transfer_task(
         batched: train SentEval's models together (False: one at a time, the reference; same results).
 
     Returns:
-        ``{task: test accuracy, f"{task}_dev": SentEval devacc}`` plus ``mrpc_f1`` for MRPC.
+        See :func:`score_transfer_task`.
     """
-    if task not in TRANSFER_FILES:
+    entry = get_task(task)
+    if entry.kind != "transfer":
         raise ValueError(f"not a transfer task: '{task}'")
+    options = ScoreOptions(postprocess, config, seed, classifier)
+    return score_transfer_task(task, parts, embed, options, batched=batched, **entry.scorer_args)
+
+
+def score_transfer_task(
+    name: str,
+    parts: dict[str, LabeledTexts | LabeledPairs],
+    embed: Embed,
+    options: ScoreOptions,
+    *,
+    protocol: str,
+    n_classes: int = 2,
+    f1: bool = False,
+    batched: bool = True,
+) -> dict[str, float]:
+    """The registry's transfer scorer: a linear probe on the task's features under a SentEval protocol.
+
+    Args:
+        name: the task name (metric key prefix).
+        parts: the parts the protocol needs (:data:`PROTOCOLS`), each :class:`LabeledTexts` or, for a
+            sentence-pair task, :class:`LabeledPairs` (features ``[|u - v|, u * v]``).
+        embed: maps sentences to (N, H) embeddings.
+        options: ``transfer_config``, ``seed``, ``classifier`` and ``postprocess`` (fitted on all the
+            task's sentences).
+        protocol: ``inner_kfold``, ``split`` or ``kfold``.
+        n_classes: the number of labels (SentEval's ``nclasses``).
+        f1: also report the test F1 of the positive class (``<name>_f1``, MRPC).
+        batched: train SentEval's models together (False: one at a time; same results).
+
+    Returns:
+        ``{name: test accuracy, f"{name}_dev": SentEval devacc}`` (plus ``f"{name}_f1"``).
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"transfer task '{name}': unknown protocol '{protocol}'; valid: {', '.join(PROTOCOLS)}")
+    if set(parts) != set(PROTOCOLS[protocol]):
+        raise ValueError(f"transfer task '{name}': protocol {protocol} needs the parts {', '.join(PROTOCOLS[protocol])}")
     transform: Callable[[np.ndarray], np.ndarray] = lambda x: x  # noqa: E731
-    if postprocess is not None:
-        transform = postprocess.transform_for(embed, task_sentences(parts))
+    if options.postprocess is not None:
+        transform = options.postprocess.transform_for(embed, task_sentences(parts))
 
     def features(part: LabeledTexts | LabeledPairs) -> np.ndarray:
         if isinstance(part, LabeledPairs):
@@ -351,16 +385,17 @@ def run_transfer_task(
         return transform(embed(part.texts))
 
     result = _probe(
-        task,
-        {name: features(part) for name, part in parts.items()},
-        {name: part.labels for name, part in parts.items()},
-        config,
-        seed,
-        classifier,
+        protocol,
+        n_classes,
+        {part: features(data) for part, data in parts.items()},
+        {part: data.labels for part, data in parts.items()},
+        options.transfer_config,
+        options.seed,
+        options.classifier,
         batched,
     )
-    scores = {task: float(result.acc), f"{task}_dev": float(result.devacc)}
-    if task == "mrpc":
+    scores = {name: float(result.acc), f"{name}_dev": float(result.devacc)}
+    if f1:
         assert result.predictions is not None
-        scores[f"{task}_f1"] = round(100.0 * float(f1_score(parts["test"].labels, result.predictions)), 2)
+        scores[f"{name}_f1"] = round(100.0 * float(f1_score(parts["test"].labels, result.predictions)), 2)
     return scores

@@ -9,12 +9,22 @@ temperature. The projector is used in training only: the evaluated encoder is th
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from cl_bench.methods.base import Method, MethodContext, check_head, encode_views, mlp_head, text_views
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    TextViews,
+    check_head,
+    encode_views,
+    mlp_head,
+    text_views,
+    tokenize_groups,
+)
 
 
 class BarlowTwins(Method):
@@ -38,9 +48,14 @@ class BarlowTwins(Method):
         super().__init__(context)
         self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        first, second = text_views(self.augmentation, batch, self.rng)
-        z = encode_views(self.encoder, self.augmentation, self.tokenize(first + second), len(first), self.rng)
+    def prepare(self, items: list[str], rng: random.Random) -> TextViews:
+        """The two text views, tokenized together (in a DataLoader worker)."""
+        return tokenize_groups(self.encoder, text_views(self.augmentation, items, rng))
+
+    def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        n = views.size
+        z = encode_views(self.encoder, self.augmentation, self.to_device(views.features), n, self.rng)
         p = self.projector(z)
-        loss = self.loss_fn(p[: len(first)], p[len(first) :])
+        loss = self.loss_fn(p[:n], p[n:])
         return {"loss": loss}

@@ -53,17 +53,74 @@ class MethodContext:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunSetting:
+    """The rest of a run's choices, as :meth:`Method.inert_keys` sees them (read before any model loads).
+
+    Attributes:
+        augmentation: the configured augmentation class (None when the method uses no augmentation).
+        train_file: ``data.train_file``.
+        loss_kind: the configured loss's kind (``cl_bench.losses.loss_kind``; None without a loss).
+        dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
+    """
+
+    augmentation: type | None = None
+    train_file: str = ""
+    loss_kind: str | None = None
+    dropout: float | None = None
+
+    @property
+    def augmentation_name(self) -> str:
+        """The augmentation's name, for messages."""
+        return str(getattr(self.augmentation, "name", None) or getattr(self.augmentation, "__name__", "none"))
+
+    @property
+    def rewrites_text(self) -> bool:
+        """True when the augmentation changes sentences (a text-level one: not dropout, not a cutoff)."""
+        from cl_bench.augment.base import rewrites_text
+
+        return self.augmentation is not None and rewrites_text(self.augmentation)
+
+    @property
+    def embedding_level(self) -> bool:
+        """True when the augmentation edits token embeddings (token, feature or span cutoff)."""
+        return bool(getattr(self.augmentation, "embedding_level", False))
+
+
 class Prepared:
     """Base of a batch after :meth:`Method.prepare` (text views, token ids on the CPU).
 
-    A subclass is a dataclass; its dict-of-tensor fields are pinned by the DataLoader on CUDA.
+    A subclass is a dataclass; its tensor and dict-of-tensor fields are pinned by the DataLoader on CUDA.
     """
 
     def pin_memory(self) -> Prepared:
         for name, value in vars(self).items():
-            if isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
+            if torch.is_tensor(value):
+                setattr(self, name, value.pin_memory())
+            elif isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
                 setattr(self, name, {k: v.pin_memory() for k, v in value.items()})
         return self
+
+
+@dataclass
+class Tokenized(Prepared):
+    """A prepared batch that is one list of texts as token ids (CPU), in the order the method encodes them."""
+
+    features: dict[str, torch.Tensor]
+
+
+@dataclass
+class TextViews(Prepared):
+    """A prepared batch of groups of ``size`` texts each — two views of each sentence, or the columns of
+    pairs/triples — tokenized together for one forward pass: group ``g`` is rows ``[g·size, (g+1)·size)``."""
+
+    size: int
+    features: dict[str, torch.Tensor]
+
+
+def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
+    """Equal-size groups of texts (views, columns) as one :class:`TextViews` (token ids on the CPU)."""
+    return TextViews(len(groups[0]), encoder.tokenize([text for group in groups for text in group]))
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -127,9 +184,10 @@ class Method(nn.Module, abc.ABC):
         return cls.supplies
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        """Method keys that cannot act under these values, each with the reason (e.g. the MLM
-        probability when the MLM weight is 0). Overriding one of them is rejected."""
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        """Method keys that cannot act under these values and the run's other choices, each with the
+        reason (e.g. the MLM probability when the MLM weight is 0, a text-view switch under
+        ``augmentation=dropout``). Overriding one of them is rejected; they are left out of the params."""
         return {}
 
     def __init__(self, context: MethodContext) -> None:
@@ -166,7 +224,8 @@ class Method(nn.Module, abc.ABC):
     def prepare(self, items: list[Any], rng: random.Random) -> Any:
         """The CPU-side work on one batch — text augmentation, tokenisation — run in a DataLoader worker
         (``train.num_workers``; :mod:`cl_bench.data.loader`). Every random choice must come from
-        ``rng`` (seeded per batch). Default: the items unchanged (:meth:`training_step` does the work).
+        ``rng`` (seeded per batch). What needs the model (dropout, cutoff, MLM masking, frozen or
+        momentum encoders) stays in :meth:`training_step`. Default: the items unchanged.
         """
         return items
 

@@ -12,6 +12,7 @@ Difference from the paper: the momentum m is constant (``method.momentum``, the 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,11 +21,13 @@ import torch
 from cl_bench.methods.base import (
     MethodContext,
     MomentumMethod,
+    TextViews,
     check_head,
     check_ranges,
     encode_views,
     mlp_head,
     text_views,
+    tokenize_groups,
 )
 
 
@@ -55,10 +58,13 @@ class BYOL(MomentumMethod):
         self.target_encoder = self.momentum_copy(self.encoder)
         self.target_projector = self.momentum_copy(self.projector)
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        first, second = text_views(self.augmentation, batch, self.rng)
-        features = self.tokenize(first + second)
-        n = len(first)
+    def prepare(self, items: list[str], rng: random.Random) -> TextViews:
+        """The two text views, tokenized together (in a DataLoader worker)."""
+        return tokenize_groups(self.encoder, text_views(self.augmentation, items, rng))
+
+    def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        features, n = self.to_device(views.features), views.size
         state = self.rng.getstate()  # the target sees the same cutoff choices as the online network
         online = encode_views(self.encoder, self.augmentation, features, n, self.rng)
         predictions = self.predictor(self.projector(online))

@@ -20,6 +20,8 @@ MoCHi (Kalantidis et al., NeurIPS 2020) is an option: with ``mochi_synthetic`` (
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,7 +30,7 @@ from torch import nn
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
-from cl_bench.methods.base import MethodContext, MomentumMethod, check_ranges
+from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared, RunSetting, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
 
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
@@ -38,6 +40,14 @@ MOCHI_HARDEST = 1024
 def mochi_on(values: dict[str, Any]) -> bool:
     """Whether a CERT configuration mixes hard negatives (s or s′ above 0)."""
     return (values.get("mochi_synthetic") or 0) + (values.get("mochi_query_mixed") or 0) > 0
+
+
+@dataclass
+class QueryKey(Prepared):
+    """A prepared CERT batch: query and key texts as token ids, tokenized apart (each its own padding)."""
+
+    query: dict[str, torch.Tensor]
+    key: dict[str, torch.Tensor]
 
 
 class ProjectionHead(nn.Module):
@@ -91,10 +101,16 @@ class CERT(MomentumMethod):
             )
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        if mochi_on(values):
-            return {}
-        return {"mochi_hardest": "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"}
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
+        if not mochi_on(values):
+            inert["mochi_hardest"] = "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"
+        if not setting.rewrites_text and not setting.embedding_level:  # dropout: nothing to apply to the query
+            inert["augment_query"] = (
+                f"augmentation={setting.augmentation_name} changes neither the text nor the embeddings "
+                "(augment_query acts with a text or cutoff augmentation)"
+            )
+        return inert
 
     def __init__(
         self,
@@ -120,18 +136,25 @@ class CERT(MomentumMethod):
         self.init_queue(queue_size, projection_dim)
 
     # ----- views ------------------------------------------------------------------------------
-    def make_views(self, sentences: list[str]) -> tuple[list[str], list[str]]:
-        """Query and key texts: the key is the text augmentation of the sentence (CERT: back-translation)."""
-        aug = self.augmentation
+    def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
+        """Query and key texts: the key is the text augmentation of the sentence (CERT: back-translation),
+        drawn from ``rng`` (default the method's)."""
+        aug, rng = self.augmentation, rng or self.rng
         if aug is None or aug.embedding_level:
             return list(sentences), list(sentences)
-        query = aug.augment_text(sentences, self.rng) if self.augment_query else list(sentences)
-        return query, aug.augment_text(sentences, self.rng)
+        query = aug.augment_text(sentences, rng) if self.augment_query else list(sentences)
+        return query, aug.augment_text(sentences, rng)
 
-    def _embed(self, encoder: SentenceEncoder, texts: list[str], augment_embeddings: bool) -> torch.Tensor:
-        """Encode ``texts``; with an embedding-level augmentation (cutoff) and ``augment_embeddings``,
+    def prepare(self, items: list[str], rng: random.Random) -> QueryKey:
+        """Query and key texts (the key's text augmentation: back-translation look-ups, EDA…) as token
+        ids, in a DataLoader worker; the key encoder and the queue stay in the step."""
+        query, key = self.make_views(items, rng)
+        return QueryKey(self.encoder.tokenize(query), self.encoder.tokenize(key))
+
+    def _embed(self, encoder: SentenceEncoder, features: dict[str, torch.Tensor], augment_embeddings: bool) -> torch.Tensor:
+        """Encode prepared token ids; with an embedding-level augmentation (cutoff) and ``augment_embeddings``,
         every row's embedding-layer output is augmented (the augmentation package's hook)."""
-        features = self.tokenize(texts)
+        features = self.to_device(features)
         aug = self.augmentation
         if augment_embeddings and aug is not None and aug.embedding_level:
             generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
@@ -139,11 +162,11 @@ class CERT(MomentumMethod):
         return encoder(features)
 
     # ----- training ---------------------------------------------------------------------------
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        query_text, key_text = self.make_views(batch)
-        queries = self.head(self._embed(self.encoder, query_text, self.augment_query))
+    def training_step(self, batch: list[str] | QueryKey) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        queries = self.head(self._embed(self.encoder, views.query, self.augment_query))
         with torch.no_grad():  # no gradient to keys
-            keys = self.key_head(self._embed(self.key_encoder, key_text, True))
+            keys = self.key_head(self._embed(self.key_encoder, views.key, True))
         # The queue is only written in on_after_step (after backward), so no copy is needed here.
         if self.mochi:  # MoCHi: synthetic hard negatives of each query (torch's seeded RNG)
             mixed = mix_hard_negatives(

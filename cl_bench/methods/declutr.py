@@ -31,7 +31,15 @@ import torch.nn.functional as F
 from cl_bench.data.documents import DOCUMENT_FORMATS, Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges, mlm_inert_keys
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    Prepared,
+    RunSetting,
+    check_choice,
+    check_ranges,
+    mlm_inert_keys,
+)
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -66,6 +74,16 @@ class SpanSample:
 
     anchors: list[Span]
     positives: list[list[Span]]
+
+
+@dataclass
+class SpanBatch(Prepared):
+    """A prepared DeCLUTR batch: anchor and positive spans as token ids (positives grouped by anchor) and
+    the batch position of each anchor's document."""
+
+    anchors: dict[str, torch.Tensor]
+    positives: dict[str, torch.Tensor]
+    doc_index: torch.Tensor
 
 
 def min_document_tokens(num_anchors: int, max_span_len: int) -> int:
@@ -201,7 +219,7 @@ class DeCLUTR(Method):
             raise ValueError(f"method.min_span_len: must be in [1, max_span_len={high}], got {low}")
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         return mlm_inert_keys(values)
 
     def __init__(
@@ -261,18 +279,21 @@ class DeCLUTR(Method):
             )
         return kept
 
-    def sample_batch(self, documents: Sequence[Document]) -> tuple[list[str], list[str], torch.Tensor]:
-        """Sample spans from each document.
+    def sample_batch(
+        self, documents: Sequence[Document], rng: random.Random | None = None
+    ) -> tuple[list[str], list[str], torch.Tensor]:
+        """Sample spans from each document, drawing from ``rng`` (default the method's).
 
         Returns:
             ``(anchor_texts, positive_texts, doc_index)``: A anchors, A × num_positives positives
             (grouped by anchor), and the batch position of each anchor's document.
         """
+        rng = rng or self.rng
         anchor_texts, positive_texts, doc_index = [], [], []
         for position, document in enumerate(documents):
             tokens = document.text.split()
             sample = sample_spans(
-                len(tokens), self.rng, self.num_anchors, self.num_positives,
+                len(tokens), rng, self.num_anchors, self.num_positives,
                 self.min_span_len, self.max_span_len, self.sampling_strategy,
             )
             for anchor, positives in zip(sample.anchors, sample.positives, strict=True):
@@ -281,10 +302,16 @@ class DeCLUTR(Method):
                 doc_index.append(position)
         return anchor_texts, positive_texts, torch.tensor(doc_index)
 
+    def prepare(self, items: list[Document], rng: random.Random) -> SpanBatch:
+        """Span sampling and tokenisation of anchors and positives (in a DataLoader worker). The MLM
+        masking of the anchors stays in the step: it draws from torch's RNG there, as dropout does."""
+        anchor_texts, positive_texts, doc_index = self.sample_batch(items, rng)
+        return SpanBatch(self.encoder.tokenize(anchor_texts), self.encoder.tokenize(positive_texts), doc_index)
+
     # ----- training ---------------------------------------------------------------------------
-    def embed_anchors(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Anchor embeddings and, with MLM, the MLM loss of the same (masked) forward pass."""
-        features = self.tokenize(texts)
+    def embed_anchors(self, features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Anchor embeddings of token ids on the encoder's device and, with MLM, the MLM loss of the same
+        (masked) forward pass."""
         if self.mlm is None:
             return self.encoder(features), None
         masked_ids, labels = self.mlm.mask(features["input_ids"])
@@ -296,12 +323,13 @@ class DeCLUTR(Method):
         mlm_loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         return embeddings, mlm_loss
 
-    def training_step(self, batch: list[Document]) -> dict[str, torch.Tensor]:
-        anchor_texts, positive_texts, doc_index = self.sample_batch(batch)
-        anchors, mlm_loss = self.embed_anchors(anchor_texts)
-        positives = self.encoder(self.tokenize(positive_texts))
+    def training_step(self, batch: list[Document] | SpanBatch) -> dict[str, torch.Tensor]:
+        spans = self.prepared(batch)
+        anchors, mlm_loss = self.embed_anchors(self.to_device(spans.anchors))
+        positives = self.encoder(self.to_device(spans.positives))
+        num_anchors = len(anchors)
         # One embedding per anchor: the mean of its positives (official: reshape + mean).
-        positives = positives.view(len(anchor_texts), self.num_positives, -1).mean(dim=1)
+        positives = positives.view(num_anchors, self.num_positives, -1).mean(dim=1)
         contrastive = self.loss_fn(anchors, positives)
         terms: dict[str, torch.Tensor] = {"loss_contrastive": contrastive}
         loss = contrastive
@@ -310,8 +338,8 @@ class DeCLUTR(Method):
             loss = loss + self.mlm_weight * mlm_loss
         with torch.no_grad():  # diagnostics: cosine to the positive, to hard and to easy negatives
             sims = cosine_logits(anchors, positives, 1.0)
-            hard = same_document_mask(doc_index.to(sims.device))
-            easy = ~hard & ~torch.eye(len(anchor_texts), dtype=torch.bool, device=sims.device)
+            hard = same_document_mask(spans.doc_index.to(sims.device))
+            easy = ~hard & ~torch.eye(num_anchors, dtype=torch.bool, device=sims.device)
             terms["sim_positive"] = sims.diagonal().mean()
             if hard.any():
                 terms["sim_hard_negative"] = sims[hard].mean()

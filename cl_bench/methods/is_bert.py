@@ -22,6 +22,7 @@ positions' BERT states into the convolution windows at a sentence's end.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -29,8 +30,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from cl_bench.data.nli import read_unlabelled_nli_sentences
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
+from cl_bench.data.nli import read_unlabelled_nli_sentences, senteval_snli_split
+from cl_bench.methods.base import Method, MethodContext, RunSetting, Tokenized, check_choice, check_ranges
 from cl_bench.models.encoder import ENCODER_META_FILE, SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 
@@ -171,10 +172,15 @@ class ISBERT(Method):
         })
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
         if values.get("discriminator", "dot") != "mlp_dot" and "discriminator_size" in values:
-            return {"discriminator_size": "only method.discriminator=mlp_dot has a size"}
-        return {}
+            inert["discriminator_size"] = "only method.discriminator=mlp_dot has a size"
+        if senteval_snli_split(setting.train_file) is None:
+            inert["snli_splits"] = (
+                f"data.train_file is not a SentEval SNLI file (s1.<split>): {setting.train_file}"
+            )
+        return inert
 
     def __init__(
         self,
@@ -204,8 +210,12 @@ class ISBERT(Method):
             return self.discriminator(local, global_)
         return torch.einsum("btd,jd->btj", local, global_)
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        features = self.tokenize(batch)
+    def prepare(self, items: list[str], rng: random.Random) -> Tokenized:
+        """The sentences as token ids (in a DataLoader worker)."""
+        return Tokenized(self.encoder.tokenize(items))
+
+    def training_step(self, batch: list[str] | Tokenized) -> dict[str, torch.Tensor]:
+        features = self.to_device(self.prepared(batch).features)
         mask = features["attention_mask"]
         outputs = self.encoder.token_states(features)
         local = self.encoder.local_features(outputs, mask)

@@ -12,7 +12,9 @@ through dropout, after the configured text or cutoff augmentation if any.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +22,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_bench.losses.memory_bank import bank_logits, estimate_partition
-from cl_bench.methods.base import Method, MethodContext, check_ranges, encode_views, loss_keyword, text_views
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    Prepared,
+    check_ranges,
+    encode_views,
+    loss_keyword,
+)
+
+
+@dataclass
+class IndexedTexts(Prepared):
+    """A prepared batch: the sentences' bank rows and their (augmented) texts as token ids."""
+
+    index: torch.Tensor
+    features: dict[str, torch.Tensor]
 
 
 class MemoryBank(Method):
@@ -67,16 +84,24 @@ class MemoryBank(Method):
         self.bank = bank.to(self.encoder.device)
         return list(enumerate(sentences))
 
-    def training_step(self, batch: list[tuple[int, str]]) -> dict[str, torch.Tensor]:
+    def prepare(self, items: list[tuple[int, str]], rng: random.Random) -> IndexedTexts:
+        """Bank rows and one view of each sentence (the text augmentation, if any), tokenized (in a worker)."""
+        texts = [s for _, s in items]
+        aug = self.augmentation
+        if aug is not None and not aug.embedding_level:
+            texts = aug.augment_text(texts, rng)
+        return IndexedTexts(torch.tensor([i for i, _ in items]), self.encoder.tokenize(texts))
+
+    def training_step(self, batch: list[tuple[int, str]] | IndexedTexts) -> dict[str, torch.Tensor]:
         if self.bank is None:
             raise RuntimeError("read_corpus must run before training (it allocates the bank)")
-        index = torch.tensor([i for i, _ in batch], device=self.bank.device)
-        texts, _ = text_views(self.augmentation, [s for _, s in batch], self.rng)
-        z = encode_views(self.encoder, self.augmentation, self.tokenize(texts), 0, self.rng)
+        prepared = self.prepared(batch)
+        index = prepared.index.to(self.bank.device, non_blocking=True)
+        z = encode_views(self.encoder, self.augmentation, self.to_device(prepared.features), 0, self.rng)
         features = F.normalize(self.head(z), dim=1)
         num_data = self.bank.shape[0]
         positives = self.bank[index]
-        noise = self.bank[torch.randint(num_data, (len(batch), self.num_noise), device=self.bank.device)]
+        noise = self.bank[torch.randint(num_data, (len(index), self.num_noise), device=self.bank.device)]
         if float(self.partition) < 0:
             self.partition.fill_(estimate_partition(bank_logits(features.detach(), positives, noise, self.tau), num_data))
         loss = self.loss_fn(features, positives, noise, num_data=num_data, partition=float(self.partition))

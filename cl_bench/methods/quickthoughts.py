@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
+from cl_bench.methods.base import Method, MethodContext, Tokenized, check_choice, check_ranges
 from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
@@ -146,16 +147,22 @@ class QuickThoughts(Method):
                 yield run
 
     # ----- training ---------------------------------------------------------------------------
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        features = self.tokenize(batch)
+    def prepare(self, items: list[str], rng: random.Random) -> Tokenized:
+        """The contiguous run as token ids, in corpus order (in a DataLoader worker; :meth:`batches`,
+        which picks the runs, is computed from the seed in every process)."""
+        return Tokenized(self.encoder.tokenize(items))
+
+    def training_step(self, batch: list[str] | Tokenized) -> dict[str, torch.Tensor]:
+        features = self.to_device(self.prepared(batch).features)
         inputs = self.encoder(features)
         # One shared encoder: f(s) and g(s) are the same vectors (one forward pass).
         candidates = self.context_encoder(features) if self.context_encoder is not None else inputs
-        targets = neighbour_targets(len(batch), self.context_size, inputs.device)
+        size = len(inputs)
+        targets = neighbour_targets(size, self.context_size, inputs.device)
         loss = self.loss_fn(inputs, candidates, targets)
         with torch.no_grad():  # share of rows whose best candidate (by inner product) is a true neighbour
             scores = inputs.float() @ candidates.float().T
-            best = scores.masked_fill(torch.eye(len(batch), dtype=torch.bool, device=scores.device), float("-inf"))
+            best = scores.masked_fill(torch.eye(size, dtype=torch.bool, device=scores.device), float("-inf"))
             accuracy = (targets.gather(1, best.argmax(dim=1, keepdim=True)) > 0).float().mean()
         return {"loss": loss, "neighbour_accuracy": accuracy}
 

@@ -16,7 +16,9 @@ augmentation: the model's dropout is its only noise, as in SBERT.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,10 +28,18 @@ from cl_bench.data.nli import NLI_LABELS, read_nli_triples, read_snli_senteval_p
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.sbert import pair_features
-from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.base import Method, MethodContext, RunSetting, TextViews, tokenize_groups
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
+
+
+@dataclass
+class TargetedColumns(TextViews):
+    """A prepared SBERT batch: the columns tokenized together, and the NLI labels or scaled STS-B
+    scores (None for triplets)."""
+
+    targets: torch.Tensor | None = None
 
 
 def configured_loss_kind(loss_fn: Any) -> str | None:
@@ -49,6 +59,12 @@ class SBERT(Method):
     uses = frozenset({"loss", "pooler"})
     loss_kinds = ("classifier", "scored_pair", "triplet")
     summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        if setting.loss_kind == "classifier":
+            return {}
+        return {"nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})"}
 
     def __init__(self, context: MethodContext, nli_splits: Sequence[str] | None = None) -> None:
         super().__init__(context)
@@ -74,22 +90,24 @@ class SBERT(Method):
             raise ValueError(f"data.train_file: {path} has no hard_neg column; loss=sbert_triplet needs triples")
         return rows
 
-    def _embed(self, columns: list[list[str]]) -> list[torch.Tensor]:
-        """Encode every column of the batch in one forward pass; one (N, H) tensor per column."""
-        z = self.encoder(self.tokenize([text for column in columns for text in column]))
-        return list(z.split(len(columns[0])))
+    def prepare(self, items: list[tuple[Any, ...]], rng: random.Random) -> TargetedColumns:
+        """The pair's two sentences (or the triplet's three) tokenized together, and the targets (in a worker)."""
+        triplet = self.kind == "triplet"
+        columns = tokenize_groups(self.encoder, [[row[c] for row in items] for c in range(3 if triplet else 2)])
+        targets = None if triplet else torch.tensor([row[2] for row in items])  # int64 labels or float scores
+        return TargetedColumns(columns.size, columns.features, targets)
 
-    def training_step(self, batch: list[tuple[Any, ...]]) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: list[tuple[Any, ...]] | TargetedColumns) -> dict[str, torch.Tensor]:
+        prepared = self.prepared(batch)
+        # Encode every column of the batch in one forward pass; one (N, H) tensor per column.
+        columns = self.encoder(self.to_device(prepared.features)).split(prepared.size)
+        if self.kind == "triplet":
+            return {"loss": self.loss_fn(*columns)}
+        u, v = columns
+        targets = prepared.targets.to(u.device, non_blocking=True)
         if self.kind == "classifier":
-            u, v = self._embed([[row[0] for row in batch], [row[1] for row in batch]])
-            labels = torch.tensor([row[2] for row in batch], device=u.device)
             logits = self.classifier(pair_features(u, v))
-            loss = self.loss_fn(logits, labels)
-            accuracy = (logits.argmax(1) == labels).float().mean().detach()
+            loss = self.loss_fn(logits, targets)
+            accuracy = (logits.argmax(1) == targets).float().mean().detach()
             return {"loss": loss, "nli_accuracy": accuracy}
-        if self.kind == "scored_pair":
-            u, v = self._embed([[row[0] for row in batch], [row[1] for row in batch]])
-            scores = torch.tensor([row[2] for row in batch], device=u.device)
-            return {"loss": self.loss_fn(u, v, scores)}
-        a, p, n = self._embed([[row[c] for row in batch] for c in range(3)])
-        return {"loss": self.loss_fn(a, p, n)}
+        return {"loss": self.loss_fn(u, v, targets)}

@@ -23,8 +23,10 @@ unused; :meth:`SelfGuided.read_corpus` reads them when ``data.train_file`` is an
 from __future__ import annotations
 
 import copy
+import random
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,19 @@ from torch import nn
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
-from cl_bench.methods.base import Method, MethodContext, check_choice, check_ranges
+from cl_bench.methods.base import Method, MethodContext, Prepared, RunSetting, check_choice, check_ranges
 from cl_bench.models.poolers import masked_mean
 
 LAYER_POOLINGS: tuple[str, ...] = ("max", "mean")
 _STSB_FILE = re.compile(r"^sts-(?P<split>\w+)\.csv$")
+
+
+@dataclass
+class SampledLayers(Prepared):
+    """A prepared SG batch: the sentences as token ids and each one's sampled layer (σ), an index into ``layers``."""
+
+    features: dict[str, torch.Tensor]
+    sampled: torch.Tensor
 
 
 def pool_layers(
@@ -107,6 +117,15 @@ class SelfGuided(Method):
         check_choice(values, "layer_pooling", LAYER_POOLINGS)
         check_ranges(values, {"reg_weight": (lambda v: v >= 0, ">= 0"),
                               "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
+        if _STSB_FILE.match(Path(setting.train_file).name) is None:
+            inert["stsb_splits"] = f"data.train_file is not an STS-B sts-<split>.csv: {setting.train_file}"
+        if setting.dropout == 0:
+            inert["frozen_dropout"] = "dropout is 0: BERT_F has no dropout to run with"
+        return inert
 
     def __init__(
         self,
@@ -181,12 +200,17 @@ class SelfGuided(Method):
         """BERT_T's trainable backbone parameters (the regularizer's θ_T)."""
         return [(n, p) for n, p in self.encoder.backbone.named_parameters() if p.requires_grad]
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
-        features = self.tokenize(batch)
+    def prepare(self, items: list[str], rng: random.Random) -> SampledLayers:
+        """Token ids and the paper's layer sampler σ: one uniformly drawn layer per sentence (opt3 uses all
+        of them), in a DataLoader worker. BERT_F's views need the model: they stay in the step."""
+        return SampledLayers(self.encoder.tokenize(items), torch.tensor([rng.randrange(len(self.layers)) for _ in items]))
+
+    def training_step(self, batch: list[str] | SampledLayers) -> dict[str, torch.Tensor]:
+        prepared = self.prepared(batch)
+        features = self.to_device(prepared.features)
         cls = self.encoder(features)
         views = self.layer_views(features)
-        # The paper's layer sampler σ: one uniformly drawn layer per sentence (opt3 uses all of them).
-        sampled = torch.tensor([self.rng.randrange(len(self.layers)) for _ in batch], device=views.device)
+        sampled = prepared.sampled.to(views.device, non_blocking=True)
         contrastive = self.loss_fn(self.head(cls), self.head(views), sampled)
         terms = {"loss_contrastive": contrastive}
         loss = contrastive

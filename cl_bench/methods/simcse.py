@@ -8,7 +8,6 @@ An optional MLM auxiliary loss is added with weight ``mlm_weight`` (λ, Table D.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,19 +16,13 @@ from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.methods.base import (
     Method,
     MethodContext,
-    Prepared,
+    RunSetting,
+    TextViews,
     check_mlm_config,
     mlm_inert_keys,
+    tokenize_groups,
 )
 from cl_bench.models.mlm import mlm_head, with_mlm_term
-
-
-@dataclass
-class TextViews(Prepared):
-    """A prepared SimCSE batch: ``size`` sentences, both views tokenized together (rows ``[:size]``, ``[size:]``)."""
-
-    size: int
-    features: dict[str, torch.Tensor]
 
 
 class SimCSE(Method):
@@ -57,8 +50,20 @@ class SimCSE(Method):
         check_mlm_config(values)
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
-        return mlm_inert_keys(values)
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = mlm_inert_keys(values)
+        if not setting.rewrites_text:  # make_views returns the sentence twice
+            inert["augment_both_views"] = (
+                f"augmentation={setting.augmentation_name} rewrites no text (only a text augmentation "
+                "is applied to one or both views)"
+            )
+        if setting.embedding_level:  # the cutoff path encodes both views in one pass
+            inert["fixed_dropout_mask"] = (
+                f"augmentation={setting.augmentation_name} is embedding-level: its views cannot share a dropout mask"
+            )
+        elif setting.dropout == 0:
+            inert["fixed_dropout_mask"] = "dropout is 0: there is no dropout mask to share"
+        return inert
 
     def __init__(
         self,
@@ -87,12 +92,11 @@ class SimCSE(Method):
 
     def prepare(self, items: list[str], rng: random.Random) -> TextViews:
         """The two text views and their token ids (CPU), as one DataLoader worker makes them."""
-        first, second = self.make_views(items, rng)
-        return TextViews(len(first), self.encoder.tokenize(first + second))
+        return tokenize_groups(self.encoder, self.make_views(items, rng))
 
     def embed_views(self, first: list[str], second: list[str]) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Encode two lists of text views in one forward pass (independent dropout masks per copy)."""
-        return self.embed_prepared(TextViews(len(first), self.encoder.tokenize(first + second)))
+        return self.embed_prepared(tokenize_groups(self.encoder, (first, second)))
 
     def embed_prepared(self, views: TextViews) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Encode a prepared batch's two views in one forward pass (independent dropout masks per copy)."""

@@ -12,13 +12,22 @@ SimCSE's ``cl_forward``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import Method, MethodContext, check_mlm_config, mlm_inert_keys
+from cl_bench.methods.base import (
+    Method,
+    MethodContext,
+    RunSetting,
+    TextViews,
+    check_mlm_config,
+    mlm_inert_keys,
+    tokenize_groups,
+)
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 
 
@@ -51,7 +60,7 @@ class SupervisedSimCSE(Method):
         return cls.supplies if values.get("use_hard_negatives", True) else frozenset()
 
     @classmethod
-    def inert_keys(cls, values: dict[str, Any]) -> dict[str, str]:
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         return mlm_inert_keys(values)
 
     def __init__(
@@ -77,11 +86,15 @@ class SupervisedSimCSE(Method):
             )
         return rows
 
-    def training_step(self, batch: list[tuple[str, ...]]) -> dict[str, torch.Tensor]:
+    def prepare(self, items: list[tuple[str, ...]], rng: random.Random) -> TextViews:
+        """Premises, entailments (and contradictions) tokenized together, column after column (in a worker)."""
         columns = 3 if self.use_hard_negatives else 2
-        groups = [[row[c] for row in batch] for c in range(columns)]
-        features = self.tokenize([text for group in groups for text in group])
-        if self.mlm is not None:
+        return tokenize_groups(self.encoder, [[row[c] for row in items] for c in range(columns)])
+
+    def training_step(self, batch: list[tuple[str, ...]] | TextViews) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        features = self.to_device(views.features)
+        if self.mlm is not None:  # MLM masking draws from torch's RNG in the step, as dropout does
             features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
-        embeddings = self.encoder(features).split(len(batch))
+        embeddings = self.encoder(features).split(views.size)
         return with_mlm_term(self.loss_fn(*embeddings), self.mlm, self.mlm_weight, features)

@@ -11,6 +11,7 @@ features for small batches is not implemented: batches must be large enough on t
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,11 +22,13 @@ from torch import nn
 from cl_bench.methods.base import (
     Method,
     MethodContext,
+    TextViews,
     check_head,
     check_ranges,
     encode_views,
     mlp_head,
     text_views,
+    tokenize_groups,
 )
 
 
@@ -71,15 +74,20 @@ class SwAV(Method):
         """Project the prototypes back onto the unit sphere (before every step, as the official code)."""
         self.prototypes.weight.copy_(F.normalize(self.prototypes.weight, dim=1))
 
-    def training_step(self, batch: list[str]) -> dict[str, torch.Tensor]:
+    def prepare(self, items: list[str], rng: random.Random) -> TextViews:
+        """The two text views, tokenized together (in a DataLoader worker)."""
+        return tokenize_groups(self.encoder, text_views(self.augmentation, items, rng))
+
+    def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
         self.normalize_prototypes()
-        first, second = text_views(self.augmentation, batch, self.rng)
-        z = encode_views(self.encoder, self.augmentation, self.tokenize(first + second), len(first), self.rng)
+        views = self.prepared(batch)
+        n = views.size
+        z = encode_views(self.encoder, self.augmentation, self.to_device(views.features), n, self.rng)
         prototypes = self.prototypes.weight
         if int(self.steps_done) < self.freeze_prototypes_steps:
             prototypes = prototypes.detach()  # no gradient: the optimizer leaves them as they are
         scores = F.normalize(self.projection(z), dim=1) @ prototypes.T
-        loss = self.loss_fn(scores[: len(first)], scores[len(first) :])
+        loss = self.loss_fn(scores[:n], scores[n:])
         return {"loss": loss}
 
     def on_after_step(self) -> None:

@@ -26,7 +26,9 @@ from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
     current_settings,
+    measured_auto_choice,
     resolve_backend,
+    time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
@@ -270,9 +272,9 @@ class SentenceEncoder(nn.Module):
         context (outside one: torch, fp32, no cache). Returns float32 (N, H) in the input order.
         """
         settings = current_settings()
-        backend = self._backend(settings)
-        settings.backends_used.add(backend)
         unique = list(dict.fromkeys(sentences))
+        backend = self._backend(settings, unique, batch_size)
+        settings.backends_used.add(backend)
         log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
@@ -286,10 +288,14 @@ class SentenceEncoder(nn.Module):
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
 
-    def cached(self, sentences: Sequence[str]) -> bool:
-        """Whether :meth:`encode` would serve ``sentences`` from the embedding cache (current context)."""
+    def cached(self, sentences: Sequence[str], batch_size: int = 128) -> bool:
+        """Whether :meth:`encode` would serve ``sentences`` from the embedding cache (current context).
+
+        It resolves the backend as :meth:`encode` does (``auto`` measures once per machine, on these sentences).
+        """
         settings = current_settings()
-        cache, key = self._cache_entry(list(dict.fromkeys(sentences)), self._backend(settings), settings)
+        unique = list(dict.fromkeys(sentences))
+        cache, key = self._cache_entry(unique, self._backend(settings, unique, batch_size), settings)
         return cache is not None and cache.contains(key)
 
     def token_counts(self, sentences: Sequence[str]) -> list[int]:
@@ -300,10 +306,12 @@ class SentenceEncoder(nn.Module):
         """Token ids of the sentences, truncated at the model's limit only (no padding)."""
         return self.tokenizer(list(sentences), truncation=True, max_length=self.model_max_length)
 
-    def _backend(self, settings: EncodingSettings) -> str:
-        """The backend ``settings`` resolve to on this encoder's device (checked)."""
+    def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
+        """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
         backend = resolve_backend(settings.backend, settings.precision, self.device)
         check_inference_options(backend, settings.precision, self.device)
+        if settings.backend == "auto" and backend == "onnx" and unique:
+            backend = self._auto_backend(unique, settings, batch_size)
         return backend
 
     def _cache_entry(
@@ -314,6 +322,26 @@ class SentenceEncoder(nn.Module):
             return None, ""
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
         return cache, cache_key(self.cache_identity(backend, settings.precision), unique)
+
+    #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
+    AUTO_PROBE_SENTENCES = 256
+
+    def _auto_backend(self, unique: list[str], settings: EncodingSettings, batch_size: int) -> str:
+        """torch or ONNX Runtime, whichever measured faster with identical embeddings on this machine
+        (:func:`cl_bench.models.inference.measured_auto_choice`; measured once per architecture)."""
+        config = getattr(self.backbone, "config", None)
+        architecture = "|".join((
+            type(self.backbone).__name__, config.to_json_string() if config is not None else "",
+            str(needs_hidden_states(self.pooler)),
+        ))
+        step = max(1, len(unique) // self.AUTO_PROBE_SENTENCES)
+        probe = sorted(unique, key=len)[::step][: self.AUTO_PROBE_SENTENCES]
+
+        def measure() -> dict[str, float]:
+            log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once on this machine)", len(probe))
+            return time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
+
+        return measured_auto_choice(architecture, settings.folder(), measure)
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings

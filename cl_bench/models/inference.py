@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from cl_bench.cache_dirs import cache_root
 
+log = logging.getLogger(__name__)
+
 BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
+#: ``auto`` takes ONNX Runtime only if its probe embeddings are this close to torch's (cosine distance).
+AUTO_MAX_COSINE_DISTANCE = 1e-5
+#: Folder (under the cache folder) of the remembered ``auto`` measurements.
+AUTO_SUBDIR = "auto_backend"
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
@@ -173,14 +184,90 @@ def encoding_settings(
 
 
 def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
-    """``auto`` -> the fastest backend with fp32-identical scores here; explicit names pass through.
+    """The backends ``backend`` may run here: explicit names pass through; ``auto`` -> ``onnx`` where
+    ONNX Runtime is a candidate (fp32 on CPU, installed), else ``torch`` (GPU, bf16, no ONNX Runtime).
 
-    ``auto`` picks ONNX Runtime for fp32 on CPU when it is installed (measured faster than torch's
-    fp32 CPU path, embeddings equal to ~1e-7; ``benchmarks/bench_eval_sts.py``), and torch
-    otherwise (GPU, bf16, or no ONNX Runtime). It never picks bf16: precision is the user's choice.
+    An ``auto`` that resolves to ``onnx`` is only a candidate: the encoder then measures both backends
+    on this machine (:func:`measured_auto_choice`) and runs the faster one whose embeddings equal
+    torch's. ``auto`` never picks bf16: precision is the user's choice.
     """
     if backend != "auto":
         return backend
     if precision == "fp32" and device.type == "cpu" and onnxruntime_available():
         return "onnx"
     return "torch"
+
+
+@cache
+def machine_identity() -> str:
+    """What the relative speed of the backends depends on besides the model: CPU model and flags,
+    core count, and the library versions."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import onnxruntime
+
+        ort_version = onnxruntime.__version__
+    except ImportError:
+        ort_version = "-"
+    import os
+
+    return f"{model}|{' '.join(sorted(cpu_flags()))}|{os.cpu_count()}|torch {torch.__version__}|ort {ort_version}"
+
+
+_AUTO_CHOICES: dict[str, str] = {}
+
+
+def measured_auto_choice(
+    architecture: str, folder: Path, measure: Callable[[], dict[str, float]]
+) -> str:
+    """The backend ``auto`` runs for encoders of ``architecture`` on this machine.
+
+    ``measure()`` times the torch and ONNX Runtime encoders on the same probe sentences and returns
+    ``{"torch": seconds, "onnx": seconds, "max_cosine_distance": d}``. ONNX Runtime is chosen when it
+    was faster and its embeddings equal torch's (``d <= AUTO_MAX_COSINE_DISTANCE``), else torch. The
+    measurement is remembered (in memory and as ``<folder>/auto_backend/<key>.json``) per machine,
+    torch thread count and architecture (the model config, not the weights), so it runs once.
+    """
+    identity = f"{machine_identity()}|threads {torch.get_num_threads()}|{architecture}"
+    key = hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+    if key in _AUTO_CHOICES:
+        return _AUTO_CHOICES[key]
+    path = Path(folder) / AUTO_SUBDIR / f"{key}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        choice = str(record["choice"])
+    except (OSError, ValueError, KeyError):
+        timings = measure()
+        identical = timings["max_cosine_distance"] <= AUTO_MAX_COSINE_DISTANCE
+        choice = "onnx" if identical and timings["onnx"] < timings["torch"] else "torch"
+        record = {"choice": choice, **timings, "machine": machine_identity(), "threads": torch.get_num_threads()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    log.info(
+        "eval.backend=auto: %s on this machine (probe: torch %.2f s, ONNX Runtime %.2f s, max cosine distance %.1e; %s)",
+        choice, record["torch"], record["onnx"], record["max_cosine_distance"], path,
+    )
+    _AUTO_CHOICES[key] = choice
+    return choice
+
+
+def time_backends(encode: Callable[[str], np.ndarray], repeats: int = 2) -> dict[str, float]:
+    """Time ``encode("torch")`` and ``encode("onnx")`` (after one untimed call each: export, thread
+    pools), alternating, best of ``repeats``; also the largest cosine distance between their outputs."""
+    outputs = {backend: encode(backend) for backend in ("torch", "onnx")}
+    best = {"torch": float("inf"), "onnx": float("inf")}
+    for _ in range(repeats):
+        for backend in best:
+            start = time.perf_counter()
+            encode(backend)
+            best[backend] = min(best[backend], time.perf_counter() - start)
+    a, b = outputs["torch"].astype(np.float64), outputs["onnx"].astype(np.float64)
+    cosine = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+    return {**best, "max_cosine_distance": float(np.max(1.0 - cosine)) if len(a) else 0.0}

@@ -1,0 +1,147 @@
+"""Every method's CPU text work (augmentation, span sampling, tokenisation) runs in ``Method.prepare``,
+in DataLoader workers: one training step on a batch prepared by 2 worker processes gives the same loss
+terms as on one prepared in the main process, and as the step doing that work itself from the same RNG
+(the path every method took before its work moved to ``prepare``)."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+from cl_bench import catalog
+from cl_bench.cli import CONF_DIR
+from cl_bench.config import ConfigError, check_choices, validate
+from cl_bench.data.loader import BatchLoader, batch_seed
+from cl_bench.methods.base import Prepared
+from cl_bench.train.loop import build_method
+
+CORPUS = [
+    "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
+    "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
+]
+#: half the words deleted: two RNG seeds give different views of the 4-sentence batches
+DELETION = ["augmentation=word_deletion", "augmentation.rate=0.5"]
+#: (method, data, overrides): small real data, keys that make a tiny run possible, and a text
+#: augmentation (word deletion draws from the batch's RNG) for the methods that take one; SG-BERT's
+#: objective samples one layer per sentence (in prepare)
+CASES: dict[str, tuple[str, str, list[str]]] = {
+    "simcse": ("simcse", "corpus", [*DELETION]),
+    "cert": ("cert", "corpus", [*DELETION, "method.queue_size=8", "loss.tau=1"]),  # τ 0.07 saturates the tiny loss
+    "barlow_twins": ("barlow_twins", "corpus", [*DELETION, "method.projector=[16,16]"]),
+    "byol": ("byol", "corpus", [*DELETION, "method.projection=[16,8]"]),
+    "swav": ("swav", "corpus", [*DELETION, "method.projection=[16,8]", "method.num_prototypes=5"]),
+    "memory_bank": ("memory_bank", "corpus", [*DELETION, "method.feature_dim=8", "method.num_noise=4"]),
+    "simcse_sup": ("simcse_sup", "nli_snli_devtest", []),
+    "sg_opt": ("sg_opt", "stsb_sentences", ["method.projection_size=8", "method.stsb_splits=null", "loss=sg"]),
+    "is_bert": ("is_bert", "nli_sentences", ["method.channels=4"]),
+    "declutr": ("declutr", "enwiki_documents",
+                ["method.min_span_len=2", "method.max_span_len=8", "method.mlm_weight=0", "loss=ntxent"]),
+    "quickthoughts": ("quickthoughts", "enwiki_sentences", []),
+    "sbert_softmax": ("sbert", "snli_labeled", ["loss=sbert_softmax"]),
+    "sbert_regression": ("sbert", "stsb_train", ["loss=sbert_regression"]),
+    "sbert_triplet": ("sbert", "nli_snli_devtest", ["loss=sbert_triplet"]),
+}
+SEED, BATCH_SIZE = 7, 4
+
+
+def test_every_method_is_covered() -> None:
+    assert {method for method, _, _ in CASES.values()} == set(catalog.options("method"))
+
+
+def _config(method: str, data: str, extra: list[str], tiny_bert: Path, data_dir: Path, corpus: Path) -> Any:
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    overrides = [f"method={method}", f"model.name_or_path={tiny_bert}", "model.max_length=16", f"batch_size={BATCH_SIZE}",
+                 "logger=none", "data.limit=40", f"seed={SEED}", "train.device=cpu", *extra]
+    overrides.append(f"data.train_file={corpus}" if data == "corpus" else f"data={data}")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    validate(cfg, overrides)
+    return cfg
+
+
+def _first_step_terms(cfg: Any, workers: int | None) -> tuple[dict[str, float], Any]:
+    """The loss terms of one training step on the first batch of epoch 0, prepared by ``workers``
+    DataLoader workers, or (None) by the training step itself from the batch's RNG."""
+    torch.manual_seed(0)  # the same initial weights (heads, prototypes, queues) every time
+    method = build_method(cfg, torch.device("cpu"))
+    items = method.read_corpus(cfg.data.train_file)
+    if workers is None:
+        generator = torch.Generator().manual_seed(SEED)  # epoch 0's batch order, as the loader draws it
+        batch = next(iter(method.batches(items, BATCH_SIZE, generator)))
+        method.rng = random.Random(batch_seed(SEED, 0, 0))
+    else:
+        loader = BatchLoader(items, method.batches, method.prepare, BATCH_SIZE, SEED, num_workers=workers)
+        batch = next(iter(loader.epoch(0)))
+    torch.manual_seed(1)  # the same dropout masks
+    method.train()
+    terms = method.training_step(batch)
+    return {name: value.item() for name, value in terms.items()}, batch
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(CORPUS) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_step_on_a_batch_prepared_in_workers_equals_the_in_step_preparation(
+    case: str, tiny_bert: Path, data_dir: Path, corpus: Path
+) -> None:
+    method, data, extra = CASES[case]
+    cfg = _config(method, data, extra, tiny_bert, data_dir, corpus)
+    in_step, raw = _first_step_terms(cfg, None)
+    in_main, prepared = _first_step_terms(cfg, 0)
+    in_workers, from_worker = _first_step_terms(cfg, 2)
+    assert not isinstance(raw, Prepared)
+    # the workers did the text work: the step received token ids, not texts
+    assert isinstance(prepared, Prepared) and type(from_worker) is type(prepared)
+    assert in_workers == in_main == in_step, (case, in_step, in_main, in_workers)
+
+
+def test_the_text_augmentation_runs_in_prepare_from_the_batch_rng(tiny_bert: Path, data_dir: Path, corpus: Path) -> None:
+    """The augmented views leave ``prepare`` tokenized, drawn from the RNG it is given (the batch's)."""
+    cfg = _config("cert", "corpus", CASES["cert"][2], tiny_bert, data_dir, corpus)
+    method = build_method(cfg, torch.device("cpu"))
+    first, again = (method.prepare(CORPUS[:4], random.Random(1)) for _ in range(2))
+    other = method.prepare(CORPUS[:4], random.Random(2))
+    assert torch.equal(first.query["input_ids"], method.encoder.tokenize(CORPUS[:4])["input_ids"])  # CERT: query as is
+    assert torch.equal(first.key["input_ids"], again.key["input_ids"])
+    assert not torch.equal(first.key["input_ids"], other.key["input_ids"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rejected"),
+    [
+        (["augmentation=mlm_replace", "train.device=cuda"], True),
+        (["augmentation=mlm_replace", "train.device=cpu"], False),  # the masked LM runs in the worker, on the CPU
+        (["augmentation=back_translation", "augmentation.do_sample=true", "train.device=cuda"], True),
+        (["augmentation=back_translation", "augmentation.cache=false", "train.device=cuda"], True),
+        (["augmentation=back_translation", "train.device=cuda"], False),  # the cached corpus: a look-up
+        (["augmentation=eda_synonym", "train.device=cuda"], False),
+    ],
+)
+def test_workers_are_rejected_where_the_augmentation_runs_a_gpu_model(
+    overrides: list[str], rejected: bool, tiny_bert: Path, data_dir: Path
+) -> None:
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    full = ["method=cert", f"model.name_or_path={tiny_bert}", "train.num_workers=2", *overrides]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=full)
+    if not rejected:
+        check_choices(cfg, full)
+        return
+    with pytest.raises(ConfigError, match=r"^train.num_workers: augmentation=\w+ runs its model on the training "
+                                          r"device \(cuda\) at every step, .+; set train.num_workers=0$"):
+        check_choices(cfg, full)
+    with open_dict(cfg):
+        cfg.train.num_workers = 0
+    check_choices(cfg, [o for o in full if not o.startswith("train.num_workers")])
