@@ -288,6 +288,7 @@ class SentenceEncoder(nn.Module):
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
 
+    @torch.inference_mode()  # resolving ``auto`` may time both backends (forward passes)
     def cached(self, sentences: Sequence[str], batch_size: int = 128) -> bool:
         """Whether :meth:`encode` would serve ``sentences`` from the embedding cache (current context).
 
