@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -137,6 +137,7 @@ def discard_unused_run_dir(run_dir: Path) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    interrupt.mark_launcher()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -257,6 +258,7 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     override acts on the run."""
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks, split_tasks
+    from cl_bench.models.inference import check_encoding_options
 
     validate(cfg, overrides)
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
@@ -268,6 +270,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, **options)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
+            check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
+                                   cfg.eval.cache_size_gb)  # mteb's tasks encode with them too
     except ValueError as err:
         raise ConfigError(str(err)) from err
 
@@ -276,6 +280,7 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
     from cl_bench.eval import evaluate
     from cl_bench.eval.mteb import run_mteb, split_tasks
+    from cl_bench.models.inference import encoding_settings
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
@@ -283,7 +288,9 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
     if own_tasks:
         results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))
     if mteb_tasks:
-        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, batch_size=cfg.eval.batch_size))
+        settings = encoding_settings(options["backend"], options["precision"], options["cache"],
+                                     options["cache_dir"], options["cache_size_gb"])
+        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, cfg.eval.batch_size, settings=settings))
     return results
 
 
@@ -335,6 +342,7 @@ def run(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    interrupt.stop_with_launcher()  # a job in a launcher's worker process ends with the launcher
     try:
         catalog.use_search_path(list(hydra_cfg.searchpath))  # a launcher's worker process registers them here
     except ValueError as err:
@@ -385,15 +393,15 @@ def run(cfg: DictConfig) -> float | None:
             )
             tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
             log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
-            raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
+            _end_job(128 + (stop.signum or signal.SIGINT))
         except interrupt.EvaluationInterrupted as interrupted:
             tracker.log_results({**interrupted.partial, "evaluation_interrupted": 1.0})
             tracker.finish("KILLED", error=str(interrupted))
             log.error("evaluation stopped; the figures computed before the stop are in %s", RunDir(run_dir).results)
-            raise SystemExit(128 + interrupted.signum) from None
+            _end_job(128 + interrupted.signum)
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
-            raise SystemExit(130) from None
+            _end_job(130)
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise
@@ -403,6 +411,16 @@ def run(cfg: DictConfig) -> float | None:
     print(format_table(results))
     print(f"results: {run_dir / 'results.json'}")
     return results.get("sts_avg")
+
+
+def _end_job(code: int) -> NoReturn:
+    """Leave a stopped job with exit status ``code``; in a worker process whose launcher died (the stop
+    came from :func:`interrupt.stop_with_launcher`), end the process too: no launcher will send it more
+    work or shut it down."""
+    if interrupt.launcher_died():
+        logging.shutdown()
+        os._exit(code)
+    raise SystemExit(code)
 
 
 def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:

@@ -361,6 +361,8 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     A key listed here may not be overridden (:func:`check_overrides_act`) and is left out of the
     run's params and tags (:func:`acting_params`).
     """
+    from cl_bench.eval.mteb import split_tasks
+
     inert: dict[str, str] = {}
     if cfg.mode == "eval":
         why = "mode=eval scores an encoder as given (nothing is trained)"
@@ -404,6 +406,11 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             inert[key] = "no transfer task is evaluated (eval.tasks)"
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
+    tasks = [str(t) for t in cfg.eval.tasks]
+    if tasks and not split_tasks(tasks)[0]:
+        for key in ("eval.align_uniform", "eval.align_uniform_split", "eval.anisotropy", "eval.postprocess",
+                    "eval.whitening", "eval.flow"):
+            inert[key] = "only cl-bench's own tasks use it; eval.tasks has only mteb: tasks"
     postprocess = cfg.eval.postprocess
     if postprocess != "whitening":
         inert["eval.whitening"] = f"only eval.postprocess=whitening keeps k dimensions (eval.postprocess={postprocess})"

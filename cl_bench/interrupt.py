@@ -5,16 +5,25 @@ checks its own flag after each step; evaluation runs inside :func:`interruptible
 encoding loop calls :func:`check` once per batch (and the suite between tasks), so a first
 Ctrl-C/SIGTERM stops an evaluation at the next batch instead of minutes later. Outside such a
 region (the dev evaluations of training) :func:`check` does nothing: training stops after its step.
+
+A job run in a launcher's worker process (Hydra's joblib launcher: loky workers) outlives a killed
+launcher unless told: :func:`stop_with_launcher` sends it SIGTERM when the launcher dies, which stops
+it like a user's SIGTERM (run marked KILLED); then the worker process exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
+import time
 from collections.abc import Iterator
 
 _signum: int | None = None
 _depth = 0
+LAUNCHER_PID_ENV = "CL_BENCH_LAUNCHER_PID"  # set by the cl-bench process that launches the jobs
+_watching = False
 
 
 class EvaluationInterrupted(Exception):
@@ -56,3 +65,40 @@ def check(partial: dict[str, float] | None = None) -> None:
     """
     if _signum is not None and _depth:
         raise EvaluationInterrupted(_signum, partial)
+
+
+def mark_launcher() -> None:
+    """Record this process as the launcher of the jobs it runs (its worker processes inherit the variable)."""
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
+
+
+def _launcher_pid() -> int:
+    return int(os.environ.get(LAUNCHER_PID_ENV, "0") or 0)
+
+
+def launcher_died() -> bool:
+    """True in a launcher's worker process whose launcher is gone (it was re-parented)."""
+    launcher = _launcher_pid()
+    return launcher not in (0, os.getpid()) and os.getppid() != launcher
+
+
+def stop_with_launcher(poll_seconds: float = 0.5) -> None:
+    """In a job running in a child process of the launcher, get SIGTERM when the launcher dies.
+
+    A daemon thread watches the parent process id, as torch's DataLoader workers do: a dead launcher's
+    children are re-parented. (Linux's ``PR_SET_PDEATHSIG`` is not used: it fires once per exiting thread of
+    the parent, and a second SIGTERM means "stop at once".) In the launcher's own process (the basic
+    launcher, a single run) and where the job's parent is not the launcher (SLURM), this does nothing.
+    """
+    global _watching
+    launcher = _launcher_pid()
+    if _watching or launcher in (0, os.getpid()) or os.getppid() != launcher:
+        return
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="cl-bench-launcher-watch", daemon=True).start()
+    _watching = True  # one watcher per worker process, however many jobs it runs

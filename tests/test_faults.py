@@ -233,6 +233,101 @@ def test_sigterm_during_eval_stops_at_the_next_batch_with_killed_status(tiny_ber
     assert _processes_mentioning(str(run_dir)) == []
 
 
+def _descendants(pid: int) -> set[int]:
+    """Process ids of every live descendant of ``pid`` (from /proc: children by parent id)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """The processes of ``pids`` still running (zombies, which run nothing, left out)."""
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _wait_for_text(paths: list[Path], text: str, proc: subprocess.Popen, log_file: Path, timeout: float = 300) -> None:
+    start = time.time()
+    while not all(p.is_file() and text in p.read_text() for p in paths):
+        assert proc.poll() is None, log_file.read_text()[-3000:]
+        assert time.time() - start < timeout, f"'{text}' did not appear in {paths}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow  # 45 s each: a joblib sweep's start-up
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_sweep_parent_leaves_no_evaluation_running(tiny_bert, data_dir, tmp_path, signum) -> None:
+    # Two jobs evaluate in the joblib launcher's worker processes (loky); the parent is killed mid-encoding.
+    db, sweep, log_file = tmp_path / "mlflow.db", tmp_path / "sweep", tmp_path / "sweep.log"
+    args = [shutil.which("cl-bench") or "cl-bench", "-m", "mode=eval", f"model.name_or_path={tiny_bert}",
+            "pooler=avg,cls_before_pooler", "eval.batch_size=2", "eval.cache=false", "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}", f"logger.tracking_uri=sqlite:///{db}"]
+    proc, workers = _popen(args, data_dir, log_file), set[int]()
+    try:
+        _wait_for_text([sweep / job / "cli.log" for job in ("0", "1")], "distinct sentences to encode", proc, log_file)
+        time.sleep(1.0)  # into the batches
+        workers = _descendants(proc.pid)
+        assert len(workers) >= 2, workers  # the jobs' worker processes (and loky's resource trackers)
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        killed = time.time()
+        while _alive(workers) and time.time() - killed < 30:
+            time.sleep(0.1)
+        gone_in = time.time() - killed
+        assert not _alive(workers), f"left running: {[_processes_mentioning(str(p)) for p in _alive(workers)]}"
+    finally:
+        for pid in _alive(_descendants(proc.pid) | workers):
+            os.kill(pid, signal.SIGKILL)  # never leave this test's processes behind
+        if proc.poll() is None:
+            proc.kill()
+    assert gone_in < 15, f"the evaluations took {gone_in:.1f} s to stop"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    for job in ("0", "1"):  # each job stopped as a user's SIGTERM stops it: partial results, KILLED
+        assert json.loads((sweep / job / "status.json").read_text())["status"] == "KILLED"
+        assert json.loads((sweep / job / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
+        run = client.get_run((sweep / job / "mlflow_run_id.txt").read_text())
+        assert run.info.status == "KILLED" and "SIGTERM during evaluation" in run.data.tags["error"]
+
+
+def test_a_killed_training_leaves_no_dataloader_worker(tiny_bert, data_dir, tmp_path) -> None:
+    # train.num_workers=2: SIGKILL during a dev evaluation, while the persistent batch workers wait;
+    # torch's workers watch their parent and exit (checked every 5 s)
+    run_dir, log_file = tmp_path / "run", tmp_path / "train.log"
+    proc = _popen(_args(tiny_bert, run_dir, tmp_path / "m.db", "train.num_workers=2", "eval.batch_size=2",
+                        "train.max_steps=400", "train.eval_steps=2"), data_dir, log_file)
+    workers: set[int] = set()
+    try:
+        _wait_for_text([log_file], "encoding 3833 sentences", proc, log_file)
+        workers = _descendants(proc.pid)
+        assert len(workers) == 2, workers
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        killed = time.time()
+        while _alive(workers) and time.time() - killed < 30:
+            time.sleep(0.1)
+        assert not _alive(workers), f"DataLoader workers left running after {time.time() - killed:.0f} s"
+    finally:
+        for pid in _alive(_descendants(proc.pid) | workers):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_stop_request_ends_only_evaluations() -> None:
     from cl_bench import interrupt
 

@@ -81,7 +81,8 @@ def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: 
     value (τ = 0) stops the whole sweep before any job starts (tests/test_options_act.py)."""
     proc = _cl_bench(
         ["-m", *_tiny(tiny_bert), "loss.tau=0.05,1e-39", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         "hydra.sweep.dir=sweep"],
+         "hydra.sweep.dir=sweep",
+         "train.num_workers=2"],  # DataLoader workers started inside loky's worker processes
         tmp_path, data_dir, ok=False,
     )
     assert proc.returncode != 0  # Hydra reports the failed job after the sweep

@@ -15,7 +15,8 @@ from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import paired_cosine_distances
 
 from cl_bench.eval import mteb as em
-from cl_bench.models.encoder import build_encoder
+from cl_bench.models.encoder import SentenceEncoder, build_encoder
+from cl_bench.models.inference import encoding_settings
 
 
 class HashedBagOfWords:
@@ -95,6 +96,67 @@ def test_mteb_runs_the_same_sentence_encoder_and_pooler(tiny_bert: Path, data_di
         assert score == pytest.approx(float(spearmanr(cosine, gold).statistic) * 100, abs=1e-6)
         results[pooler] = score
     assert results["avg"] != pytest.approx(results["cls_before_pooler"], abs=1e-3)  # the pooler matters
+
+
+def test_mteb_tasks_encode_with_eval_backend_precision_and_cache(
+    tiny_bert: Path, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch.set_num_threads(1)
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    encoder.tokenizer.model_max_length = 64  # the tiny BERT has 128 positions; some STS16 texts are longer
+    forward_passes: list[str] = []
+    original = SentenceEncoder._encode_distinct
+
+    def counting(self: SentenceEncoder, unique: list[str], batch_size: int, backend: str, settings: object) -> np.ndarray:
+        forward_passes.append(backend)
+        return original(self, unique, batch_size, backend, settings)
+
+    monkeypatch.setattr(SentenceEncoder, "_encode_distinct", counting)
+    cache = tmp_path / "cache"
+    scores = {}
+    for backend, precision in (("torch", "fp32"), ("onnx", "fp32"), ("torch", "bf16")):
+        settings = encoding_settings(backend, precision, cache=True, cache_dir=str(cache))
+        scores[backend, precision] = em.run_mteb(encoder, ["mteb:STS16"], tmp_path / backend, data_dir, 128, settings=settings)
+        assert settings.backends_used == {backend}  # mteb's encoding ran in the evaluation's context
+    # each option acted: ONNX Runtime and bf16 computed their own figures, flagged as such
+    assert forward_passes == ["torch", "torch", "onnx", "onnx", "torch", "torch"]  # first and second sentences
+    assert len(list((cache / "onnx").glob("*.onnx"))) == 1
+    assert "eval_onnx" not in scores["torch", "fp32"] and scores["onnx", "fp32"]["eval_onnx"] == 1.0
+    assert scores["torch", "bf16"]["eval_bf16"] == 1.0
+    fp32, onnx, bf16 = (scores[key]["mteb_STS16"] for key in (("torch", "fp32"), ("onnx", "fp32"), ("torch", "bf16")))
+    assert onnx == pytest.approx(fp32, abs=0.01) and bf16 == pytest.approx(fp32, abs=1.0) and bf16 != fp32
+    # eval.cache: the same model scored again is served from the cache; eval.cache=false encodes again
+    again = em.run_mteb(encoder, ["mteb:STS16"], tmp_path / "again", data_dir, 128,
+                        settings=encoding_settings("onnx", "fp32", cache=True, cache_dir=str(cache)))
+    assert len(forward_passes) == 6 and again == scores["onnx", "fp32"]
+    em.run_mteb(encoder, ["mteb:STS16"], tmp_path / "uncached", data_dir, 128,
+                settings=encoding_settings("onnx", "fp32", cache=False, cache_dir=str(cache)))
+    assert len(forward_passes) == 8
+
+
+def test_encoding_options_of_an_mteb_only_evaluation_are_checked_before_any_model_loads(
+    tiny_bert: Path, data_dir: Path
+) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR, preflight
+    from cl_bench.config import ConfigError
+
+    def check(*extra: str) -> None:
+        overrides = ["mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg", f"paths.data_dir={data_dir}",
+                     "eval.tasks=[mteb:STS16]", *extra]
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            preflight(compose("config", overrides=overrides), overrides)
+
+    check("eval.backend=onnx", "eval.precision=fp32", "eval.cache=false")
+    for override, message in (("eval.backend=tpu", "eval.backend: unknown 'tpu'"),
+                              ("eval.precision=fp8", "eval.precision: unknown 'fp8'"),
+                              ("eval.cache_size_gb=0", "eval.cache_size_gb: must be > 0"),
+                              # what mteb's tasks never read: post-processing and the STS-B geometry
+                              ("eval.postprocess=whitening", "eval.postprocess: .*only cl-bench's own tasks use it"),
+                              ("eval.anisotropy=false", "eval.anisotropy: .*only cl-bench's own tasks use it")):
+        with pytest.raises(ConfigError, match=message):
+            check(override)
 
 
 def test_unavailable_data_and_bad_names_are_named(tmp_path: Path) -> None:

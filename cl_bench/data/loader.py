@@ -15,6 +15,7 @@ continues exactly.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -98,6 +99,14 @@ class EpochSampler(Sampler):
         return max(0, self.stop - self.start)
 
 
+def _worker_start_method() -> str | None:
+    """The start method for the workers: Python's default, also in a loky worker (Hydra's joblib
+    launcher runs jobs there), whose default method ``loky`` the DataLoader cannot start processes with."""
+    current = multiprocessing.get_start_method(allow_none=True)
+    supported = multiprocessing.get_all_start_methods()  # the platform's default first
+    return None if current is None or current in supported else supported[0]
+
+
 class BatchLoader:
     """The training batches of every epoch, prepared by ``num_workers`` persistent worker processes.
 
@@ -129,6 +138,7 @@ class BatchLoader:
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=num_workers > 0,
+            multiprocessing_context=_worker_start_method() if num_workers > 0 else None,
             prefetch_factor=2 if num_workers > 0 else None,
             # each iter() draws a base seed: from its own generator, not the global RNG the training
             # step's dropout uses (a resume would otherwise draw once more than the uninterrupted run)

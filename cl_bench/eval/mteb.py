@@ -14,6 +14,12 @@ MTEB-leaderboard figures; every result records its data source. Any other task i
 itself (Hugging Face cache, or the hub when online); when neither can provide it, the error names
 the task and what to do.
 
+Encoding. mteb hands its sentences to the encoder's own ``encode``, inside the
+:func:`cl_bench.models.inference.encoding` context of ``eval.backend``, ``eval.precision`` and
+``eval.cache``: a :class:`~cl_bench.models.encoder.SentenceEncoder` encodes them exactly as it does
+cl-bench's own tasks (ONNX Runtime or torch, fp32 or bf16, embeddings cached), and the results carry
+the same ``eval_onnx``/``eval_bf16`` flags.
+
 Results: ``mteb_<Task>`` = the task's main score (cosine Spearman for STS) × 100, like cl-bench's
 own STS figures; the full MTEB scores go to ``<out_dir>/mteb/<Task>.json``.
 
@@ -32,6 +38,8 @@ import numpy as np
 
 from cl_bench.data.text import DataFileError
 from cl_bench.eval.registry import load_task
+from cl_bench.eval.suite import encoding_flags
+from cl_bench.models.inference import EncodingSettings, encoding
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +244,7 @@ def run_mteb(
     data_dir: str | Path,
     batch_size: int = 128,
     prefer_local: bool = True,
+    settings: EncodingSettings | None = None,
 ) -> dict[str, float]:
     """Run MTEB tasks on an encoder.
 
@@ -246,9 +255,11 @@ def run_mteb(
         data_dir: the data root (local copies of the STS tasks).
         batch_size: encoding batch size.
         prefer_local: see :func:`prepare_tasks`.
+        settings: backend, precision and cache of the encoding
+            (:func:`cl_bench.models.inference.encoding_settings`; None: torch, fp32, no cache).
 
     Returns:
-        ``{"mteb_<Task>": main score × 100}``.
+        ``{"mteb_<Task>": main score × 100}``, plus ``eval_onnx``/``eval_bf16`` where they computed it.
 
     Raises:
         MTEBUnavailableError: mteb is not installed or a task's data is not available.
@@ -256,14 +267,16 @@ def run_mteb(
     """
     mteb = _mteb()
     prepared = prepare_tasks(task_names, data_dir, prefer_local)
-    result = mteb.evaluate(
-        _adapter(encoder, batch_size), [task for task, _ in prepared], cache=None,
-        encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
-    )
+    settings = settings if settings is not None else EncodingSettings()
+    with encoding(settings):
+        result = mteb.evaluate(
+            _adapter(encoder, batch_size), [task for task, _ in prepared], cache=None,
+            encode_kwargs={"batch_size": batch_size}, show_progress_bar=False,
+        )
     sources = {task.metadata.name: source for task, source in prepared}
     folder = Path(out_dir) / "mteb"
     folder.mkdir(parents=True, exist_ok=True)
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = encoding_flags(settings)
     for task_result in result.task_results:
         name = task_result.task_name
         metrics[f"mteb_{name}"] = float(task_result.get_score()) * 100

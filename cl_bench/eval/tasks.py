@@ -13,7 +13,7 @@ from typing import Any
 
 from cl_bench.eval.postprocess import build_postprocess
 from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
-from cl_bench.models.inference import InferenceConfigError, check_inference_options
+from cl_bench.models.inference import InferenceConfigError, check_encoding_options
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
 TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
@@ -203,15 +203,9 @@ def check_eval_config(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
         )
     try:
-        check_inference_options(backend, precision)
+        check_encoding_options(backend, precision, cache, cache_dir, cache_size_gb)
     except InferenceConfigError as err:
         raise EvalConfigError(str(err)) from err
-    if not isinstance(cache, bool):
-        raise EvalConfigError(f"eval.cache: must be true or false, got {cache!r}")
-    if isinstance(cache_size_gb, bool) or not isinstance(cache_size_gb, int | float) or cache_size_gb <= 0:
-        raise EvalConfigError(f"eval.cache_size_gb: must be > 0, got {cache_size_gb!r}")
-    if cache_dir is not None and Path(cache_dir).expanduser().is_file():
-        raise EvalConfigError(f"eval.cache_dir: '{cache_dir}' is a file, not a folder")
     if select_metric is not None and select_metric not in SELECT_METRICS:
         raise EvalConfigError(
             f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"

@@ -124,6 +124,10 @@ class EmbeddingCache:
         os.utime(path)  # recently used: pruned last
         return vectors
 
+    def contains(self, key: str) -> bool:
+        """Whether an entry for ``key`` is stored (``load`` may still refuse an unreadable one)."""
+        return self._path(key).is_file()
+
     def store(self, key: str, vectors: np.ndarray) -> None:
         """Write an entry atomically, then prune the folder."""
         atomic_write(self._path(key), lambda fh: np.save(fh, np.ascontiguousarray(vectors, dtype=np.float32)))

@@ -272,17 +272,12 @@ class SentenceEncoder(nn.Module):
         context (outside one: torch, fp32, no cache). Returns float32 (N, H) in the input order.
         """
         settings = current_settings()
-        device = self.device
-        backend = resolve_backend(settings.backend, settings.precision, device)
-        check_inference_options(backend, settings.precision, device)
         unique = list(dict.fromkeys(sentences))
-        if settings.backend == "auto" and backend == "onnx" and unique:
-            backend = self._auto_backend(unique, settings, batch_size)
+        backend = self._backend(settings, unique, batch_size)
         settings.backends_used.add(backend)
         log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
-        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and unique else None
-        key = cache_key(self.cache_identity(backend, settings.precision), unique) if cache else ""
+        cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
         if vectors is not None:
             log.info("embedding cache hit: %d sentences (%s)", len(unique), key[:12])
@@ -292,6 +287,42 @@ class SentenceEncoder(nn.Module):
                 cache.store(key, vectors)
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
+
+    @torch.inference_mode()  # resolving ``auto`` may time both backends (forward passes)
+    def cached(self, sentences: Sequence[str], batch_size: int = 128) -> bool:
+        """Whether :meth:`encode` would serve ``sentences`` from the embedding cache (current context).
+
+        It resolves the backend as :meth:`encode` does (``auto`` measures once per machine, on these sentences).
+        """
+        settings = current_settings()
+        unique = list(dict.fromkeys(sentences))
+        cache, key = self._cache_entry(unique, self._backend(settings, unique, batch_size), settings)
+        return cache is not None and cache.contains(key)
+
+    def token_counts(self, sentences: Sequence[str]) -> list[int]:
+        """Tokens of each sentence as :meth:`encode` feeds it (what its length-sorted batches sort by)."""
+        return [len(ids) for ids in self._token_ids(sentences)["input_ids"]] if sentences else []
+
+    def _token_ids(self, sentences: Sequence[str]) -> Any:
+        """Token ids of the sentences, truncated at the model's limit only (no padding)."""
+        return self.tokenizer(list(sentences), truncation=True, max_length=self.model_max_length)
+
+    def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
+        """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
+        backend = resolve_backend(settings.backend, settings.precision, self.device)
+        check_inference_options(backend, settings.precision, self.device)
+        if settings.backend == "auto" and backend == "onnx" and unique:
+            backend = self._auto_backend(unique, settings, batch_size)
+        return backend
+
+    def _cache_entry(
+        self, unique: list[str], backend: str, settings: EncodingSettings
+    ) -> tuple[EmbeddingCache | None, str]:
+        """The embedding cache and the key of ``unique``'s entry (None, "" when caching is off)."""
+        if not (settings.cache and unique):
+            return None, ""
+        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
+        return cache, cache_key(self.cache_identity(backend, settings.precision), unique)
 
     #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
     AUTO_PROBE_SENTENCES = 256
@@ -321,7 +352,7 @@ class SentenceEncoder(nn.Module):
         self.eval()
         # Tokenize once (the same truncation as tokenize(..., None)); each batch only pads stored ids:
         # tokenizing again per batch cost ~13% of the STS suite's CPU time with all-MiniLM-L6-v2.
-        tokens = self.tokenizer(unique, truncation=True, max_length=self.model_max_length) if unique else {}
+        tokens = self._token_ids(unique) if unique else {}
         # sort by token count, not characters: on the 7 STS tasks this cuts the padded tokens by 30%
         order = sorted(range(len(unique)), key=lambda i: len(tokens["input_ids"][i]))
         device = self.device

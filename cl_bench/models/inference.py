@@ -158,6 +158,31 @@ def check_inference_options(backend: str, precision: str, device: torch.device |
         check_bf16(device if device is not None else probable_eval_device())
 
 
+def check_encoding_options(
+    backend: str, precision: str, cache: object, cache_dir: str | None, cache_size_gb: object
+) -> None:
+    """Validate the ``eval.backend/precision/cache/cache_dir/cache_size_gb`` options (every task encodes with them).
+
+    Raises:
+        InferenceConfigError: one line naming the key.
+    """
+    check_inference_options(backend, precision)
+    if not isinstance(cache, bool):
+        raise InferenceConfigError(f"eval.cache: must be true or false, got {cache!r}")
+    if isinstance(cache_size_gb, bool) or not isinstance(cache_size_gb, int | float) or cache_size_gb <= 0:
+        raise InferenceConfigError(f"eval.cache_size_gb: must be > 0, got {cache_size_gb!r}")
+    if cache_dir is not None and Path(cache_dir).expanduser().is_file():
+        raise InferenceConfigError(f"eval.cache_dir: '{cache_dir}' is a file, not a folder")
+
+
+def encoding_settings(
+    backend: str = "auto", precision: str = "fp32", cache: bool = True, cache_dir: str | None = None,
+    cache_size_gb: float = 20.0,
+) -> EncodingSettings:
+    """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder)."""
+    return EncodingSettings(backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb)
+
+
 def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
     """The backends ``backend`` may run here: explicit names pass through; ``auto`` -> ``onnx`` where
     ONNX Runtime is a candidate (fp32 on CPU, installed), else ``torch`` (GPU, bf16, no ONNX Runtime).
