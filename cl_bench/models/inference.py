@@ -13,6 +13,7 @@ import contextvars
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -216,8 +217,6 @@ def machine_identity() -> str:
         ort_version = onnxruntime.__version__
     except ImportError:
         ort_version = "-"
-    import os
-
     return f"{model}|{' '.join(sorted(cpu_flags()))}|{os.cpu_count()}|torch {torch.__version__}|ort {ort_version}"
 
 
