@@ -441,7 +441,8 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     from cl_bench.train.loop import resolve_device
 
     encoder = build_encoder(
-        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
+        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
+        prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
     ).to(resolve_device(cfg.train.device))
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)

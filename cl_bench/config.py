@@ -35,6 +35,10 @@ class ModelConfig:
     name_or_path: str = "bert-base-uncased"
     max_length: int = 32  # training truncation; evaluation never truncates below the model limit
     dropout: float = MISSING  # interpolated from the top-level `dropout`
+    prompt: str = ""  # prefix ("query: ") or [X] template around every sentence, training and evaluation (cl_bench/models/prompts.py)
+    view_prompts: list[str] = field(default_factory=list)  # one prompt per view/column in training (last one repeats); [] = model.prompt
+    include_prompt: bool = True  # false: averaging poolers leave the prompt's tokens out (sentence-transformers' include_prompt)
+    prompt_period: str = "none"  # none | promptbert | sncse: the final period each recipe's code adds (cl_bench/models/prompts.py)
 
 
 @dataclass
@@ -276,6 +280,22 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         raise ConfigError(str(err)) from err
 
 
+def check_prompt_options(cfg: DictConfig) -> None:
+    """``model.prompt``/``view_prompts``/``prompt_period`` and the prompt poolers (before any model loads)."""
+    from cl_bench.models.prompts import PERIOD_RULES, check_prompt
+
+    model = cfg.model
+    if model.prompt_period not in PERIOD_RULES:
+        raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
+    pooler = str(cfg.pooler.name)
+    try:
+        check_prompt(str(model.prompt), "model.prompt", pooler)
+        for prompt in model.view_prompts:
+            check_prompt(str(prompt), "model.view_prompts", pooler)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     """``(config key, file relative to the data root)`` for every data-root file the run reads.
 
@@ -396,6 +416,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
     if cfg.pooler.name != "avg_first_last":
         inert.setdefault("pooler.first_layer", f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})")
+    inert.update({k: v for k, v in prompt_inert_keys(cfg).items() if _covered(k, inert) is None})
     from cl_bench.eval.tasks import uses_transfer
 
     transfer = uses_transfer(str(t) for t in cfg.eval.tasks) or (
@@ -416,6 +437,31 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert["eval.whitening"] = f"only eval.postprocess=whitening keeps k dimensions (eval.postprocess={postprocess})"
     if postprocess != "flow":
         inert["eval.flow"] = f"only eval.postprocess=flow fits a flow (eval.postprocess={postprocess})"
+    return inert
+
+
+def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
+    """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
+    from cl_bench.models.poolers import AVERAGING_POOLERS, PROMPT_POOLERS
+
+    inert: dict[str, str] = {}
+    model, pooler = cfg.model, str(cfg.pooler.name)
+    cls = method_class(cfg) if cfg.mode == "train" else None
+    if cls is not None and getattr(cls, "own_prompts", False):
+        why = f"method={cfg.method.get('name', cls.__name__)} sets its own templates (method.* keys) and [MASK] pooler"
+        for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
+            inert[key] = why
+        return inert
+    if cfg.mode == "eval":
+        inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
+    elif not getattr(cls, "encodes_views", False):
+        inert["model.view_prompts"] = f"method={cfg.method.get('name')} encodes no groups of views (model.prompt acts)"
+    if not model.prompt and not model.view_prompts and pooler not in PROMPT_POOLERS:
+        why = "no prompt is set (model.prompt, model.view_prompts)"
+        inert["model.include_prompt"] = why
+        inert["model.prompt_period"] = why
+    elif pooler not in AVERAGING_POOLERS:
+        inert["model.include_prompt"] = f"only the averaging poolers (avg, avg_top2, avg_first_last) pool the prompt's tokens (pooler={pooler})"
     return inert
 
 
@@ -442,6 +488,7 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
 def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """The part of :func:`validate` that reads no file: the method's, loss's and augmentation's keys
     and values fit their targets, the loss is one the method calls, and every override acts."""
+    check_prompt_options(cfg)
     if cfg.mode == "train":
         cls = method_class(cfg)
         if "loss" in cls.uses:
@@ -449,9 +496,18 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         if "augmentation" in cls.uses:
             check_target_node(cfg.augmentation, "augmentation")
             check_workers_can_augment(cfg)
+            check_augmentation = getattr(_import_target(str(cfg.augmentation._target_), "augmentation"), "check_config", None)
+            if check_augmentation is not None:  # an augmentation's own value checks (cl_bench/augment/negation.py)
+                try:
+                    check_augmentation(_values(cfg.augmentation))
+                except ValueError as err:
+                    raise ConfigError(str(err)) from err
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
+            check_setting = getattr(cls, "check_setting", None)
+            if check_setting is not None:  # the method's needs of the run's other choices (SNCSE: a text augmentation)
+                check_setting(run_setting(cfg, cls))
         except ValueError as err:
             raise ConfigError(str(err)) from err
     check_overrides_act(cfg, overrides)

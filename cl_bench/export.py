@@ -137,6 +137,9 @@ def pooling_settings(info: RunInfo, pooler: str | None = None) -> dict[str, Any]
         raise ExportError(f"{info.model_dir}: no pooler recorded ({ENCODER_META_FILE} missing); pass --pooler")
     if name not in POOLERS:
         raise ExportError(f"--pooler: unknown pooler '{name}'; valid: {', '.join(POOLERS)}")
+    if info.meta.get("prompt") or name in ("mask", "prompt_last"):  # cl_bench/models/prompts.py
+        raise ExportError(f"{info.model_dir}: pooler={name} with prompt {info.meta.get('prompt', '')!r}: a prompted "
+                          "encoder has no sentence-transformers equivalent here; score it with cl-bench mode=eval")
     mlp_only_train = info.meta.get("mlp_only_train", cfg_pooler.get("mlp_only_train", False))
     first_layer = info.meta.get("first_layer", cfg_pooler.get("first_layer", 1))
     return {"pooler": name, "mlp_only_train": bool(mlp_only_train), "first_layer": int(first_layer)}

@@ -25,8 +25,11 @@ def test_masked_mean_ignores_padding() -> None:
 def test_each_pooler_reads_the_documented_layers(name: str) -> None:
     states = _states()
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
-    out = pool(name, states[-1], mask, states)
+    index = torch.tensor([3, 1, 0])  # the prompt poolers' token (cl_bench/models/prompts.py locates it)
+    out = pool(name, states[-1], mask, states, token_index=index)
     expected = {
+        "mask": states[-1][torch.arange(3), index],
+        "prompt_last": states[-1][torch.arange(3), index],
         "cls": states[-1][:, 0],
         "cls_before_pooler": states[-1][:, 0],
         "avg": masked_mean(states[-1], mask),

@@ -39,6 +39,7 @@ class BarlowTwins(Method):
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("two_view",)
     summary = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:

@@ -119,8 +119,16 @@ class TextViews(Prepared):
 
 
 def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
-    """Equal-size groups of texts (views, columns) as one :class:`TextViews` (token ids on the CPU)."""
-    return TextViews(len(groups[0]), encoder.tokenize([text for group in groups for text in group]))
+    """Equal-size groups of texts (views, columns) as one :class:`TextViews` (token ids on the CPU).
+
+    Group ``g`` is wrapped in its view prompt (``model.view_prompts``; :meth:`SentenceEncoder.view_prompt`).
+    """
+    texts = [text for group in groups for text in group]
+    view_prompt = getattr(encoder, "view_prompt", None)
+    if view_prompt is None or not getattr(encoder, "view_prompts", None):
+        return TextViews(len(groups[0]), encoder.tokenize(texts))
+    prompts = [view_prompt(g) for g, group in enumerate(groups) for _ in group]
+    return TextViews(len(groups[0]), encoder.tokenize(texts, prompts=prompts))
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -168,6 +176,12 @@ class Method(nn.Module, abc.ABC):
     supplies: ClassVar[frozenset[str]] = frozenset()
     #: what the method is, in one line (``cl-bench list``)
     summary: ClassVar[str] = ""
+    #: True when the method encodes groups of views/columns through :func:`tokenize_groups`, where
+    #: ``model.view_prompts`` acts (one prompt per group)
+    encodes_views: ClassVar[bool] = False
+    #: True when the method sets the encoder's prompts and pooler itself (PromptBERT, SNCSE): then
+    #: ``model.prompt``, ``model.view_prompts``, ``model.prompt_period`` and the pooler group cannot act
+    own_prompts: ClassVar[bool] = False
 
     # ----- declarations read before any model loads (cl_bench/config.py) -----------------------
     @classmethod

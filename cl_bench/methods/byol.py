@@ -44,6 +44,7 @@ class BYOL(MomentumMethod):
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("predict_target",)
     summary = "BYOL: online encoder + projector + predictor against a momentum target of the other view, no negatives"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:

@@ -316,7 +316,8 @@ class DeCLUTR(Method):
             return self.encoder(features), None
         masked_ids, labels = self.mlm.mask(features["input_ids"])
         outputs = self.encoder.token_states(dict(features, input_ids=masked_ids))
-        embeddings = self.encoder.pool_outputs(outputs, features["attention_mask"])
+        embeddings = self.encoder.pool_outputs(outputs, features["attention_mask"],
+                                               prompt_layout=features.get("prompt_layout"))
         logits = self.mlm.lm_head(outputs.last_hidden_state).float()
         if not bool((labels != -100).any()):  # nothing masked (tiny batch): 0, not the NaN of an empty mean
             return embeddings, logits.sum() * 0.0

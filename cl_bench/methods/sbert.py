@@ -59,6 +59,7 @@ class SBERT(Method):
     uses = frozenset({"loss", "pooler"})
     loss_kinds = ("classifier", "scored_pair", "triplet")
     summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:

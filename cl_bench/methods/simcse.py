@@ -44,6 +44,7 @@ class SimCSE(Method):
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("pair",)
     summary = "unsupervised SimCSE: two views of each sentence (dropout, or any augmentation), in-batch negatives, optional MLM"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:

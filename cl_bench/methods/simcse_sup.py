@@ -50,6 +50,7 @@ class SupervisedSimCSE(Method):
     loss_kinds = ("pair",)
     supplies = frozenset({"hard_negatives"})
     summary = "supervised SimCSE: NLI (premise, entailment, contradiction); the contradiction is a hard negative"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ class SwAV(Method):
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("swapped_prediction",)
     summary = "SwAV: projection head, K prototypes, Sinkhorn-Knopp codes, swapped prediction between two views"
+    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:

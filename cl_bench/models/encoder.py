@@ -31,7 +31,15 @@ from cl_bench.models.inference import (
     time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
-from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
+from cl_bench.models.poolers import AVERAGING_POOLERS, PROMPT_POOLERS, MLPHead, needs_hidden_states, pool
+from cl_bench.models.prompts import (
+    DEFAULT_TEMPLATES,
+    PromptLayout,
+    prompt_pool_mask,
+    prompt_token_index,
+    tokenize_with_prompts,
+    with_period,
+)
 
 ENCODER_META_FILE = "cl_bench_encoder.json"
 
@@ -158,6 +166,10 @@ class SentenceEncoder(nn.Module):
         mlp_only_train: apply the MLP in training only (SimCSE's ``--mlp_only_train``).
         max_length: truncation length for training batches.
         first_layer: hidden-state index used as the "first" layer by ``avg_first_last``.
+        prompt: a prefix or ``[X]`` template around every sentence, in training and evaluation
+            (:mod:`cl_bench.models.prompts`); "" for none (a prompt pooler then uses its default template).
+        include_prompt: False drops the prompt's tokens from the averaging poolers.
+        prompt_period: a rule of :data:`cl_bench.models.prompts.PERIOD_RULES`.
     """
 
     def __init__(
@@ -169,6 +181,9 @@ class SentenceEncoder(nn.Module):
         mlp_only_train: bool = False,
         max_length: int = 32,
         first_layer: int = 1,
+        prompt: str = "",
+        include_prompt: bool = True,
+        prompt_period: str = "none",
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -178,6 +193,24 @@ class SentenceEncoder(nn.Module):
         self.mlp_only_train = mlp_only_train
         self.max_length = max_length
         self.first_layer = first_layer
+        self.prompt = prompt or DEFAULT_TEMPLATES.get(pooler, "")
+        self.include_prompt = include_prompt
+        self.prompt_period = prompt_period
+        #: per-view prompts (``model.view_prompts``): view ``g`` of a method's groups gets entry ``min(g, len-1)``
+        self.view_prompts: list[str] = []
+        self._layouts: dict[str, PromptLayout] = {}
+
+    def prompt_layout(self, prompt: str) -> PromptLayout:
+        """``prompt`` tokenized into its pieces (once per prompt)."""
+        if prompt not in self._layouts:
+            self._layouts[prompt] = PromptLayout.build(self.tokenizer, prompt)
+        return self._layouts[prompt]
+
+    def view_prompt(self, group: int) -> str:
+        """The prompt of a method's view/column ``group`` (``model.view_prompts``, else ``model.prompt``)."""
+        if not self.view_prompts:
+            return self.prompt
+        return self.view_prompts[min(group, len(self.view_prompts) - 1)]
 
     @property
     def hidden_size(self) -> int:
@@ -196,12 +229,27 @@ class SentenceEncoder(nn.Module):
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
 
-    def tokenize(self, sentences: Sequence[str], max_length: int | None = -1) -> dict[str, torch.Tensor]:
-        """Tokenize with padding to the batch maximum.
+    def tokenize(
+        self, sentences: Sequence[str], max_length: int | None = -1, prompts: Sequence[str] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Tokenize with padding to the batch maximum (training inputs).
 
         ``max_length=-1`` uses the training length; ``None`` truncates only at the model's limit
-        (SentEval evaluation applies no length cut).
+        (SentEval evaluation applies no length cut). ``prompts`` (one per sentence; default
+        ``model.prompt`` for all) wrap each sentence: the sentence's own tokens are then cut to
+        ``max_length`` (at the model's limit: what the prompt leaves), and ``prompt_layout`` is added.
         """
+        prompts = list(prompts) if prompts is not None else [self.prompt] * len(sentences)
+        if any(prompts):
+            layouts = [self.prompt_layout(p) for p in prompts]
+            if max_length == -1:
+                budget = self.max_length
+            elif max_length is None:
+                budget = self.model_max_length - max(layout.length for layout in layouts)
+            else:
+                budget = max_length
+            texts = [with_period(s, self.prompt_period, training=True) for s in sentences]
+            return tokenize_with_prompts(self.tokenizer, texts, layouts, budget)
         if max_length == -1:
             max_length = self.max_length
         if max_length is None:
@@ -220,14 +268,31 @@ class SentenceEncoder(nn.Module):
             kwargs["inputs_embeds"] = inputs_embeds
         return self.backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
 
-    def pool_outputs(self, outputs: Any, attention_mask: torch.Tensor, apply_mlp: bool | None = None) -> torch.Tensor:
-        """Pool backbone outputs into sentence vectors, applying the MLP head where due."""
+    def pool_outputs(
+        self,
+        outputs: Any,
+        attention_mask: torch.Tensor,
+        apply_mlp: bool | None = None,
+        prompt_layout: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Pool backbone outputs into sentence vectors, applying the MLP head where due.
+
+        ``prompt_layout`` (from :meth:`tokenize` with a prompt) locates the prompt pooler's token and,
+        with ``include_prompt`` false, the prompt's tokens that the averaging poolers leave out.
+        """
+        token_index = None
+        if prompt_layout is not None:
+            if self.pooler in PROMPT_POOLERS:
+                token_index = prompt_token_index(attention_mask, prompt_layout, self.pooler)
+            elif self.pooler in AVERAGING_POOLERS and not self.include_prompt:
+                attention_mask = prompt_pool_mask(attention_mask, prompt_layout)
         vectors = pool(
             self.pooler,
             outputs.last_hidden_state,
             attention_mask,
             getattr(outputs, "hidden_states", None),
             self.first_layer,
+            token_index=token_index,
         )
         if apply_mlp is None:
             apply_mlp = self.training or not self.mlp_only_train
@@ -243,7 +308,7 @@ class SentenceEncoder(nn.Module):
     ) -> torch.Tensor:
         """Embed a tokenized batch: (B, T) features -> (B, H) vectors."""
         outputs = self.token_states(features, inputs_embeds)
-        return self.pool_outputs(outputs, features["attention_mask"], apply_mlp)
+        return self.pool_outputs(outputs, features["attention_mask"], apply_mlp, features.get("prompt_layout"))
 
     def cache_identity(self, backend: str, precision: str) -> dict[str, Any]:
         """Everything this encoder's embeddings depend on, for the embedding cache's key.
@@ -259,6 +324,7 @@ class SentenceEncoder(nn.Module):
             "first_layer": self.first_layer,
             "mlp": self.mlp is not None and not self.mlp_only_train,
             "max_length": self.model_max_length,
+            **self._prompt_meta(),
             "backend": backend,
             "precision": precision,
         }
@@ -304,8 +370,20 @@ class SentenceEncoder(nn.Module):
         return [len(ids) for ids in self._token_ids(sentences)["input_ids"]] if sentences else []
 
     def _token_ids(self, sentences: Sequence[str]) -> Any:
-        """Token ids of the sentences, truncated at the model's limit only (no padding)."""
+        """Token ids of the sentences, truncated at the model's limit only (no padding); inside
+        ``model.prompt`` (its evaluation period rule applied) when there is one."""
+        if self.prompt:
+            layout = self.prompt_layout(self.prompt)
+            texts = [with_period(s, self.prompt_period, training=False) for s in sentences]
+            return tokenize_with_prompts(self.tokenizer, texts, [layout] * len(texts),
+                                         self.model_max_length - layout.length, pad=False)
         return self.tokenizer(list(sentences), truncation=True, max_length=self.model_max_length)
+
+    def _prompt_meta(self) -> dict[str, Any]:
+        """The prompt settings that change embeddings (for the cache key and the saved metadata)."""
+        if not self.prompt:
+            return {}
+        return {"prompt": self.prompt, "include_prompt": self.include_prompt, "prompt_period": self.prompt_period}
 
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
@@ -365,15 +443,19 @@ class SentenceEncoder(nn.Module):
         for start in range(0, len(order), batch_size):
             interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             idx = order[start : start + batch_size]
-            batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens}, return_tensors="pt")
+            batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens if key != "prompt_layout"},
+                                       return_tensors="pt")
             features = {key: value.to(device) for key, value in batch.items()}
+            if "prompt_layout" in tokens:
+                features["prompt_layout"] = torch.tensor([tokens["prompt_layout"][i] for i in idx], device=device)
             with autocast:
                 if onnx is not None:
                     outputs = onnx(batch, needs_hidden_states(self.pooler))
                     outputs.last_hidden_state = outputs.last_hidden_state.to(device)
                     if outputs.hidden_states is not None:
                         outputs.hidden_states = tuple(h.to(device) for h in outputs.hidden_states)
-                    vectors = self.pool_outputs(outputs, features["attention_mask"])
+                    vectors = self.pool_outputs(outputs, features["attention_mask"],
+                                                prompt_layout=features.get("prompt_layout"))
                 else:
                     vectors = self(features)
             out[idx] = vectors.float().cpu().numpy()
@@ -404,6 +486,7 @@ class SentenceEncoder(nn.Module):
             "mlp_only_train": self.mlp_only_train,
             "first_layer": self.first_layer,
             "max_length": self.max_length,
+            **self._prompt_meta(),
             **(extra_meta or {}),
         }
         (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
@@ -423,6 +506,10 @@ def build_encoder(
     mlp_only_train: bool = False,
     first_layer: int = 1,
     fresh_mlp: bool = True,
+    prompt: str = "",
+    include_prompt: bool = True,
+    prompt_period: str = "none",
+    view_prompts: Sequence[str] = (),
 ) -> SentenceEncoder:
     """Build a :class:`SentenceEncoder` from a hub id or local directory.
 
@@ -452,7 +539,10 @@ def build_encoder(
                     f"pooler=cls: '{name_or_path}' has no pooler layer; use pooler=cls_before_pooler"
                 )
             mlp.dense.load_state_dict(backbone_pooler.dense.state_dict())
-    return SentenceEncoder(backbone, tokenizer, pooler, mlp, mlp_only_train, max_length, first_layer)
+    encoder = SentenceEncoder(backbone, tokenizer, pooler, mlp, mlp_only_train, max_length, first_layer,
+                              prompt, include_prompt, prompt_period)
+    encoder.view_prompts = list(view_prompts)
+    return encoder
 
 
 def _class_path(cls: type) -> str:

@@ -7,6 +7,10 @@ Pooler names follow SimCSE's ``--pooler`` option:
 * ``cls_before_pooler``: the raw last-layer [CLS] vector.
 * ``avg``: mean of the last layer over non-padding tokens.
 * ``avg_top2``: mean of the last two layers' masked means.
+* ``mask``: the last-layer state at the prompt's ``[MASK]`` token (PromptBERT; needs a prompt with
+  ``[MASK]``: ``model.prompt``, default PromptBERT's template — :mod:`cl_bench.models.prompts`).
+* ``prompt_last``: the last-layer state at the prompt's last token (PromptEOL; default template
+  PromptEOL's ``This sentence : "[X]" means in one word:"``).
 * ``avg_first_last``: mean of the "first" layer ``hidden_states[first_layer]`` and the last layer.
   ``first_layer=1`` (the default) is the first *transformer* layer, SimCSE's code since commit
   206d7ae; ``first_layer=0`` is the *embedding output*, what SimCSE's code did before it and what the
@@ -22,7 +26,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "mask", "prompt_last")
+#: poolers that read one token of the prompt (the input must be built with a prompt)
+PROMPT_POOLERS: tuple[str, ...] = ("mask", "prompt_last")
+#: poolers that average token states (``model.include_prompt=false`` drops the prompt's tokens from them)
+AVERAGING_POOLERS: tuple[str, ...] = ("avg", "avg_top2", "avg_first_last")
 
 
 def needs_hidden_states(pooler: str) -> bool:
@@ -42,6 +50,7 @@ def pool(
     attention_mask: torch.Tensor,
     hidden_states: Sequence[torch.Tensor] | None = None,
     first_layer: int = 1,
+    token_index: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pool token states into one vector per sentence (before any MLP head).
 
@@ -51,6 +60,9 @@ def pool(
         attention_mask: (B, T) 1 for real tokens, 0 for padding.
         hidden_states: all layers (embeddings first), needed by ``avg_top2``/``avg_first_last``.
         first_layer: index of the "first" layer for ``avg_first_last``.
+        token_index: (B,) position of the pooled token for ``mask``/``prompt_last``
+            (:func:`cl_bench.models.prompts.prompt_token_index`). Averaging poolers exclude a prompt's
+            tokens by receiving its pooling mask as ``attention_mask``.
 
     Returns:
         (B, H) sentence vectors.
@@ -64,6 +76,10 @@ def pool(
             raise ValueError(f"pooler={pooler} needs the encoder's hidden_states")
         other = hidden_states[-2] if pooler == "avg_top2" else hidden_states[first_layer]
         return (masked_mean(other, attention_mask) + masked_mean(hidden_states[-1], attention_mask)) / 2
+    if pooler in PROMPT_POOLERS:
+        if token_index is None:
+            raise ValueError(f"pooler={pooler} needs inputs built with a prompt (model.prompt)")
+        return last_hidden[torch.arange(last_hidden.shape[0], device=last_hidden.device), token_index]
     raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
 
 
@@ -78,3 +94,10 @@ class MLPHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.dense(x))
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.LongTensor:
+    """(B,) index of the last position where ``attention_mask`` is 1, for right- or left-padded batches
+    (a row without any 1 gives 0)."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (positions * (attention_mask != 0)).amax(dim=1).long()

@@ -99,6 +99,10 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         mlp_only_train=cfg.pooler.mlp_only_train,
         first_layer=cfg.pooler.first_layer,
         fresh_mlp=True,
+        prompt=cfg.model.prompt,
+        include_prompt=cfg.model.include_prompt,
+        prompt_period=cfg.model.prompt_period,
+        view_prompts=list(cfg.model.view_prompts),
     )
     method_class = get_class(str(cfg.method._target_))
     # A group the method does not use is not built at all (validation rejected overriding it).

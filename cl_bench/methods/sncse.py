@@ -1,0 +1,87 @@
+"""SNCSE (Wang et al. 2022; Sense-GVT/SNCSE): PromptBERT's representation, the negated sentence as a
+soft negative, and the bidirectional margin loss.
+
+As ``train_SNCSE.py`` (``Different_Prompt_Negation = True``) builds a batch: a sentence that does not
+end in a punctuation mark gets `` .``; its negation is looked up by that text (missing: ``"Not " +
+sentence``; :mod:`cl_bench.augment.negation`) and gets `` .`` the same way; view 1 is the sentence in
+``This sentence : "[X]" means [MASK].``, view 2 and the negation in ``This sentence of "[X]" means
+[MASK].``, each cut so that the whole input is at most ``max_seq_length`` tokens. The three ``[MASK]``
+states go through the training-only MLP (``--pooler_type cls --mlp_only_train``, no template
+denoising) into the ``soft_negative`` loss (InfoNCE of views 1 and 2 + λ·BML; :mod:`cl_bench.losses.sncse`).
+Evaluation (``bert_prediction.py``) reads the raw ``[MASK]`` state in the first template, `` .``
+appended the same way (``model.prompt_period=sncse``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from cl_bench.augment.base import rewrites_text
+from cl_bench.methods.base import Prepared, RunSetting
+from cl_bench.methods.prompt_base import PromptTemplateMethod, check_templates
+from cl_bench.models.prompts import tokenize_with_prompts, with_period
+
+
+@dataclass
+class SoftNegativeViews(Prepared):
+    """Three groups of ``size`` rows: view 1, view 2, the soft negatives (token ids on the CPU)."""
+
+    size: int
+    features: dict[str, torch.Tensor]
+
+
+class SNCSE(PromptTemplateMethod):
+    """Two template views + the negation as a soft negative under the bidirectional margin loss.
+
+    Args:
+        context: shared build context; its augmentation makes the soft negatives (``augmentation=negation``).
+        template: view 1's template, also the evaluation prompt.
+        second_template: the template of view 2 and of the soft negative.
+    """
+
+    name = "sncse"
+    uses = frozenset({"loss", "augmentation"})
+    loss_kinds = ("soft_negative",)
+    summary = "SNCSE: PromptBERT's [MASK] views + the negated sentence as a soft negative, bidirectional margin loss"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_templates(values, ("template", "second_template"))
+
+    @classmethod
+    def check_setting(cls, setting: RunSetting) -> None:
+        """The augmentation makes the soft negatives, so it must rewrite text."""
+        if setting.augmentation is None or not rewrites_text(setting.augmentation):
+            raise ValueError(f"augmentation={setting.augmentation_name}: method=sncse makes its soft negatives with a "
+                             "text augmentation; use augmentation=negation (SNCSE's)")
+
+    def __init__(
+        self,
+        context: Any,
+        template: str = 'This sentence : "[X]" means [MASK].',
+        second_template: str = 'This sentence of "[X]" means [MASK].',
+    ) -> None:
+        super().__init__(context, [template, second_template], "sncse")
+        if self.augmentation is None or self.augmentation.embedding_level:
+            raise ValueError("method=sncse needs a text augmentation for its soft negatives (augmentation=negation)")
+
+    def prepare(self, items: list[str], rng: random.Random) -> SoftNegativeViews:
+        """Views 1, 2 and the soft negatives, each cut so the whole input fits ``model.max_length``."""
+        texts = [with_period(s, "sncse", training=True) for s in items]  # the official negation lookup key
+        negations = [with_period(s, "sncse", training=True) for s in self.augmentation.augment_text(texts, rng)]
+        first, second = (self.encoder.prompt_layout(self.encoder.view_prompt(g)) for g in (0, 1))
+        layouts = [first] * len(texts) + [second] * (2 * len(texts))
+        budgets = [self.encoder.max_length - layout.length for layout in layouts]
+        features = tokenize_with_prompts(self.encoder.tokenizer, texts + texts + negations, layouts, budgets)
+        return SoftNegativeViews(len(items), features)
+
+    def training_step(self, batch: list[str] | SoftNegativeViews) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        features, n = self.to_device(views.features), views.size
+        z = self.head(self.mask_states(features))
+        loss = self.loss_fn(z[:n], z[n : 2 * n], z[2 * n :])
+        return {"loss": loss}
