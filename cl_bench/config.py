@@ -288,8 +288,11 @@ def check_prompt_options(cfg: DictConfig) -> None:
     if model.prompt_period not in PERIOD_RULES:
         raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
     pooler = str(cfg.pooler.name)
+    if cfg.mode == "train" and getattr(method_class(cfg), "own_prompts", False):
+        pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
     try:
-        check_prompt(str(model.prompt), "model.prompt", pooler)
+        if model.prompt:  # "" = none (a prompt pooler then uses its default template)
+            check_prompt(str(model.prompt), "model.prompt", pooler)
         for prompt in model.view_prompts:
             check_prompt(str(prompt), "model.view_prompts", pooler)
     except ValueError as err:
@@ -452,6 +455,9 @@ def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
         for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
             inert[key] = why
         return inert
+    if cls is not None and "pooler" not in cls.uses:
+        why = f"method={cfg.method.get('name', cls.__name__)} encodes with its own encoder (it uses no pooler group)"
+        return {key: why for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt")}
     if cfg.mode == "eval":
         inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
     elif not getattr(cls, "encodes_views", False):

@@ -44,6 +44,8 @@ METHOD_DATA = {
     "byol": ("corpus", {"method.projection": [16, 8]}),
     "swav": ("corpus", {"method.projection": [16, 8], "method.num_prototypes": 5}),
     "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
+    "promptbert": ("corpus", {}),
+    "sncse": ("corpus", {"augmentation": {"_target_": "cl_bench.augment.negation.Negation", "source": "rules", "file": None}}),
 }
 #: losses that read another data set than their method's default one
 LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
@@ -244,6 +246,16 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=sg_opt", "method.stsb_splits=[train]"], "method.stsb_splits"),
         (["method=is_bert", "method.snli_splits=[dev]"], "method.snli_splits"),
         (["method=sbert", "loss=sbert_regression", "method.nli_splits=[dev]"], "method.nli_splits"),
+        # prompts (cl_bench/models/prompts.py)
+        (["method=simcse", "model.include_prompt=false"], "model.include_prompt"),
+        (["method=simcse", "model.prompt=query: ", "model.include_prompt=false"], "model.include_prompt"),  # pooler=cls
+        (["method=simcse", "model.prompt_period=sncse"], "model.prompt_period"),
+        (["method=cert", "model.view_prompts=[a: ,b: ]"], "model.view_prompts"),
+        (["mode=eval", "model.view_prompts=[a: ]"], "model.view_prompts"),
+        (["method=promptbert", "model.prompt=query: "], "model.prompt"),
+        (["method=sncse", "augmentation=negation", "model.view_prompts=[a: ]"], "model.view_prompts"),
+        (["method=promptbert", "pooler=mask"], "pooler"),
+        (["method=is_bert", "model.prompt=query: "], "model.prompt"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
@@ -278,6 +290,12 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["method=sg_opt", "data=stsb_sentences", "method.stsb_splits=[train]"],
         ["method=is_bert", "data=nli_sentences", "method.snli_splits=[dev]"],
         ["method=sbert", "data=snli_labeled", "method.nli_splits=[dev]"],
+        ["data=wiki1m_head", "method=simcse", "pooler=avg", "model.prompt=query: ", "model.include_prompt=false"],
+        ["data=wiki1m_head", "method=simcse", "model.view_prompts=[a: ,b: ]"],
+        ["data=wiki1m_head", "method=simcse", "pooler=mask", "model.prompt_period=promptbert"],
+        ["mode=eval", "pooler=prompt_last", "model.prompt='Say \"[X]\" in one word:\"'"],
+        ["data=wiki1m_head", "method=promptbert", "method.second_template='It \"[X]\" is [MASK].'"],
+        ["data=wiki1m_head", "method=sncse", "augmentation=negation", "loss.bml_weight=0.01"],
     ],
 )
 def test_setting_dependent_keys_act_where_their_setting_allows(

@@ -308,7 +308,9 @@ class SentenceEncoder(nn.Module):
     ) -> torch.Tensor:
         """Embed a tokenized batch: (B, T) features -> (B, H) vectors."""
         outputs = self.token_states(features, inputs_embeds)
-        return self.pool_outputs(outputs, features["attention_mask"], apply_mlp, features.get("prompt_layout"))
+        if "prompt_layout" in features:  # prompted inputs (a subclass's own pooling may not take the keyword)
+            return self.pool_outputs(outputs, features["attention_mask"], apply_mlp, prompt_layout=features["prompt_layout"])
+        return self.pool_outputs(outputs, features["attention_mask"], apply_mlp)
 
     def cache_identity(self, backend: str, precision: str) -> dict[str, Any]:
         """Everything this encoder's embeddings depend on, for the embedding cache's key.
@@ -454,8 +456,8 @@ class SentenceEncoder(nn.Module):
                     outputs.last_hidden_state = outputs.last_hidden_state.to(device)
                     if outputs.hidden_states is not None:
                         outputs.hidden_states = tuple(h.to(device) for h in outputs.hidden_states)
-                    vectors = self.pool_outputs(outputs, features["attention_mask"],
-                                                prompt_layout=features.get("prompt_layout"))
+                    layout = {"prompt_layout": features["prompt_layout"]} if "prompt_layout" in features else {}
+                    vectors = self.pool_outputs(outputs, features["attention_mask"], **layout)
                 else:
                     vectors = self(features)
             out[idx] = vectors.float().cpu().numpy()
