@@ -38,7 +38,7 @@ class ModelConfig:
     prompt: str = ""  # prefix ("query: ") or [X] template around every sentence, training and evaluation (cl_bench/models/prompts.py)
     view_prompts: list[str] = field(default_factory=list)  # one prompt per view/column in training (last one repeats); [] = model.prompt
     include_prompt: bool = True  # false: averaging poolers leave the prompt's tokens out (sentence-transformers' include_prompt)
-    prompt_period: str = "none"  # none | promptbert | sncse: the final period each recipe's code adds (cl_bench/models/prompts.py)
+    prompt_period: str = "none"  # none | promptbert | sncse | prompteol: the final period each recipe's code adds (cl_bench/models/prompts.py)
 
 
 @dataclass

@@ -97,6 +97,9 @@ def test_period_rules() -> None:
     assert with_period("a dog", "sncse", training=True) == "a dog ."
     assert with_period("a dog;", "sncse", training=False) == "a dog;"  # any string.punctuation ends it
     assert with_period("a dog", "none", training=False) == "a dog"
+    assert with_period('is it "ok"?', "prompteol", training=False) == "is it 'ok'."
+    assert with_period("a dog", "prompteol", training=False) == "a dog."
+    assert with_period("a dog", "prompteol", training=True) == "a dog"
 
 
 def test_index_and_pool_mask_on_left_padded_rows() -> None:

@@ -45,8 +45,10 @@ DEFAULT_TEMPLATES = {"mask": PROMPTBERT_TEMPLATE, "prompt_last": PROMPTEOL_TEMPL
 #: * ``promptbert``: at evaluation only, ``.`` appended unless the sentence ends in . ? " '
 #:   (Prompt-BERT evaluation.py's batcher; its training appends nothing);
 #: * ``sncse``: in training and evaluation, `` .`` appended unless the sentence ends in any of
-#:   ``string.punctuation`` (SNCSE train_SNCSE.py and bert_prediction.py).
-PERIOD_RULES = ("none", "promptbert", "sncse")
+#:   ``string.punctuation`` (SNCSE train_SNCSE.py and bert_prediction.py);
+#: * ``prompteol``: at evaluation only, as ``promptbert``, then ``"`` -> ``'`` and a final ``?`` -> ``.``
+#:   (kongds/scaling_sentemb evaluation.py l.197-200).
+PERIOD_RULES = ("none", "promptbert", "sncse", "prompteol")
 _LAYOUT_FIELDS = 5
 
 
@@ -78,6 +80,9 @@ def with_period(sentence: str, rule: str, training: bool) -> str:
         return sentence + "."
     if rule == "sncse" and stripped and stripped[-1] not in string.punctuation:
         return sentence + " ."
+    if rule == "prompteol" and not training:
+        sentence = with_period(sentence, "promptbert", training=False).replace('"', "'")
+        return sentence[:-1] + "." if sentence.endswith("?") else sentence
     return sentence
 
 
