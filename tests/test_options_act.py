@@ -44,6 +44,7 @@ METHOD_DATA = {
     "byol": ("corpus", {"method.projection": [16, 8]}),
     "swav": ("corpus", {"method.projection": [16, 8], "method.num_prototypes": 5}),
     "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
+    "mixcse": ("corpus", {}),
 }
 #: losses that read another data set than their method's default one
 LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
