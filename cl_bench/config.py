@@ -449,12 +449,27 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         if "augmentation" in cls.uses:
             check_target_node(cfg.augmentation, "augmentation")
             check_workers_can_augment(cfg)
+        check_option_values(cfg, cls)
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
         except ValueError as err:
             raise ConfigError(str(err)) from err
     check_overrides_act(cfg, overrides)
+
+
+def check_option_values(cfg: DictConfig, cls: type) -> None:
+    """Value checks that a loss or augmentation declares (a ``check_config(values)`` attribute of its target,
+    e.g. word repetition's ``dup_type``, MixCSE's ``lambd``), run before any model loads."""
+    for group in ("loss", "augmentation"):
+        if group not in cls.uses or not cfg[group].get("_target_"):
+            continue
+        check = getattr(_import_target(str(cfg[group]._target_), group), "check_config", None)
+        if check is not None:
+            try:
+                check(_values(cfg[group]))
+            except ValueError as err:
+                raise ConfigError(str(err)) from err
 
 
 def check_workers_can_augment(cfg: DictConfig) -> None:

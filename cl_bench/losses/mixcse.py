@@ -66,10 +66,7 @@ def mixcse(
     """
     if labels is not None:
         raise ValueError("loss=mixcse: labels are not supported (the mixed negatives follow the batch's pair order)")
-    if not 0.0 <= lambd <= 1.0:
-        raise ValueError(f"loss.lambd must be in [0, 1], got {lambd}")
-    if mask_positive_mix not in MASK_POSITIVE_MIX:
-        raise ValueError(f"loss.mask_positive_mix: unknown '{mask_positive_mix}'; valid: {', '.join(MASK_POSITIVE_MIX)}")
+    check_config({"lambd": lambd, "mask_positive_mix": mask_positive_mix})
     check_inputs(anchors, positives, hard_negatives)
     a, p = working_precision(anchors), working_precision(positives)
     n = a.shape[0]
@@ -88,3 +85,16 @@ def mixcse(
         mixed_anchors = mixed_anchors.masked_fill(holds_positive[1], float("-inf"))
     logits = torch.cat([*blocks, mixed_positives, mixed_anchors], dim=1)
     return F.cross_entropy(logits, torch.arange(n, device=a.device))
+
+
+def check_config(values: dict) -> None:
+    """One-line errors naming ``loss.lambd`` / ``loss.mask_positive_mix`` (also run before any model loads)."""
+    lambd = values.get("lambd", 0.2)
+    if not 0.0 <= float(lambd) <= 1.0:
+        raise ValueError(f"loss.lambd must be in [0, 1], got {lambd}")
+    mask = values.get("mask_positive_mix", "zero")
+    if mask not in MASK_POSITIVE_MIX:
+        raise ValueError(f"loss.mask_positive_mix: unknown '{mask}'; valid: {', '.join(MASK_POSITIVE_MIX)}")
+
+
+mixcse.check_config = check_config  # type: ignore[attr-defined]  # read by cl_bench.config before any model loads
