@@ -46,6 +46,7 @@ METHOD_DATA = {
     "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
     "mixcse": ("corpus", {}),
     "esimcse": ("corpus", {"method.neg_size": 8}),
+    "diffcse": ("corpus", {"method.generator": None}),  # null: the tiny encoder's checkpoint as the generator
 }
 #: losses that read another data set than their method's default one
 LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
