@@ -502,12 +502,7 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         if "augmentation" in cls.uses:
             check_target_node(cfg.augmentation, "augmentation")
             check_workers_can_augment(cfg)
-            check_augmentation = getattr(_import_target(str(cfg.augmentation._target_), "augmentation"), "check_config", None)
-            if check_augmentation is not None:  # an augmentation's own value checks (cl_bench/augment/negation.py)
-                try:
-                    check_augmentation(_values(cfg.augmentation))
-                except ValueError as err:
-                    raise ConfigError(str(err)) from err
+        check_option_values(cfg, cls)
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
@@ -517,6 +512,20 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         except ValueError as err:
             raise ConfigError(str(err)) from err
     check_overrides_act(cfg, overrides)
+
+
+def check_option_values(cfg: DictConfig, cls: type) -> None:
+    """Value checks that a loss or augmentation declares (a ``check_config(values)`` attribute of its target,
+    e.g. word repetition's ``dup_type``, MixCSE's ``lambd``), run before any model loads."""
+    for group in ("loss", "augmentation"):
+        if group not in cls.uses or not cfg[group].get("_target_"):
+            continue
+        check = getattr(_import_target(str(cfg[group]._target_), group), "check_config", None)
+        if check is not None:
+            try:
+                check(_values(cfg[group]))
+            except ValueError as err:
+                raise ConfigError(str(err)) from err
 
 
 def check_workers_can_augment(cfg: DictConfig) -> None:

@@ -90,3 +90,47 @@ def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> N
     seen = [(cfg.method.mlm_weight, cfg.method.mlm_mode)
             for cfg in (job_config(job, data_dir, tiny_bert) for job in sweep_jobs("ablation_mlm_weight"))]
     assert seen == [(0.0, "clean"), (0.01, "masked"), (0.1, "masked"), (1.0, "masked")]
+
+
+def _word_embedding_grad_of_mlm_loss(method) -> tuple[torch.Tensor, torch.Tensor]:
+    """The MLM term's gradient on the word embeddings, and the token ids of the MLM pass's inputs."""
+
+    def mlm_backward() -> dict[str, torch.Tensor]:
+        terms = method.training_step(BATCH)
+        terms["loss_mlm"].backward()
+        return terms
+
+    torch.manual_seed(0)
+    method.zero_grad()
+    _, inputs = _backbone_inputs(method, mlm_backward)
+    return method.encoder.backbone.get_input_embeddings().weight.grad, inputs
+
+
+def test_untied_mode_is_the_latest_official_recipe(tiny_bert) -> None:
+    """mlm_mode=untied (SimCSE's BertForCL at 49fa580): clean contrastive inputs, a separately masked MLM pass,
+    and an untied decoder copied from the checkpoint's LM head: the word embeddings' gradient from the MLM
+    term then has no LM-decoder part (rows of tokens absent from the MLM inputs get exactly zero), whereas
+    the tied head of mlm_mode=clean sends a gradient to every vocabulary row."""
+    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="untied")
+    method.train()
+    torch.manual_seed(0)
+    contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
+    assert torch.equal(contrastive, method.tokenize(BATCH + BATCH)["input_ids"])  # clean views
+    assert not torch.equal(contrastive, mlm)  # the MLM pass sees a masked copy
+    word_embeddings = method.encoder.backbone.get_input_embeddings().weight
+    decoder = _lm_decoder(method)
+    assert decoder.data_ptr() != word_embeddings.data_ptr() and id(decoder) in {id(p) for p in method.parameters()}
+    torch.testing.assert_close(decoder.detach(), word_embeddings.detach())  # a copy of the checkpoint's head
+
+    for mode, expect_decoder_part in (("untied", False), ("clean", True)):
+        method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode=mode)
+        method.train()
+        grad, inputs = _word_embedding_grad_of_mlm_loss(method)
+        absent = torch.ones(grad.shape[0], dtype=torch.bool)
+        absent[inputs.unique()] = False
+        assert absent.any()
+        if expect_decoder_part:
+            assert grad[absent].abs().sum() > 0, mode
+        else:
+            assert torch.count_nonzero(grad[absent]) == 0, mode
+            assert _lm_decoder(method).grad is not None and _lm_decoder(method).grad.abs().sum() > 0

@@ -46,6 +46,9 @@ METHOD_DATA = {
     "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
     "promptbert": ("corpus", {}),
     "sncse": ("corpus", {"augmentation": {"_target_": "cl_bench.augment.negation.Negation", "source": "rules", "file": None}}),
+    "mixcse": ("corpus", {}),
+    "esimcse": ("corpus", {"method.neg_size": 8}),
+    "diffcse": ("corpus", {"method.generator": None}),  # null: the tiny encoder's checkpoint as the generator
 }
 #: losses that read another data set than their method's default one
 LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
@@ -209,7 +212,9 @@ def test_each_accepted_option_acts_in_a_training_step(
         if built.loss_fn is not None:
             built.loss_fn = _spy(calls, f"loss={cfg.loss.name}", built.loss_fn)
         if built.augmentation is not None:
-            for hook in ("augment_text", "augment_inputs"):
+            for hook in ("augment_text", "augment_inputs", "repeat_token_ids"):  # the last: word repetition's ids
+                if not hasattr(built.augmentation, hook):
+                    continue
                 setattr(built.augmentation, hook, _spy(calls, f"augmentation={name}", getattr(built.augmentation, hook)))
         items = built.read_corpus(cfg.data.train_file)
         batch = next(iter(built.batches(items, 4, torch.Generator().manual_seed(0))))

@@ -302,10 +302,15 @@ class MomentumMethod(Method):
                 target.mul_(self.momentum).add_(source.detach(), alpha=1.0 - self.momentum)
 
     # ----- queue ------------------------------------------------------------------------------
-    def init_queue(self, size: int, dim: int) -> None:
-        """A queue of ``size`` keys of width ``dim``, random unit vectors at first (as MoCo)."""
-        self.register_buffer("queue", F.normalize(torch.randn(size, dim), dim=1))
+    def init_queue(self, size: int, dim: int, start_empty: bool = False) -> None:
+        """A queue of ``size`` keys of width ``dim``, random unit vectors at first (as MoCo); with
+        ``start_empty`` it holds no key at first and grows to ``size`` (ESimCSE's official queue):
+        :meth:`queued_keys` then returns only the keys enqueued so far."""
+        start = torch.zeros(size, dim) if start_empty else F.normalize(torch.randn(size, dim), dim=1)
+        self.register_buffer("queue", start)
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
+        if start_empty:  # only then: CERT's checkpoints keep their keys
+            self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
@@ -318,11 +323,20 @@ class MomentumMethod(Method):
         rows = (self.queue_ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
         self.queue[rows] = keys.to(self.queue.dtype)
         self.queue_ptr.add_(keys.shape[0]).remainder_(size)
+        if hasattr(self, "queue_filled"):
+            self.queue_filled.add_(keys.shape[0]).clamp_(max=size)
 
     def queue_in_order(self) -> torch.Tensor:
         """The queued keys from oldest to newest (K, dim)."""
         ptr = int(self.queue_ptr)
         return torch.cat([self.queue[ptr:], self.queue[:ptr]])
+
+    def queued_keys(self) -> torch.Tensor:
+        """The keys enqueued so far, oldest first: the whole queue, or fewer rows while a queue made with
+        ``start_empty`` is filling up."""
+        ordered = self.queue_in_order()
+        filled = int(self.queue_filled) if hasattr(self, "queue_filled") else ordered.shape[0]
+        return ordered[ordered.shape[0] - filled:]
 
     def on_after_step(self) -> None:
         """After the optimizer step: move the momentum copies, then enqueue this step's keys."""

@@ -33,7 +33,8 @@ class SimCSE(Method):
         mlm_weight: λ of the auxiliary MLM loss (0 disables it and loads no MLM head).
         mlm_probability: fraction of tokens masked for the MLM loss.
         mlm_mode: ``clean`` (contrastive views from the clean inputs, LM head tied) or ``masked`` (SimCSE's
-            official code before its PR #121: the views are the MLM-masked inputs, LM head untied);
+            official code before its PR #121: the views are the MLM-masked inputs, LM head untied) or
+            ``untied`` (its latest code: clean views, LM head untied);
             see :mod:`cl_bench.models.mlm`. Needs ``mlm_weight > 0`` when ``masked``.
         augment_both_views: apply the text augmentation to both views (else only to the second).
         fixed_dropout_mask: encode the two views with the *same* dropout mask (Table 3 "fixed 0.1":

@@ -41,8 +41,9 @@ class SupervisedSimCSE(Method):
             accepts 2-column files.
         mlm_weight: λ of the auxiliary MLM loss on all sentences of the batch (0 = off).
         mlm_probability: fraction of tokens masked for the MLM loss.
-        mlm_mode: ``clean`` or ``masked`` (SimCSE's official code before PR #121: all three sentences'
-            contrastive inputs are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
+        mlm_mode: ``clean``, ``untied`` (SimCSE's latest code: clean inputs, LM head untied) or
+            ``masked`` (SimCSE's official code before PR #121: all three sentences' contrastive inputs
+            are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
     """
 
     name = "simcse_sup"

@@ -12,6 +12,11 @@ Two modes (``method.mlm_mode``):
   (``BertForCL.lm_head = BertLMPredictionHead``) is not tied to the word embeddings: train.py copies
   BERT's pretrained ``cls.predictions`` weights into it (RoBERTa's ``lm_head`` loads from the
   checkpoint), then both train apart.
+* ``untied``: SimCSE's training code at its latest commit (49fa580, after PR #121): the contrastive
+  views are the clean inputs and the MLM loss uses a separately masked copy (``mlm_input_ids``,
+  train.py l. 485), while ``BertForCL.lm_head`` is still its own ``BertLMPredictionHead`` (simcse/models.py
+  l. 284) loaded from the checkpoint's ``cls.predictions`` (train.py l. 373): clean inputs *and* an
+  untied decoder, so the word embeddings get no gradient through the LM decoder.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from torch import nn
 
 from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
 
-MLM_MODES: tuple[str, ...] = ("clean", "masked")
+MLM_MODES: tuple[str, ...] = ("clean", "masked", "untied")
 #: key of the MLM labels in a features dict whose ``input_ids`` were masked for the contrastive views too
 MLM_LABELS = "mlm_labels"
 
@@ -31,8 +36,9 @@ class MLMHead(nn.Module):
 
     The LM head is loaded from ``name_or_path`` when the checkpoint has one, else freshly
     initialised (e.g. sentence-tuned checkpoints saved as a bare ``BertModel``). In ``clean`` mode its
-    decoder is tied to the shared word embeddings; in ``masked`` mode (SimCSE's official code) the
-    decoder is its own parameter, a copy of the pretrained decoder weights.
+    decoder is tied to the shared word embeddings; in ``masked`` and ``untied`` modes (SimCSE's official
+    code before and after its PR #121) the decoder is its own parameter, a copy of the pretrained
+    decoder weights.
     """
 
     def __init__(
@@ -66,7 +72,7 @@ class MLMHead(nn.Module):
 
     def contrastive_inputs(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The features the contrastive views are encoded from: masked (with their labels) in ``masked`` mode."""
-        if self.mode == "clean":
+        if self.mode != "masked":  # clean and untied: the views see the clean inputs
             return features
         inputs, labels = self.mask(features["input_ids"])
         return dict(features, input_ids=inputs, **{MLM_LABELS: labels})

@@ -1,0 +1,118 @@
+"""ESimCSE (Wu et al., COLING 2022): SimCSE whose positive is the sentence with repeated words, plus a
+momentum-encoder queue of extra negatives.
+
+As the official code ran it (caskcsg/sentemb ESimCSE at 5eeec55: train.py ``prepare_features``,
+esimcse/models.py ``cl_forward`` l. 96-293, esimcse/trainers.py ``compute_loss`` l. 613-636):
+
+* the two views are the sentence (first) and its word repetition (second; ``augmentation=word_repetition``,
+  whose ``bpe`` rule is applied here to the token ids exactly as the official ``prepare_features``), encoded in
+  one pass with dropout;
+* the loss is InfoNCE of the first view against the second views *and* the queue: the queue's keys are passed
+  to the configured pair loss as extra negatives of every anchor (the ``hard_negatives`` argument);
+* after the loss, the momentum encoder (dropout off, no gradient) encodes the first view; pooled and put through
+  the *online* MLP head (the official ``cls.mlp``), these keys join the queue, which keeps the last
+  ``neg_size``. The queue starts empty (the first step has in-batch negatives only), as the official
+  ``pre_z1 = None``.
+* θ_m ← m·θ_m + (1−m)·θ after every optimizer step (:class:`~cl_bench.methods.base.MomentumMethod`); the
+  official code updates at the start of the next forward pass, with the same parameters.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from cl_bench.methods.base import (
+    MethodContext,
+    MomentumMethod,
+    RunSetting,
+    TextViews,
+    check_ranges,
+    encode_views,
+    tokenize_groups,
+)
+from cl_bench.models.poolers import needs_hidden_states
+
+
+class ESimCSE(MomentumMethod):
+    """Word-repetition positives and a queue of momentum-encoded negatives.
+
+    Args:
+        context: shared build context (a pair loss; the queue is its ``hard_negatives`` argument).
+        momentum: m of the momentum encoder (ESimCSE run.sh: 0.995).
+        neg_size: how many past keys the queue holds (run.sh: 160 for BERT-base; 0 turns the queue off).
+    """
+
+    name = "esimcse"
+    uses = frozenset({"loss", "augmentation", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "ESimCSE: word-repetition positive (augmentation=word_repetition), momentum-encoder queue of extra negatives"
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        check_ranges(values, {
+            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+            "neg_size": (lambda v: v >= 0, ">= 0"),
+        })
+
+    @classmethod
+    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        if int(values.get("neg_size", 160) or 0) == 0:
+            return {"momentum": "method.neg_size is 0 (no queue, no momentum encoder); set method.neg_size > 0"}
+        return {}
+
+    def __init__(self, context: MethodContext, momentum: float = 0.995, neg_size: int = 160) -> None:
+        super().__init__(context, momentum)
+        self.neg_size = int(neg_size)
+        self.key_backbone = None
+        if self.neg_size > 0:
+            # the momentum copy of the backbone only: keys go through the online pooler and MLP, as the official
+            self.key_backbone = self.momentum_copy(self.encoder.backbone)
+            self.init_queue(self.neg_size, self.encoder.hidden_size, start_empty=True)
+
+    def train(self, mode: bool = True) -> ESimCSE:
+        """Train mode for the online encoder; the momentum encoder always runs without dropout."""
+        super().train(mode)
+        if self.key_backbone is not None:
+            self.key_backbone.eval()
+        return self
+
+    # ----- views ------------------------------------------------------------------------------
+    def prepare(self, items: list[str], rng: random.Random) -> TextViews:
+        """The sentence and its augmented view, tokenized together. Word repetition's ``bpe`` rule acts on the
+        token ids (the official inputs exactly); a text augmentation rewrites the second view's text."""
+        aug, sentences = self.augmentation, list(items)
+        if aug is not None and getattr(aug, "token_level", False):
+            tokenizer = self.encoder.tokenizer
+            ids = tokenizer(sentences, truncation=True, max_length=self.encoder.max_length)["input_ids"]
+            rows = list(ids) + aug.repeat_token_ids(ids, rng)
+            padded = tokenizer.pad({"input_ids": rows}, padding=True, return_tensors="pt")
+            features = {"input_ids": padded["input_ids"], "attention_mask": padded["attention_mask"]}
+            if "token_type_ids" in tokenizer.model_input_names:
+                features["token_type_ids"] = torch.zeros_like(padded["input_ids"])
+            return TextViews(len(sentences), features)
+        if aug is None or aug.embedding_level:
+            return tokenize_groups(self.encoder, (sentences, sentences))
+        return tokenize_groups(self.encoder, (sentences, aug.augment_text(sentences, rng)))
+
+    # ----- training ---------------------------------------------------------------------------
+    def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
+        views = self.prepared(batch)
+        features, n = self.to_device(views.features), views.size
+        z = encode_views(self.encoder, self.augmentation, features, n, self.rng)  # cutoffs: second view only
+        z1, z2 = z[:n], z[n:]
+        if self.key_backbone is None:
+            return {"loss": self.loss_fn(z1, z2)}
+        queued = self.queued_keys()
+        loss = self.loss_fn(z1, z2, queued.to(z2.dtype)) if queued.shape[0] else self.loss_fn(z1, z2)
+        self.pending_keys = self.momentum_keys({k: v[:n] for k, v in features.items()})
+        return {"loss": loss, "queue_size": torch.tensor(float(queued.shape[0]))}
+
+    @torch.no_grad()
+    def momentum_keys(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The first views through the momentum backbone (dropout off), then the online pooler and MLP head."""
+        kwargs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        outputs = self.key_backbone(**kwargs, output_hidden_states=needs_hidden_states(self.encoder.pooler), return_dict=True)
+        return self.encoder.pool_outputs(outputs, features["attention_mask"], apply_mlp=True).detach()
