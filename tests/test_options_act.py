@@ -46,7 +46,8 @@ METHOD_DATA = {
     "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
 }
 #: losses that read another data set than their method's default one
-LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
+LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest", "cosent": "stsb_train",
+             "angle": "stsb_train", "angle_nli": "nli_snli_devtest"}
 CORPUS = [
     "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
     "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
