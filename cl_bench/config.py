@@ -85,6 +85,8 @@ class TrainConfig:
     early_stopping_rule: str = "no_gain"  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
     final_weights: str = "best"  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
     gradcache_chunk: int = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
+    matryoshka_dims: list[int] | None = None  # Matryoshka: the loss summed over these embedding prefix sizes (cl_bench/losses/matryoshka.py)
+    matryoshka_weights: list[float] | None = None  # one weight per size (null: 1 each)
 
 
 @dataclass
@@ -107,6 +109,7 @@ class EvalConfig:
     cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first
     postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
     flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
+    truncate_dim: int | None = None  # score the first K embedding dimensions only (Matryoshka; null = all)
 
 
 @dataclass
@@ -297,6 +300,41 @@ def check_prompt_options(cfg: DictConfig) -> None:
             check_prompt(str(prompt), "model.view_prompts", pooler)
     except ValueError as err:
         raise ConfigError(str(err)) from err
+def check_matryoshka(cfg: DictConfig) -> None:
+    """``train.matryoshka_dims``/``_weights``: valid sizes, and a loss that takes embeddings (before any model loads)."""
+    dims = cfg.train.get("matryoshka_dims")
+    if dims is None:
+        return
+    from cl_bench.losses.matryoshka import EMBEDDING_KINDS, check_dims
+
+    weights = cfg.train.get("matryoshka_weights")
+    try:
+        check_dims(list(dims), None if weights is None else list(weights))
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    cls = method_class(cfg)
+    name = cfg.method.get("name", cls.__name__)
+    if "loss" not in cls.uses:
+        raise ConfigError(f"train.matryoshka_dims: method={name} has no loss to wrap")
+    kind = getattr(loss_function(cfg), "loss_kind", None)
+    if kind not in EMBEDDING_KINDS:
+        raise ConfigError(
+            f"train.matryoshka_dims: loss={cfg.loss.get('name')} of method={name} is a {kind} loss, which does not "
+            f"take sentence embeddings (Matryoshka wraps {', '.join(EMBEDDING_KINDS)} losses)"
+        )
+    width = _model_width(str(cfg.model.name_or_path))
+    if width is not None and max(dims) > width:
+        raise ConfigError(f"train.matryoshka_dims: {max(dims)} exceeds the model's embedding width {width}")
+
+
+def _model_width(name_or_path: str) -> int | None:
+    """The checkpoint's hidden size from its config file alone (None when it cannot be read offline)."""
+    try:
+        from transformers import AutoConfig
+
+        return int(AutoConfig.from_pretrained(name_or_path, local_files_only=True).hidden_size)
+    except Exception:  # not cached locally, or no hidden_size: the loss checks the width at its first call
+        return None
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
@@ -431,9 +469,11 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     if not cfg.eval.align_uniform:
         inert["eval.align_uniform_split"] = "eval.align_uniform is false"
     tasks = [str(t) for t in cfg.eval.tasks]
+    if cfg.mode == "train" and cfg.train.get("matryoshka_dims") is None:
+        inert.setdefault("train.matryoshka_weights", "train.matryoshka_dims is null (no Matryoshka loss)")
     if tasks and not split_tasks(tasks)[0]:
         for key in ("eval.align_uniform", "eval.align_uniform_split", "eval.anisotropy", "eval.postprocess",
-                    "eval.whitening", "eval.flow"):
+                    "eval.whitening", "eval.flow", "eval.truncate_dim"):
             inert[key] = "only cl-bench's own tasks use it; eval.tasks has only mteb: tasks"
     postprocess = cfg.eval.postprocess
     if postprocess != "whitening":
@@ -511,6 +551,12 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
                 check_setting(run_setting(cfg, cls))
         except ValueError as err:
             raise ConfigError(str(err)) from err
+        check_matryoshka(cfg)
+    truncate_dim = cfg.eval.get("truncate_dim")
+    if isinstance(truncate_dim, int) and not isinstance(truncate_dim, bool):
+        width = _model_width(str(cfg.model.name_or_path))
+        if width is not None and truncate_dim > width:
+            raise ConfigError(f"eval.truncate_dim: {truncate_dim} exceeds the model's embedding width {width}")
     check_overrides_act(cfg, overrides)
 
 

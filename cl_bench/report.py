@@ -330,8 +330,13 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
     return SweepTable(keys, metric, pd.DataFrame(rows), table_runs)
 
 
+def _missing(value: Any) -> bool:
+    """None, or the NaN pandas puts in its place in a column (a key a run did not set)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _same(a: Any, b: Any) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and values_equal(a, b))
+    return (_missing(a) and _missing(b)) or (not _missing(a) and not _missing(b) and values_equal(a, b))
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -425,6 +430,39 @@ def plot_sweep(table: SweepTable, path: Path) -> Path:
     ax.set_xlabel(first or "")
     ax.set_ylabel(f"{table.metric} (mean ± std over seeds)")
     ax.set_title(f"Sweep over {' × '.join(table.keys) or 'no varied key'}", fontsize=9)
+    return _finish(fig, ax, path)
+
+
+#: the evaluation key whose value is the number of embedding dimensions scored (Matryoshka prefixes)
+TRUNCATE_KEY = "eval.truncate_dim"
+
+
+def plot_truncation(table: SweepTable, path: Path) -> Path | None:
+    """Score against embedding dimension: x = ``eval.truncate_dim``, y = ``sts_avg`` (else the sweep's metric),
+    mean ± std over seeds, one line per combination of the other swept keys (a Matryoshka run beside a plain
+    one). None when the sweep does not vary ``eval.truncate_dim``."""
+    if TRUNCATE_KEY not in table.keys:
+        return None
+    runs = table.runs[(table.runs["status"] == "FINISHED") & table.runs[TRUNCATE_KEY].notna()]
+    column = "sts_avg" if runs["sts_avg"].notna().any() else "value"
+    runs = runs[runs[column].notna()]
+    if runs.empty:
+        return None
+    plt = _pyplot()
+    others = [k for k in table.keys if k != TRUNCATE_KEY]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    series = sorted({tuple(r[k] for k in others) for r in runs.to_dict("records")}, key=lambda c: [_sort_key(v) for v in c])
+    for combo in series:
+        mine = runs[[all(_same(r[k], v) for k, v in zip(others, combo, strict=True)) for r in runs.to_dict("records")]]
+        dims = sorted({float(d) for d in mine[TRUNCATE_KEY]})
+        stats = [_mean_std(mine[mine[TRUNCATE_KEY].astype(float) == d][column]) for d in dims]
+        label = ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(others, combo, strict=True)) or "all runs"
+        ax.errorbar(dims, [m for m, _ in stats], yerr=[0.0 if math.isnan(s) else s for _, s in stats], fmt="o-",
+                    capsize=4, markersize=6, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("embedding dimensions scored (eval.truncate_dim)")
+    ax.set_ylabel(f"{'sts_avg' if column == 'sts_avg' else table.metric} (mean ± std over seeds)")
+    ax.set_title("Score against embedding dimension", fontsize=9)
     return _finish(fig, ax, path)
 
 
@@ -528,6 +566,10 @@ def write_report(
     sweep_png = plot_sweep(sweep, out / "sweep.png")
     files = [sweep_csv, sweep_png]
     lines += [f"![sweep]({sweep_png.name})", ""]
+    truncation = plot_truncation(sweep, out / "truncation.png")
+    if truncation is not None:
+        files.append(truncation)
+        lines += ["## Score against embedding dimension", "", f"![score vs dimension]({truncation.name})", ""]
     placed_in: dict[str, list[str]] = {run_id: [] for run_id in sweep.runs["run_id"]}
     placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
     for run_id in placed["run_id"]:

@@ -51,7 +51,8 @@ METHOD_DATA = {
     "diffcse": ("corpus", {"method.generator": None}),  # null: the tiny encoder's checkpoint as the generator
 }
 #: losses that read another data set than their method's default one
-LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest"}
+LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest", "cosent": "stsb_train",
+             "angle": "stsb_train", "angle_nli": "nli_snli_devtest"}
 CORPUS = [
     "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
     "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
@@ -463,3 +464,41 @@ def test_readme_option_tables_match_cl_bench_list() -> None:
     assert listed_losses == {name: catalog.loss_kind_of(path) for name, path in catalog.options("loss").items()}
     augmentations = re.search(r"`augmentation=` (.+?) \(for", section, re.S).group(1)
     assert sorted(a.strip() for a in augmentations.replace("\n", " ").split("·")) == AUGMENTATIONS
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 23's keys: Matryoshka, truncated evaluation (and GIST's guide, below), for every method and loss
+# ------------------------------------------------------------------------------------------------
+def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
+    """``train.matryoshka_dims`` with every method x accepted loss: accepted exactly where the loss takes
+    embeddings, else one line naming the key; ``eval.truncate_dim`` acts on every method (rejected above the width)."""
+    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
+
+    from cl_bench.config import method_class
+
+    accepted = rejected = 0
+    kinds = {loss: catalog.loss_kind_of(path) for loss, path in catalog.options("loss").items()}
+    for method in METHODS:
+        base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
+        calls = method_class(base).loss_kinds
+        one_per_kind = {kinds[loss]: loss for loss in reversed(LOSSES) if kinds[loss] in calls}  # every kind it calls
+        for loss in one_per_kind.values():
+            cfg = _with_option(base, "loss", loss)
+            assert _verdict(cfg, [f"loss={loss}"]) is None, (method, loss)
+            with open_dict(cfg):
+                cfg.train.matryoshka_dims = [16, 8]
+                cfg.train.matryoshka_weights = [1.0, 0.5]
+            error = _verdict(cfg, ["train.matryoshka_dims=[16,8]", "train.matryoshka_weights=[1,0.5]"])
+            if kinds[loss] in EMBEDDING_KINDS:
+                assert error is None, (method, loss, error)
+                accepted += 1
+            else:
+                assert error and error.startswith("train.matryoshka_dims: ") and "\n" not in error, (method, loss, error)
+                rejected += 1
+        for dim, ok in ((16, True), (33, False)):
+            cfg = base.copy()
+            with open_dict(cfg):
+                cfg.eval.truncate_dim = dim
+            error = _verdict(cfg, [f"eval.truncate_dim={dim}"])
+            assert (error is None) == ok and (ok or error.startswith("eval.truncate_dim: ")), (method, dim, error)
+    assert accepted and rejected

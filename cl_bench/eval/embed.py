@@ -43,6 +43,18 @@ class EmbeddingTable:
     def __len__(self) -> int:
         return len(self.index)
 
+    def truncate(self, dim: int | None) -> None:
+        """Keep the first ``dim`` coordinates of every embedding (``eval.truncate_dim``; None keeps all).
+
+        Raises:
+            ValueError: ``dim`` exceeds the embedding width.
+        """
+        if dim is None:
+            return
+        if dim > self.width:
+            raise ValueError(f"eval.truncate_dim: {dim} exceeds the embedding width {self.width}")
+        self.vectors = np.ascontiguousarray(self.vectors[:, :dim])
+
     @property
     def width(self) -> int:
         """Embedding width H."""

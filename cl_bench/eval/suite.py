@@ -245,6 +245,7 @@ def evaluate(
     cache_size_gb: float = 20.0,
     postprocess: str = "none",
     flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
+    truncate_dim: int | None = None,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -268,6 +269,8 @@ def evaluate(
         cache_size_gb: prune the cache folder to this size.
         postprocess: ``none`` | ``whitening`` | ``flow`` (:mod:`cl_bench.eval.postprocess`).
         flow: BERT-flow's options (:class:`cl_bench.eval.flow.FlowOptions` fields).
+        truncate_dim: score only the first K coordinates of every embedding (a Matryoshka prefix), in every
+            task, the geometry metrics and any post-processing; None scores all.
 
     Returns:
         Flat ``{metric name: value}`` (see the module docstring for the names).
@@ -294,6 +297,7 @@ def evaluate(
         cache_size_gb=cache_size_gb,
         postprocess=postprocess,
         flow=flow,
+        truncate_dim=truncate_dim,
     )
     post = build_postprocess(postprocess, whitening, flow)
     per_task = post is not None and post.fits_per_task
@@ -311,6 +315,10 @@ def evaluate(
     with encoding(settings):
         announce_cost(encoder, sentences, batch_size, resolved)
         table = EmbeddingTable(encoder, sentences, batch_size)
+        try:
+            table.truncate(truncate_dim)
+        except ValueError as err:
+            raise EvalConfigError(str(err)) from err
         if post is not None:
             post.prepare(table, corpus)
 

@@ -135,6 +135,7 @@ def check_eval_config(
     cache_size_gb: float = 20.0,
     postprocess: str = "none",
     flow: Any = None,
+    truncate_dim: int | None = None,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -161,6 +162,7 @@ def check_eval_config(
         cache: ``eval.cache``.
         cache_dir: ``eval.cache_dir`` (None: the default cache folder).
         cache_size_gb: ``eval.cache_size_gb`` (> 0).
+        truncate_dim: ``eval.truncate_dim`` (None or the number of leading dimensions scored, >= 1).
         **unknown: anything else is an error (a misspelled key).
 
     Returns:
@@ -172,7 +174,8 @@ def check_eval_config(
     if unknown:
         valid = (
             "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, "
-            "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb, postprocess, flow"
+            "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb, postprocess, flow, "
+            "truncate_dim"
         )
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
@@ -194,6 +197,8 @@ def check_eval_config(
         raise EvalConfigError(
             f"eval.whitening: must be null or the number of kept dimensions >= 1, got {whitening!r}"
         )
+    if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1):
+        raise EvalConfigError(f"eval.truncate_dim: must be null or a number of dimensions >= 1, got {truncate_dim!r}")
     try:
         post = build_postprocess(postprocess, whitening, flow)
     except ValueError as err:

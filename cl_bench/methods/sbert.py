@@ -10,6 +10,9 @@ The objective is the ``loss=`` option, and it decides what the training file hol
 * ``loss=sbert_triplet``: (anchor, positive, negative) rows of a SimCSE-style NLI CSV
   (premise, entailment, contradiction); Euclidean triplet loss with margin 1.
 
+Any loss of these kinds works the same way: ``cosent`` and ``angle`` are ``scored_pair`` losses (STS-B
+pairs), ``angle_nli`` a ``triplet`` loss (NLI triples).
+
 Sentences are encoded one by one through the configured pooler (SBERT: mean pooling); no
 augmentation: the model's dropout is its only noise, as in SBERT.
 """
@@ -58,7 +61,8 @@ class SBERT(Method):
     name = "sbert"
     uses = frozenset({"loss", "pooler"})
     loss_kinds = ("classifier", "scored_pair", "triplet")
-    summary = "Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression (STS-B) or sbert_triplet"
+    summary = ("Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression/cosent/angle (STS-B) "
+               "or sbert_triplet/angle_nli (NLI triples)")
     encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
@@ -71,7 +75,8 @@ class SBERT(Method):
         super().__init__(context)
         self.kind = configured_loss_kind(context.loss)
         if self.kind not in self.loss_kinds:
-            raise ValueError("loss: method=sbert needs loss=sbert_softmax, sbert_regression or sbert_triplet")
+            raise ValueError("loss: method=sbert needs a classifier, scored_pair or triplet loss (e.g. sbert_softmax, "
+                             "sbert_regression, cosent, angle, sbert_triplet, angle_nli)")
         self.nli_splits = list(nli_splits) if nli_splits else None
         hidden = self.encoder.hidden_size
         # SBERT's classifier exists only for the classification objective
@@ -88,7 +93,7 @@ class SBERT(Method):
             return rows[:limit] if limit is not None else rows
         rows = read_nli_triples(path, limit=limit)
         if len(rows[0]) != 3:
-            raise ValueError(f"data.train_file: {path} has no hard_neg column; loss=sbert_triplet needs triples")
+            raise ValueError(f"data.train_file: {path} has no hard_neg column; a triplet loss needs triples")
         return rows
 
     def prepare(self, items: list[tuple[Any, ...]], rng: random.Random) -> TargetedColumns:

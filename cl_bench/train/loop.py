@@ -112,10 +112,15 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         augmentation.setup(encoder, cfg.model.name_or_path)
     loss = None
     if "loss" in method_class.uses:
-        loss = build_loss(cfg.loss)
+        loss = distributed.gather_loss(build_loss(cfg.loss))  # global batch under torchrun
+        if cfg.train.get("matryoshka_dims") is not None:  # validated: a loss that takes embeddings
+            from cl_bench.losses.matryoshka import MatryoshkaLoss
+
+            weights = cfg.train.get("matryoshka_weights")
+            loss = MatryoshkaLoss(loss, list(cfg.train.matryoshka_dims), None if weights is None else list(weights))
     context = MethodContext(
         encoder=encoder,
-        loss=distributed.gather_loss(loss) if loss is not None else None,  # global batch under torchrun
+        loss=loss,
         augmentation=augmentation,
         model_name_or_path=cfg.model.name_or_path,
         max_length=cfg.model.max_length,

@@ -1,0 +1,75 @@
+"""Matryoshka representation learning (Kusupati et al., NeurIPS 2022) around any loss that takes embeddings.
+
+``train.matryoshka_dims=[768, 512, 256, 128, 64]`` (and optionally ``train.matryoshka_weights``) turns the
+configured loss ``L`` into ``Σ_k w_k · L(x[:, :d_k] for every embedding x)``: the loss is computed again on
+the first ``d_k`` coordinates of every embedding it is given (anchors, positives, hard negatives; scored
+pairs' sentences; triplets), so each prefix of the embedding is trained to be an embedding of its own
+(sentence-transformers' ``MatryoshkaLoss`` does the same). Scores, labels and other inputs pass unchanged.
+Weights default to 1 each.
+
+The wrapper is a pure function of its inputs like the loss it wraps; it keeps the wrapped loss's kind and
+hyperparameters visible (``func``, ``keywords``), so methods and the distributed gather see the same loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+#: loss kinds whose tensor arguments are sentence embeddings (so a prefix of them is an embedding too)
+EMBEDDING_KINDS = ("pair", "scored_pair", "triplet")
+
+
+def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
+    """One-line errors naming ``train.matryoshka_dims`` / ``train.matryoshka_weights``."""
+    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise ValueError(f"train.matryoshka_dims: must be a non-empty list of sizes >= 1, got {list(dims)}")
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"train.matryoshka_dims: sizes must be distinct, got {list(dims)}")
+    if weights is not None:
+        if len(weights) != len(dims):
+            raise ValueError(f"train.matryoshka_weights: one weight per size of train.matryoshka_dims "
+                             f"({len(dims)}), got {len(weights)}")
+        if any(isinstance(w, bool) or not isinstance(w, int | float) or w < 0 for w in weights):
+            raise ValueError(f"train.matryoshka_weights: must be numbers >= 0, got {list(weights)}")
+
+
+def _truncate(value: Any, width: int, dim: int) -> Any:
+    """The first ``dim`` coordinates of an (N, width) floating tensor; anything else unchanged."""
+    if torch.is_tensor(value) and value.is_floating_point() and value.ndim == 2 and value.shape[1] == width:
+        return value[:, :dim]
+    return value
+
+
+class MatryoshkaLoss:
+    """``Σ_k w_k · loss(embeddings truncated to dims[k])``.
+
+    Args:
+        loss: the configured loss (a ``functools.partial`` of a loss of an :data:`EMBEDDING_KINDS` kind).
+        dims: the prefix sizes d_k.
+        weights: w_k (default 1 each).
+    """
+
+    def __init__(self, loss: Callable[..., torch.Tensor], dims: Sequence[int], weights: Sequence[float] | None = None):
+        check_dims(dims, weights)
+        self.loss = loss
+        self.dims = [int(d) for d in dims]
+        self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.dims)
+        # what methods and cl_bench.distributed read from a configured loss: its function and hyperparameters
+        self.func = getattr(loss, "func", loss)
+        self.keywords = dict(getattr(loss, "keywords", {}))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        width = next(a.shape[1] for a in args if torch.is_tensor(a) and a.ndim == 2)
+        too_wide = [d for d in self.dims if d > width]
+        if too_wide:
+            raise ValueError(f"train.matryoshka_dims: {too_wide} exceed the embedding width {width}")
+        total: torch.Tensor | None = None
+        for dim, weight in zip(self.dims, self.weights, strict=True):
+            term = self.loss(*(_truncate(a, width, dim) for a in args),
+                             **{k: _truncate(v, width, dim) for k, v in kwargs.items()})
+            total = weight * term if total is None else total + weight * term
+        assert total is not None
+        return total
