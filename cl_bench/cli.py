@@ -152,6 +152,9 @@ def main() -> None:
         print(catalog.listing())
         return
     try:
+        from cl_bench.seeds import expand_seeds
+
+        sys.argv[1:] = expand_seeds(sys.argv[1:])  # seeds=N: N replicates per point (a seed list, multirun)
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
@@ -196,16 +199,18 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
         "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None,
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # replicates share a point: the MLflow UI groups them by this tag
+        tags["point"] = run_name(cfg, hydra_cfg, exclude=("seed", "seeds")) if "seed" not in inert else None
     acting = {k: str(v) for k, v in tags.items() if v is not None and k not in inert}
     return {**acting, **{k: v for k, v in environment_tags(device).items() if v not in (None, "None")}}
 
 
-def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
+def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = ()) -> str:
     """The MLflow run name: what tells this run apart from its neighbours in the runs table.
 
     A sweep child: the values of the keys the sweep varies (``dropout=0 tau=0.1``; the method first when
     the sweep varies it); a single run: the method and its command-line overrides. Keys are shown by
-    their last part.
+    their last part. ``exclude``: keys left out (``seed``: the name of the point a replicate belongs to).
     """
     from cl_bench.config import override_keys
     from cl_bench.rundir import SweepDir
@@ -224,7 +229,7 @@ def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
             head = head if "method" in varied else ""
     else:
         shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")]
-    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method"]
+    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method" and k not in exclude]
     return " ".join(p for p in [head, *parts] if p) or hydra_cfg.job.name
 
 

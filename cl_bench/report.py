@@ -130,6 +130,34 @@ def _mean_std(values: pd.Series) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else math.nan
 
 
+#: the confidence level of the intervals over seeds
+CONFIDENCE = 0.95
+
+
+def t_interval(values: Sequence[float] | pd.Series, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student-t confidence interval of the mean over seeds (``scipy.stats.t.interval``, n - 1 degrees of
+    freedom, the sample std): the seeds are treated as independent draws. NaNs when n < 2."""
+    from scipy import stats
+
+    clean = pd.Series(values, dtype=float).dropna()
+    if len(clean) < 2:
+        return math.nan, math.nan
+    sem = float(clean.std(ddof=1)) / math.sqrt(len(clean))
+    if sem == 0.0:  # identical replicates: the interval is the point
+        return float(clean.mean()), float(clean.mean())
+    low, high = stats.t.interval(confidence, len(clean) - 1, loc=float(clean.mean()), scale=sem)
+    return float(low), float(high)
+
+
+def _ci_columns(values: pd.Series) -> dict[str, float]:
+    low, high = t_interval(values)
+    return {"n": int(values.notna().sum()), "ci95_low": low, "ci95_high": high}
+
+
+def _ci(low: float, high: float) -> str:
+    return "—" if math.isnan(low) else f"[{low:.2f}, {high:.2f}]"
+
+
 def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = False) -> AblationTable | None:
     """The ablation table of ``spec`` from the finished runs that belong to it (None: none do).
 
@@ -172,6 +200,7 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
             "runs": len(group),
             "mean": mean,
             "std": std,
+            **_ci_columns(group["value"]),
             "paper": figure if figure is not None else math.nan,
             "difference": mean - figure if figure is not None and not math.isnan(mean) else math.nan,
             "sts_avg": sts_mean,
@@ -199,11 +228,13 @@ def markdown_table(table: AblationTable) -> str:
         "point": frame["point"],
         "runs": frame["runs"],
         f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "n": frame["n"],
+        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "paper": [_fmt(v, 1) for v in frame["paper"]],
         "difference": [("—" if math.isnan(v) else f"{v:+.2f}") for v in frame["difference"]],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
-    return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right", "right"))
+    return shown.to_markdown(index=False, colalign=("left", *["right"] * (len(shown.columns) - 1)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -324,7 +355,8 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
         rows.append({
             **dict(zip(keys, combo, strict=True)),
             "point": ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(keys, combo, strict=True)) or "all runs",
-            "runs": len(group), "mean": mean, "std": std, "sts_avg": sts_mean, "sts_avg_std": sts_std,
+            "runs": len(group), "mean": mean, "std": std, **_ci_columns(group["value"]),
+            "sts_avg": sts_mean, "sts_avg_std": sts_std,
             "align": _mean_std(group["align"])[0], "uniform": _mean_std(group["uniform"])[0],
         })
     return SweepTable(keys, metric, pd.DataFrame(rows), table_runs)
@@ -335,7 +367,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _cell(row: dict[str, Any]) -> str:
-    return "—" if not row["runs"] else f"{_mean_pm(row['mean'], row['std'])} ({row['runs']})"
+    if not row["runs"]:
+        return "—"
+    ci = f" {_ci(row['ci95_low'], row['ci95_high'])}" if not math.isnan(row["ci95_low"]) else ""
+    return f"{_mean_pm(row['mean'], row['std'])} ({row['n']}){ci}"  # mean ± std (n) [95% t-interval]
 
 
 def markdown_sweep(table: SweepTable) -> str:
@@ -356,6 +391,8 @@ def markdown_sweep(table: SweepTable) -> str:
         **{key: [_fmt_value(v) for v in frame[key]] for key in table.keys},
         "runs": frame["runs"],
         f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "n": frame["n"],
+        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
     return shown.to_markdown(index=False)
@@ -518,7 +555,9 @@ def write_report(
         "",
         f"Swept keys (params whose values differ among the runs; seeds are replicates): "
         f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`, mean ± std over the runs of a "
-        "point (their seeds), and the number of runs.",
+        "point (their seeds), n = the number of runs, and the 95% confidence interval of the mean as a Student-t "
+        "interval over the seeds (n − 1 degrees of freedom; shown from n = 2). A grid cell reads "
+        "`mean ± std (n) [CI low, CI high]`.",
         "",
         markdown_sweep(sweep),
         "",
