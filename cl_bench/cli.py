@@ -492,6 +492,8 @@ def _train_and_evaluate(
 def _log_plots(tracker: Any, run_dir: Path) -> None:
     for png in sorted(run_dir.glob("*.png")):
         tracker.log_artifact(png, "plots")
+    if RunDir(run_dir).pair_scores.is_file():  # per-pair STS scores, for cl-bench-report --compare
+        tracker.log_artifact(RunDir(run_dir).pair_scores)
 
 
 if __name__ == "__main__":

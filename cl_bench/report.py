@@ -642,6 +642,85 @@ def attach_to_parents(tracking_uri: str, parent_run_ids: Sequence[str], files: S
     return reached
 
 
+# ------------------------------------------------------------------------------------------------
+# Paired comparisons (--compare A B)
+# ------------------------------------------------------------------------------------------------
+def run_pair_scores(tracking_uri: str, run_id: str) -> Any:
+    """A run's per-pair STS scores: from its run directory (tag ``run_dir``) when that is on this machine,
+    else the MLflow artifact.
+
+    Raises:
+        ReportError: the run has none (evaluated before cl-bench saved them, or no STS task).
+    """
+    import tempfile
+
+    import mlflow
+
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.rundir import RunDir
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    run = client.get_run(run_id)
+    local = run.data.tags.get("run_dir")
+    if local and RunDir(local).pair_scores.is_file():
+        return load_pair_scores(RunDir(local).pair_scores)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=RunDir.PAIR_SCORES,
+                                                       tracking_uri=tracking_uri, dst_path=tmp)
+            return load_pair_scores(path)
+    except Exception as err:  # noqa: BLE001
+        raise ReportError(f"run {run_id}: no {RunDir.PAIR_SCORES} (in its run dir or MLflow artifacts): {err}") from err
+
+
+def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tuple[str, list[Any], list[str]]:
+    """What ``--compare`` names: a run directory, a point label of the sweep (``--parent-run`` /
+    ``--experiment``; all its finished runs, its seeds), or an MLflow run id.
+
+    Returns:
+        (label, one pair-scores dict per run, the runs' names).
+    """
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.rundir import RunDir
+
+    if RunDir(ref).pair_scores.is_file():
+        return Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref]
+    if runs is not None:
+        table = build_sweep_table(runs)
+        mine = table.runs[(table.runs["point"] == ref) & (table.runs["status"] == "FINISHED")]
+        if len(mine):
+            return ref, [run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
+    import mlflow
+
+    try:
+        run = mlflow.MlflowClient(tracking_uri=tracking_uri).get_run(ref)
+    except Exception as err:  # noqa: BLE001
+        points = sorted(set(build_sweep_table(runs).points["point"])) if runs is not None else []
+        hint = f"; points of the sweep: {'; '.join(points)}" if points else " (point labels need --parent-run or --experiment)"
+        raise ReportError(f"--compare: '{ref}' is no run directory, point label or MLflow run id{hint}") from err
+    return run.data.tags.get("mlflow.runName", ref), [run_pair_scores(tracking_uri, ref)], [ref]
+
+
+def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path) -> list[Path]:
+    """``compare.csv`` and ``compare.md`` (the table and how it was computed) in ``out_dir``."""
+    from cl_bench.significance import markdown_compare
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / "compare.csv", out / "compare.md"
+    table.assign(label_a=label_a, label_b=label_b).to_csv(csv_path, index=False)
+    md_path.write_text(
+        f"# {label_a} vs {label_b}\n\n"
+        "A − B per STS task (SentEval `all` aggregation for STS12–16, test splits of STS-B and SICK-R) and their "
+        "average. CI: paired bootstrap over the test pairs (`scipy.stats.bootstrap`, paired, percentile), each "
+        "resample rescoring every task with the same aggregation; with several seeds a side's figure is its "
+        "seeds' mean. Welch p: Welch's t-test over the seeds' figures (`scipy.stats.ttest_ind`, unequal "
+        "variances), shown when both sides have two seeds or more.\n\n"
+        + markdown_compare(table, label_a, label_b) + "\n"
+    )
+    return [csv_path, md_path]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point."""
     from cl_bench.tracking.mlflow_logger import default_tracking_uri
@@ -650,7 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="cl-bench-report",
         description="Tables and plots of a sweep's MLflow runs, with the papers' tables where they apply.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--experiment", help="MLflow experiment name (e.g. ablation_dropout, cpu_repro)")
     source.add_argument("--parent-run", help="the sweep's MLflow parent run id (one sweep only)")
     parser.add_argument("--tracking-uri", help="MLflow store or server (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
@@ -658,10 +737,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metric", help=f"the sweep table's metric (default: the first present of {', '.join(SWEEP_METRICS)})")
     parser.add_argument("--out", help="output directory (default: outputs/reports/<experiment or run id>)")
     parser.add_argument("--no-attach", action="store_true", help="do not log the report to the parent run(s)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="paired comparison of two runs or points: MLflow run ids, run directories, or point "
+                             "labels of the sweep given by --parent-run/--experiment (e.g. 'dropout=0.1')")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of --compare (default 1000)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
+    if args.compare:
+        from cl_bench.significance import compare, markdown_compare
+
+        try:
+            runs = load_runs(tracking_uri, args.experiment, args.parent_run) if (args.experiment or args.parent_run) else None
+            (label_a, side_a, _), (label_b, side_b, _) = (resolve_side(ref, tracking_uri, runs) for ref in args.compare)
+            table = compare(side_a, side_b, n_resamples=args.resamples)
+        except (ReportError, ValueError) as err:
+            print(f"cl-bench-report: error: {err}", file=sys.stderr)
+            return 2
+        out = Path(args.out or Path("outputs") / "reports" / "compare")
+        files = write_compare(table, label_a, label_b, out)
+        print(f"\nA = {label_a} ({len(side_a)} run(s)), B = {label_b} ({len(side_b)} run(s)); A − B with its 95% "
+              f"paired-bootstrap CI ({args.resamples} resamples of the test pairs), Welch's t over seeds\n"
+              f"{markdown_compare(table, label_a, label_b)}\n\ntable: {files[0]}")
+        return 0
+    if not (args.experiment or args.parent_run):
+        parser.error("one of --experiment, --parent-run or --compare is required")
     out = Path(args.out or Path("outputs") / "reports" / (args.experiment or args.parent_run))
     try:
         runs = load_runs(tracking_uri, args.experiment, args.parent_run)
