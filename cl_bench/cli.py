@@ -445,12 +445,15 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     from cl_bench.models.encoder import build_encoder
     from cl_bench.train.loop import resolve_device
 
+    from cl_bench.provenance import run_provenance
+
+    device = resolve_device(cfg.train.device)
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
-    ).to(resolve_device(cfg.train.device))
+    ).to(device)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
-    tracker.log_results(results)
+    tracker.log_results(results, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
 
@@ -474,14 +477,18 @@ def _train_and_evaluate(
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
     }
+    encoder = method.eval_encoder()
     try:
         with interrupt.interruptible():
-            results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
+            results = evaluate_encoder(encoder, cfg, run_dir)
     except interrupt.EvaluationInterrupted as stopped:
         stopped.partial = {**training, **stopped.partial}
         raise
     results.update(training)
-    tracker.log_results(results, state.step)
+    from cl_bench.provenance import run_provenance
+
+    device = str(next(encoder.parameters()).device) if any(True for _ in encoder.parameters()) else "cpu"
+    tracker.log_results(results, state.step, provenance=run_provenance(cfg, encoder, device, state.best_step))
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,9 +43,15 @@ class _Flat:
 
 
 def common_tasks(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[str] | None = None) -> list[str]:
-    """The tasks every run of both sides scored (in the first run's order), restricted to ``tasks`` if given."""
+    """The tasks every run of both sides scored (in the first run's order): ``tasks`` if given, else those
+    of ``sts_avg`` (the seven STS test figures; dev splits such as ``stsb_dev`` only when named), else all."""
+    from cl_bench.eval.registry import average_members
+
     names = [t for t in a[0] if all(t in s for s in (*a, *b))]
-    return [t for t in names if tasks is None or t in tasks]
+    if tasks is None:
+        members = [t for t in names if t in average_members().get("sts_avg", [])]
+        return members or names
+    return [t for t in names if t in tasks]
 
 
 def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[str]) -> _Flat:
@@ -203,3 +210,86 @@ def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence
         "Welch p (seeds)": ["—" if math.isnan(p) else f"{p:.3g}" for p in table["welch_p"]],
     })
     return shown.to_markdown(index=False, colalign=("left", *["right"] * (len(shown.columns) - 1)), disable_numparse=True)
+
+
+#: a sweep metric -> the pair-scores task whose paired bootstrap tests it when a point has one seed
+METRIC_TASKS = {"best_stsb_dev": "stsb_dev", "stsb_dev": "stsb_dev", "sts_avg": AVERAGE}
+
+
+def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Welch's test of mean(a) − mean(b) over seeds: (CI low, CI high, two-sided p); NaNs below two seeds a side."""
+    from scipy.stats import ttest_ind
+
+    a_, b_ = [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)]
+    if len(a_) < 2 or len(b_) < 2 or (np.ptp(a_) == 0 and np.ptp(b_) == 0):
+        return math.nan, math.nan, seed_test(a_, b_)[1]
+    result = ttest_ind(a_, b_, equal_var=False)
+    ci = result.confidence_interval(confidence)
+    return float(ci.low), float(ci.high), float(result.pvalue)
+
+
+def against_reference(
+    values: dict[str, Sequence[float]],
+    reference: str,
+    pair_scores: Any = None,
+    task: str | None = None,
+    n_resamples: int = 1000,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Each point against the reference point: the difference of means and whether it is beyond noise.
+
+    With two seeds or more on both sides the test is Welch's t over the seeds (its CI of the difference
+    and p); otherwise, when ``pair_scores(point)`` gives the point's runs' pair scores and the metric has
+    a pair-scores ``task`` (:data:`METRIC_TASKS`), the paired bootstrap over the test pairs (significant
+    when its CI excludes 0; no p). A point is ``significant`` when p < ``alpha`` or the CI excludes 0.
+
+    Args:
+        values: point label -> its runs' figures (one per seed).
+        reference: the reference point's label (a key of ``values``).
+        pair_scores: ``label -> list of PairScores`` (or None: no bootstrap fallback).
+        task: the pair-scores task of the compared metric (None: no bootstrap fallback).
+        n_resamples: bootstrap resamples.
+        alpha: the significance level.
+
+    Returns:
+        One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, test, significant`` (the
+        reference's own row has ``test = "reference"``).
+    """
+    ref = [v for v in values[reference] if not math.isnan(v)]
+    rows = []
+    for label, figures in values.items():
+        mine = [v for v in figures if not math.isnan(v)]
+        row = {"point": label, "delta": math.nan, "delta_ci_low": math.nan, "delta_ci_high": math.nan,
+               "p": math.nan, "test": "", "significant": False}
+        if label == reference:
+            row["test"] = "reference"
+        elif mine and ref:
+            row["delta"] = float(np.mean(mine) - np.mean(ref))
+            if len(mine) >= 2 and len(ref) >= 2:
+                low, high, p = welch(mine, ref, 1 - alpha)
+                row.update(delta_ci_low=low, delta_ci_high=high, p=p, test="Welch t (seeds)",
+                           significant=bool(p < alpha))
+            elif pair_scores is not None and task is not None:
+                try:
+                    side, base = pair_scores(label), pair_scores(reference)
+                    table = paired_bootstrap(side, base, None if task == AVERAGE else [task],
+                                             n_resamples=n_resamples, confidence=1 - alpha).set_index("task")
+                    low, high = table.loc[task, "ci_low"], table.loc[task, "ci_high"]
+                    row.update(delta_ci_low=float(low), delta_ci_high=float(high), test="paired bootstrap (pairs)",
+                               significant=bool(low > 0 or high < 0))
+                except Exception as err:  # noqa: BLE001 (no pair scores for these runs: no test, said so)
+                    row["test"] = f"none ({str(err).splitlines()[0][:80]})"
+            else:
+                row["test"] = "none (one seed, no pair scores)"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def mark(row: dict[str, Any]) -> str:
+    """``Δ = +1.23*`` style text of an :func:`against_reference` row (``*``: p < 0.05 or CI excludes 0, ``**``: p < 0.01)."""
+    if row["test"] == "reference":
+        return "ref"
+    if math.isnan(row["delta"]):
+        return "—"
+    stars = "**" if row["significant"] and not math.isnan(row["p"]) and row["p"] < 0.01 else "*" if row["significant"] else ""
+    return f"{row['delta']:+.2f}{stars}"

@@ -129,3 +129,15 @@ def test_paired_bootstrap_covers_the_truth_95_percent_and_wrong_resamplings_do_n
     assert 0.90 <= _coverage("paired") <= 0.99
     assert _coverage("unpaired") > 0.99
     assert _coverage("gold apart") < 0.90
+
+
+def test_spearman100_is_scipys_spearmanr() -> None:
+    """The fast rank correlation the bootstrap relies on equals scipy.stats.spearmanr, ties included."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 17, 500, 3000):
+        system, gold = rng.normal(size=n), np.round(rng.uniform(0, 5, n), 1)
+        system[::5] = system[0]  # ties on both sides
+        assert spearman100(system, gold) == pytest.approx(spearmanr(system, gold)[0] * 100, abs=1e-9)
+    assert math.isnan(spearman100(np.ones(5), np.arange(5.0)))
