@@ -152,6 +152,9 @@ def main() -> None:
         print(catalog.listing())
         return
     try:
+        from cl_bench.seeds import expand_seeds
+
+        sys.argv[1:] = expand_seeds(sys.argv[1:])  # seeds=N: N replicates per point (a seed list, multirun)
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
@@ -196,16 +199,18 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
         "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None,
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # replicates share a point: the MLflow UI groups them by this tag
+        tags["point"] = run_name(cfg, hydra_cfg, exclude=("seed", "seeds")) if "seed" not in inert else None
     acting = {k: str(v) for k, v in tags.items() if v is not None and k not in inert}
     return {**acting, **{k: v for k, v in environment_tags(device).items() if v not in (None, "None")}}
 
 
-def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
+def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = ()) -> str:
     """The MLflow run name: what tells this run apart from its neighbours in the runs table.
 
     A sweep child: the values of the keys the sweep varies (``dropout=0 tau=0.1``; the method first when
     the sweep varies it); a single run: the method and its command-line overrides. Keys are shown by
-    their last part.
+    their last part. ``exclude``: keys left out (``seed``: the name of the point a replicate belongs to).
     """
     from cl_bench.config import override_keys
     from cl_bench.rundir import SweepDir
@@ -224,7 +229,7 @@ def run_name(cfg: DictConfig, hydra_cfg: Any) -> str:
             head = head if "method" in varied else ""
     else:
         shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")]
-    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method"]
+    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method" and k not in exclude]
     return " ".join(p for p in [head, *parts] if p) or hydra_cfg.job.name
 
 
@@ -438,15 +443,17 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
     from cl_bench.models.encoder import build_encoder
+    from cl_bench.provenance import run_provenance
     from cl_bench.train.loop import resolve_device
 
+    device = resolve_device(cfg.train.device)
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
         prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
-    ).to(resolve_device(cfg.train.device))
+    ).to(device)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
-    tracker.log_results(results)
+    tracker.log_results(results, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
 
@@ -470,14 +477,18 @@ def _train_and_evaluate(
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
     }
+    encoder = method.eval_encoder()
     try:
         with interrupt.interruptible():
-            results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
+            results = evaluate_encoder(encoder, cfg, run_dir)
     except interrupt.EvaluationInterrupted as stopped:
         stopped.partial = {**training, **stopped.partial}
         raise
     results.update(training)
-    tracker.log_results(results, state.step)
+    from cl_bench.provenance import run_provenance
+
+    device = str(next(encoder.parameters()).device) if any(True for _ in encoder.parameters()) else "cpu"
+    tracker.log_results(results, state.step, provenance=run_provenance(cfg, encoder, device, state.best_step))
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():
@@ -488,6 +499,8 @@ def _train_and_evaluate(
 def _log_plots(tracker: Any, run_dir: Path) -> None:
     for png in sorted(run_dir.glob("*.png")):
         tracker.log_artifact(png, "plots")
+    if RunDir(run_dir).pair_scores.is_file():  # per-pair STS scores, for cl-bench-report --compare
+        tracker.log_artifact(RunDir(run_dir).pair_scores)
 
 
 if __name__ == "__main__":

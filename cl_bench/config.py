@@ -131,6 +131,7 @@ class PathsConfig:
 class CLBenchConfig:
     mode: str = "train"
     seed: int = 42
+    seeds: int = 1  # replicates per grid point (cl_bench/seeds.py expands it into a seed list)
     dropout: float = 0.1  # shortcut: hidden and attention dropout of the encoder
     batch_size: int = 64  # shortcut: train.batch_size
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -427,7 +428,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     inert: dict[str, str] = {}
     if cfg.mode == "eval":
         why = "mode=eval scores an encoder as given (nothing is trained)"
-        for key in ("method", "loss", "augmentation", "data", "dropout", "batch_size", "seed", "model.max_length",
+        for key in ("method", "loss", "augmentation", "data", "dropout", "batch_size", "seed", "seeds", "model.max_length",
                     "model.dropout", "pooler.mlp_only_train"):
             inert[key] = why
         for key in cfg.train:

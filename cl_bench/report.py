@@ -130,6 +130,34 @@ def _mean_std(values: pd.Series) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else math.nan
 
 
+#: the confidence level of the intervals over seeds
+CONFIDENCE = 0.95
+
+
+def t_interval(values: Sequence[float] | pd.Series, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student-t confidence interval of the mean over seeds (``scipy.stats.t.interval``, n - 1 degrees of
+    freedom, the sample std): the seeds are treated as independent draws. NaNs when n < 2."""
+    from scipy import stats
+
+    clean = pd.Series(values, dtype=float).dropna()
+    if len(clean) < 2:
+        return math.nan, math.nan
+    sem = float(clean.std(ddof=1)) / math.sqrt(len(clean))
+    if sem == 0.0:  # identical replicates: the interval is the point
+        return float(clean.mean()), float(clean.mean())
+    low, high = stats.t.interval(confidence, len(clean) - 1, loc=float(clean.mean()), scale=sem)
+    return float(low), float(high)
+
+
+def _ci_columns(values: pd.Series) -> dict[str, float]:
+    low, high = t_interval(values)
+    return {"n": int(values.notna().sum()), "ci95_low": low, "ci95_high": high}
+
+
+def _ci(low: float, high: float) -> str:
+    return "—" if math.isnan(low) else f"[{low:.2f}, {high:.2f}]"
+
+
 def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = False) -> AblationTable | None:
     """The ablation table of ``spec`` from the finished runs that belong to it (None: none do).
 
@@ -172,6 +200,7 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
             "runs": len(group),
             "mean": mean,
             "std": std,
+            **_ci_columns(group["value"]),
             "paper": figure if figure is not None else math.nan,
             "difference": mean - figure if figure is not None and not math.isnan(mean) else math.nan,
             "sts_avg": sts_mean,
@@ -199,11 +228,13 @@ def markdown_table(table: AblationTable) -> str:
         "point": frame["point"],
         "runs": frame["runs"],
         f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "n": frame["n"],
+        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "paper": [_fmt(v, 1) for v in frame["paper"]],
         "difference": [("—" if math.isnan(v) else f"{v:+.2f}") for v in frame["difference"]],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
-    return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right", "right"))
+    return shown.to_markdown(index=False, colalign=("left", *["right"] * (len(shown.columns) - 1)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -324,7 +355,8 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
         rows.append({
             **dict(zip(keys, combo, strict=True)),
             "point": ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(keys, combo, strict=True)) or "all runs",
-            "runs": len(group), "mean": mean, "std": std, "sts_avg": sts_mean, "sts_avg_std": sts_std,
+            "runs": len(group), "mean": mean, "std": std, **_ci_columns(group["value"]),
+            "sts_avg": sts_mean, "sts_avg_std": sts_std,
             "align": _mean_std(group["align"])[0], "uniform": _mean_std(group["uniform"])[0],
         })
     return SweepTable(keys, metric, pd.DataFrame(rows), table_runs)
@@ -340,7 +372,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _cell(row: dict[str, Any]) -> str:
-    return "—" if not row["runs"] else f"{_mean_pm(row['mean'], row['std'])} ({row['runs']})"
+    if not row["runs"]:
+        return "—"
+    ci = f" {_ci(row['ci95_low'], row['ci95_high'])}" if not math.isnan(row["ci95_low"]) else ""
+    return f"{_mean_pm(row['mean'], row['std'])} ({row['n']}){ci}"  # mean ± std (n) [95% t-interval]
 
 
 def markdown_sweep(table: SweepTable) -> str:
@@ -354,16 +389,201 @@ def markdown_sweep(table: SweepTable) -> str:
             cells = {}
             for other in columns:
                 match = [r for r in frame.to_dict("records") if _same(r[down], value) and _same(r[across], other)]
-                cells[f"{across}={_fmt_value(other)}"] = _cell(match[0]) if match else "—"
+                cell = _cell(match[0]) if match else "—"
+                if match and "vs_reference" in match[0] and match[0]["vs_reference"] not in ("—", ""):
+                    cell += f" Δ {match[0]['vs_reference']}"
+                cells[f"{across}={_fmt_value(other)}"] = cell
             rows.append({f"{down} \\ {across}": _fmt_value(value), **cells})
         return pd.DataFrame(rows).to_markdown(index=False, colalign=("left", *["right"] * len(columns)))
     shown = pd.DataFrame({
         **{key: [_fmt_value(v) for v in frame[key]] for key in table.keys},
         "runs": frame["runs"],
         f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "n": frame["n"],
+        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
+    if "vs_reference" in frame:
+        shown.insert(5, "Δ vs reference", frame["vs_reference"])
     return shown.to_markdown(index=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Significance against the sweep's reference point
+# ------------------------------------------------------------------------------------------------
+def default_values(experiment: str | None) -> dict[str, Any]:
+    """The flattened config a run of ``experiment`` has before any grid point or override (``{}`` when it
+    does not compose here): the paper's default setting, which a sweep's reference point keeps."""
+    try:
+        from hydra import compose, initialize_config_dir
+        from omegaconf import OmegaConf
+
+        from cl_bench.catalog import CONF_DIR
+        from cl_bench.config import register_schemas
+
+        register_schemas()
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[f"experiment={experiment}"] if experiment else [])
+        return pd.json_normalize(OmegaConf.to_container(cfg, resolve=False), sep=".").iloc[0].to_dict()
+    except Exception as err:  # noqa: BLE001 (no reference then; --reference names one)
+        log.info("no default config for experiment %s: %s", experiment, err)
+        return {}
+
+
+def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = None) -> tuple[str | None, str]:
+    """The sweep's reference point and why: ``--reference``, else the one point whose swept keys all have
+    their default value (the runs' experiment preset composed without a grid point: dropout 0.1 in
+    ablation_dropout), else none.
+
+    Raises:
+        ReportError: ``given`` is no point of the sweep.
+    """
+    labels = list(sweep.points["point"])
+    if given:
+        if given not in labels:
+            raise ReportError(f"--reference: no point '{given}' in the sweep; points: {'; '.join(labels)}")
+        return given, "--reference"
+    if not sweep.keys:
+        return None, "no swept key"
+    experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()))
+    experiment = experiments[0] if len(experiments) == 1 else None
+    defaults = default_values(experiment)
+    if not defaults:
+        return None, "no default config to take it from (pass --reference)"
+    found = [r["point"] for r in sweep.points.to_dict("records")
+             if all(k in defaults and _same(r[k], parse_value(defaults[k])) for k in sweep.keys)]
+    if len(found) != 1:
+        return None, "no point has every swept key at its default (pass --reference)"
+    where = f"experiment={experiment}" if experiment else "cl-bench's defaults"
+    return found[0], f"the point at the defaults of {where}"
+
+
+def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str | None, resamples: int,
+                           controls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, test_ref, significant, vs_reference`` to
+    ``sweep.points`` (:func:`cl_bench.significance.against_reference`) and return those rows, followed by
+    one row per control run (:func:`load_controls`)."""
+    from cl_bench.significance import METRIC_TASKS, against_reference, mark
+
+    placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
+    if controls is not None and len(controls):
+        placed = pd.concat([placed, controls[["run_id", "point", "value"]]], ignore_index=True)
+    values = {label: list(placed.loc[placed["point"] == label, "value"])
+              for label in [*sweep.points["point"], *(controls["point"] if controls is not None else [])]}
+    task = METRIC_TASKS.get(sweep.metric, sweep.metric if sweep.metric.startswith(("sts", "sick")) else None)
+    cache: dict[str, list[Any]] = {}
+
+    def pair_scores(label: str) -> list[Any]:
+        if label not in cache:
+            if tracking_uri is None:
+                raise ReportError("no tracking URI to read pair scores from")
+            cache[label] = [run_pair_scores(tracking_uri, r) for r in placed.loc[placed["point"] == label, "run_id"]]
+        return cache[label]
+
+    marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples)
+    marks = marks.rename(columns={"p": "p_ref", "test": "test_ref"})
+    marks["vs_reference"] = [mark(r) for r in marks.rename(columns={"p_ref": "p", "test_ref": "test"}).to_dict("records")]
+    for column in marks.columns[1:]:
+        sweep.points[column] = list(marks[column][: len(sweep.points)])
+    return marks
+
+
+#: a training run's metric -> the eval run's figure that stands for it (the dev figure of the released weights)
+CONTROL_METRICS = {"best_stsb_dev": "stsb_dev", "best_sts_dev_avg": "sts_dev_avg"}
+
+
+def load_controls(tracking_uri: str, refs: Sequence[str], metric: str) -> pd.DataFrame:
+    """Control runs (e.g. ``mode=eval`` of a paper's released checkpoint) to place beside a sweep's points.
+
+    Args:
+        tracking_uri: the MLflow store.
+        refs: run ids, or ``tag=value`` (every finished run with that MLflow tag, any experiment;
+            ``encoder=princeton-nlp/unsup-simcse-bert-base-uncased`` picks the runs of that checkpoint).
+        metric: the sweep's metric; a control without it shows :data:`CONTROL_METRICS`' stand-in.
+
+    Returns:
+        ``run_id, run_name, point ("control: <name>"), encoder, pooler, metric, value, sts_avg`` and the
+        ``provenance.*`` tags, one row per control run.
+
+    Raises:
+        ReportError: a run id that is not in the store, or a tag that selects no run.
+    """
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    found: list[Any] = []
+    for ref in refs:
+        if "=" in ref:
+            key, value = ref.split("=", 1)
+            experiments = [e.experiment_id for e in client.search_experiments()]
+            hits = client.search_runs(experiments, f"tags.`{key}` = '{value}' and attributes.status = 'FINISHED'")
+            if not hits:
+                raise ReportError(f"--control: no finished run with tag {key}={value} at {tracking_uri}")
+            found += hits
+        else:
+            try:
+                found.append(client.get_run(ref))
+            except Exception as err:  # noqa: BLE001
+                raise ReportError(f"--control: no run {ref} at {tracking_uri}") from err
+    rows = []
+    for run in found:
+        metrics, tags = run.data.metrics, run.data.tags
+        used = metric if metric in metrics else CONTROL_METRICS.get(metric, metric)
+        name = tags.get("mlflow.runName", run.info.run_id)
+        rows.append({
+            "run_id": run.info.run_id, "run_name": name, "point": f"control: {name}",
+            "encoder": tags.get("encoder", ""), "pooler": tags.get("pooler", ""), "metric": used,
+            "value": metrics.get(used, math.nan), "sts_avg": metrics.get("sts_avg", math.nan),
+            **{k: v for k, v in tags.items() if k.startswith("provenance.")},
+        })
+    return pd.DataFrame(rows)
+
+
+def markdown_controls(controls: pd.DataFrame, marks: pd.DataFrame | None) -> str:
+    """The control rows: encoder, pooler, the compared figure, STS avg and, with a reference, Δ and its test."""
+    by_point = {r["point"]: r for r in marks.to_dict("records")} if marks is not None else {}
+    shown = pd.DataFrame({
+        "control": controls["run_name"], "encoder": controls["encoder"], "pooler": controls["pooler"],
+        "figure": [f"{m} = {_fmt(v)}" for m, v in zip(controls["metric"], controls["value"], strict=True)],
+        "STS avg": [_fmt(v) for v in controls["sts_avg"]],
+        "Δ vs reference": [by_point.get(p, {}).get("vs_reference", "—") for p in controls["point"]],
+        "95% CI of Δ": [_ci(by_point[p]["delta_ci_low"], by_point[p]["delta_ci_high"]) if p in by_point else "—"
+                        for p in controls["point"]],
+        "test": [by_point.get(p, {}).get("test_ref", "—") for p in controls["point"]],
+    })
+    return shown.to_markdown(index=False, disable_numparse=True)
+
+
+def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
+    """Per point (or control), each ``provenance.*`` field's value over its runs (``a | b`` when they differ)."""
+    from cl_bench.provenance import FIELDS, TAG_PREFIX
+
+    rows = []
+    for point in dict.fromkeys(frame[label]):
+        mine = frame[frame[label] == point]
+        row = {label: point}
+        for field_name in FIELDS:
+            column = f"{TAG_PREFIX}{field_name}"
+            seen = [str(v) for v in mine[column].dropna()] if column in mine else []
+            row[field_name] = " | ".join(dict.fromkeys(seen)) or "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
+    """The significance table: each point's difference to the reference, its CI, p and the test used."""
+    shown = pd.DataFrame({
+        "point": marks["point"],
+        "Δ vs reference": marks["vs_reference"],
+        "95% CI of Δ": [_ci(lo, hi) for lo, hi in zip(marks["delta_ci_low"], marks["delta_ci_high"], strict=True)],
+        "p": ["—" if math.isnan(p) else f"{p:.3g}" for p in marks["p_ref"]],
+        "test": marks["test_ref"],
+    })
+    return (f"Reference: `{reference}` ({why}). Δ = point mean − reference mean; `*` p < 0.05 (or a bootstrap CI "
+            "excluding 0), `**` p < 0.01. Test: Welch's t over seeds (`scipy.stats.ttest_ind`, unequal variances; "
+            "CI of the difference of means) when both points have two seeds or more, else the paired bootstrap "
+            "over the test pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile).\n\n"
+            + shown.to_markdown(index=False, disable_numparse=True))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -516,6 +736,10 @@ def write_report(
     ablations: Sequence[str] | None = None,
     source: str = "",
     metric: str | None = None,
+    reference: str | None = None,
+    tracking_uri: str | None = None,
+    resamples: int = 1000,
+    controls: Sequence[str] = (),
 ) -> Report:
     """Write ``report.md``, ``sweep.csv``/``sweep.png``, a CSV and PNG per paper table, ``runs.csv`` and
     ``align_uniform.png``.
@@ -526,9 +750,14 @@ def write_report(
         ablations: paper tables to add (default: those the runs' ``experiment`` tags belong to; none is fine).
         source: what the runs are (printed in the report's header).
         metric: the sweep table's metric (default: the first of :data:`SWEEP_METRICS` the runs have).
+        reference: the sweep's reference point (default: :func:`reference_point`); every point is marked
+            against it (:func:`mark_against_reference`).
+        tracking_uri: where the runs' pair scores are read (the bootstrap test of one-seed points).
+        resamples: bootstrap resamples of that test.
+        controls: control runs placed beside the points (:func:`load_controls`: run ids or ``tag=value``).
 
     Raises:
-        ReportError: an unknown ``--ablation`` name.
+        ReportError: an unknown ``--ablation`` name or ``--reference`` point.
     """
     known = load_ablations()
     if ablations:
@@ -540,6 +769,9 @@ def write_report(
         experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()))
         specs, forced = specs_for(experiments, known), False
     sweep = build_sweep_table(runs, metric)
+    ref_label, ref_why = reference_point(sweep, runs, reference)
+    control_runs = load_controls(tracking_uri, controls, sweep.metric) if controls and tracking_uri else None
+    marks = mark_against_reference(sweep, ref_label, tracking_uri, resamples, control_runs) if ref_label else None
     tables = [t for t in (build_table(runs, spec, forced) for spec in specs) if t is not None]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -556,15 +788,33 @@ def write_report(
         "",
         f"Swept keys (params whose values differ among the runs; seeds are replicates): "
         f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`, mean ± std over the runs of a "
-        "point (their seeds), and the number of runs.",
+        "point (their seeds), n = the number of runs, and the 95% confidence interval of the mean as a Student-t "
+        "interval over the seeds (n − 1 degrees of freedom; shown from n = 2). A grid cell reads "
+        "`mean ± std (n) [CI low, CI high]`.",
         "",
         markdown_sweep(sweep),
         "",
     ]
+    lines += ["### Against the reference point", ""]
+    lines += [markdown_reference(marks, ref_label, ref_why) if marks is not None
+              else f"No reference point: {ref_why}; no significance marks.", ""]
+    if control_runs is not None:
+        control_runs.to_csv(out / "controls.csv", index=False)
+        lines += ["### Controls", "", "Runs placed beside the sweep for comparison (e.g. a paper's released checkpoint "
+                  "scored with `mode=eval` and its required pooler), tested against the reference like a point:", "",
+                  markdown_controls(control_runs, marks), ""]
+    provenance_rows = pd.concat(
+        [sweep.runs.assign(**{c: [raw[r].get(f"tags.{c}") for r in sweep.runs["run_id"]]
+                              for c in {k[len("tags."):] for k in runs.columns if k.startswith("tags.provenance.")}}),
+         *([control_runs] if control_runs is not None else [])], ignore_index=True)
+    lines += ["### What the figures were measured with", "",
+              "Per point, from each run's `provenance.*` tags (also in its results.json); `a | b` when its runs differ, "
+              "— for runs recorded before cl-bench logged them.", "",
+              provenance_table(provenance_rows).to_markdown(index=False, disable_numparse=True), ""]
     sweep_csv = out / "sweep.csv"
     sweep.points.to_csv(sweep_csv, index=False)
     sweep_png = plot_sweep(sweep, out / "sweep.png")
-    files = [sweep_csv, sweep_png]
+    files = [sweep_csv, sweep_png, *([out / "controls.csv"] if control_runs is not None else [])]
     lines += [f"![sweep]({sweep_png.name})", ""]
     truncation = plot_truncation(sweep, out / "truncation.png")
     if truncation is not None:
@@ -618,6 +868,8 @@ def write_report(
     runs_path = out / "runs.csv"
     paper_points = {r["run_id"]: f"{t.spec.name}: {r['point']}" for t in tables for r in t.runs.to_dict("records")}
     sweep.runs.assign(
+        **{c[len("tags."):]: [raw[r].get(c) for r in sweep.runs["run_id"]]
+           for c in runs.columns if c.startswith("tags.provenance.")},
         metric=sweep.metric,
         tables=[";".join(placed_in[r]) for r in sweep.runs["run_id"]],
         paper_point=[paper_points.get(r, "") for r in sweep.runs["run_id"]],
@@ -645,6 +897,85 @@ def attach_to_parents(tracking_uri: str, parent_run_ids: Sequence[str], files: S
     return reached
 
 
+# ------------------------------------------------------------------------------------------------
+# Paired comparisons (--compare A B)
+# ------------------------------------------------------------------------------------------------
+def run_pair_scores(tracking_uri: str, run_id: str) -> Any:
+    """A run's per-pair STS scores: from its run directory (tag ``run_dir``) when that is on this machine,
+    else the MLflow artifact.
+
+    Raises:
+        ReportError: the run has none (evaluated before cl-bench saved them, or no STS task).
+    """
+    import tempfile
+
+    import mlflow
+
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.rundir import RunDir
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    run = client.get_run(run_id)
+    local = run.data.tags.get("run_dir")
+    if local and RunDir(local).pair_scores.is_file():
+        return load_pair_scores(RunDir(local).pair_scores)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=RunDir.PAIR_SCORES,
+                                                       tracking_uri=tracking_uri, dst_path=tmp)
+            return load_pair_scores(path)
+    except Exception as err:  # noqa: BLE001
+        raise ReportError(f"run {run_id}: no {RunDir.PAIR_SCORES} (in its run dir or MLflow artifacts): {err}") from err
+
+
+def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tuple[str, list[Any], list[str]]:
+    """What ``--compare`` names: a run directory, a point label of the sweep (``--parent-run`` /
+    ``--experiment``; all its finished runs, its seeds), or an MLflow run id.
+
+    Returns:
+        (label, one pair-scores dict per run, the runs' names).
+    """
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.rundir import RunDir
+
+    if RunDir(ref).pair_scores.is_file():
+        return Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref]
+    if runs is not None:
+        table = build_sweep_table(runs)
+        mine = table.runs[(table.runs["point"] == ref) & (table.runs["status"] == "FINISHED")]
+        if len(mine):
+            return ref, [run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
+    import mlflow
+
+    try:
+        run = mlflow.MlflowClient(tracking_uri=tracking_uri).get_run(ref)
+    except Exception as err:  # noqa: BLE001
+        points = sorted(set(build_sweep_table(runs).points["point"])) if runs is not None else []
+        hint = f"; points of the sweep: {'; '.join(points)}" if points else " (point labels need --parent-run or --experiment)"
+        raise ReportError(f"--compare: '{ref}' is no run directory, point label or MLflow run id{hint}") from err
+    return run.data.tags.get("mlflow.runName", ref), [run_pair_scores(tracking_uri, ref)], [ref]
+
+
+def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path) -> list[Path]:
+    """``compare.csv`` and ``compare.md`` (the table and how it was computed) in ``out_dir``."""
+    from cl_bench.significance import markdown_compare
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / "compare.csv", out / "compare.md"
+    table.assign(label_a=label_a, label_b=label_b).to_csv(csv_path, index=False)
+    md_path.write_text(
+        f"# {label_a} vs {label_b}\n\n"
+        "A − B per STS task (SentEval `all` aggregation for STS12–16, test splits of STS-B and SICK-R) and their "
+        "average. CI: paired bootstrap over the test pairs (`scipy.stats.bootstrap`, paired, percentile), each "
+        "resample rescoring every task with the same aggregation; with several seeds a side's figure is its "
+        "seeds' mean. Welch p: Welch's t-test over the seeds' figures (`scipy.stats.ttest_ind`, unequal "
+        "variances), shown when both sides have two seeds or more.\n\n"
+        + markdown_compare(table, label_a, label_b) + "\n"
+    )
+    return [csv_path, md_path]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point."""
     from cl_bench.tracking.mlflow_logger import default_tracking_uri
@@ -653,7 +984,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="cl-bench-report",
         description="Tables and plots of a sweep's MLflow runs, with the papers' tables where they apply.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--experiment", help="MLflow experiment name (e.g. ablation_dropout, cpu_repro)")
     source.add_argument("--parent-run", help="the sweep's MLflow parent run id (one sweep only)")
     parser.add_argument("--tracking-uri", help="MLflow store or server (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
@@ -661,15 +992,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metric", help=f"the sweep table's metric (default: the first present of {', '.join(SWEEP_METRICS)})")
     parser.add_argument("--out", help="output directory (default: outputs/reports/<experiment or run id>)")
     parser.add_argument("--no-attach", action="store_true", help="do not log the report to the parent run(s)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="paired comparison of two runs or points: MLflow run ids, run directories, or point "
+                             "labels of the sweep given by --parent-run/--experiment (e.g. 'dropout=0.1')")
+    parser.add_argument("--resamples", type=int, default=1000,
+                        help="bootstrap resamples of --compare and of the report's one-seed tests (default 1000)")
+    parser.add_argument("--control", action="append", default=[],
+                        help="a control run beside the sweep's points (repeatable): an MLflow run id, or tag=value "
+                             "(e.g. encoder=princeton-nlp/unsup-simcse-bert-base-uncased: the mode=eval runs of that "
+                             "released checkpoint)")
+    parser.add_argument("--reference", help="the sweep's reference point label (default: the point at the preset's "
+                                            "defaults, e.g. 'dropout=0.1'); every point is tested against it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
+    if args.compare:
+        from cl_bench.significance import compare, markdown_compare
+
+        try:
+            runs = load_runs(tracking_uri, args.experiment, args.parent_run) if (args.experiment or args.parent_run) else None
+            (label_a, side_a, _), (label_b, side_b, _) = (resolve_side(ref, tracking_uri, runs) for ref in args.compare)
+            table = compare(side_a, side_b, n_resamples=args.resamples)
+        except (ReportError, ValueError) as err:
+            print(f"cl-bench-report: error: {err}", file=sys.stderr)
+            return 2
+        out = Path(args.out or Path("outputs") / "reports" / "compare")
+        files = write_compare(table, label_a, label_b, out)
+        print(f"\nA = {label_a} ({len(side_a)} run(s)), B = {label_b} ({len(side_b)} run(s)); A − B with its 95% "
+              f"paired-bootstrap CI ({args.resamples} resamples of the test pairs), Welch's t over seeds\n"
+              f"{markdown_compare(table, label_a, label_b)}\n\ntable: {files[0]}")
+        return 0
+    if not (args.experiment or args.parent_run):
+        parser.error("one of --experiment, --parent-run or --compare is required")
     out = Path(args.out or Path("outputs") / "reports" / (args.experiment or args.parent_run))
     try:
         runs = load_runs(tracking_uri, args.experiment, args.parent_run)
         label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
-        report = write_report(runs, out, args.ablation, label, args.metric)
+        report = write_report(runs, out, args.ablation, label, args.metric, args.reference, tracking_uri, args.resamples,
+                              args.control)
     except (ReportError, ReferenceDataError) as err:
         print(f"cl-bench-report: error: {err}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ class RunDir:
     BEST_MODEL = "best_model"  # the best weights, Hugging Face format
     BEST_STATE = "best_state.pt"  # the best method state (all modules), for the final evaluation
     ANISOTROPY_PLOT = "anisotropy.png"
+    PAIR_SCORES = "sts_pair_scores.npz"  # every STS test pair's cosine and gold score (cl-bench-report --compare)
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -88,6 +89,10 @@ class RunDir:
     @property
     def anisotropy_plot(self) -> Path:
         return self.path / self.ANISOTROPY_PLOT
+
+    @property
+    def pair_scores(self) -> Path:
+        return self.path / self.PAIR_SCORES
 
     def is_run(self) -> bool:
         """True when the folder holds a cl-bench run (its results or its Hydra config)."""

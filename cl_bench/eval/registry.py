@@ -42,12 +42,15 @@ class ScoreOptions:
         transfer_config: SentEval's ``full`` (10 folds) or ``fast`` (5 folds) classifier configuration.
         seed: SentEval's seed (1111).
         classifier: ``senteval`` or ``sklearn``.
+        pair_scores: where STS scorers put each scored pair's similarity and gold score
+            (``{task: {part: (system, gold)}}``, :func:`cl_bench.eval.sts.save_pair_scores`); None: not kept.
     """
 
     postprocess: Any = None
     transfer_config: str = "full"
     seed: int = 1111
     classifier: str = "senteval"
+    pair_scores: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -323,7 +323,8 @@ def evaluate(
             post.prepare(table, corpus)
 
     results: dict[str, float] = encoding_flags(settings)
-    options = ScoreOptions(post, transfer_config, seed, transfer_classifier)
+    pair_scores: dict = {}
+    options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
     for task, parts in task_data.items():
         interrupt.check(results)  # a stop between tasks keeps the figures so far
         task_start = time.perf_counter()
@@ -338,6 +339,10 @@ def evaluate(
                 _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir
             )
         )
+    if out_dir is not None and pair_scores:  # what cl-bench-report --compare resamples
+        from cl_bench.eval.sts import save_pair_scores
+
+        save_pair_scores(RunDir(out_dir).pair_scores, pair_scores)
     log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
     return results
 

@@ -177,11 +177,18 @@ class RunTracker:
             self._lines_sent = self._lines_written
             self.files.sent_lines.write_text(str(self._lines_sent))
 
-    def log_results(self, results: dict[str, float], step: int | None = None) -> Path:
-        """Write results.json (always, first), then log the figures as MLflow metrics and artifact."""
+    def log_results(self, results: dict[str, float], step: int | None = None,
+                    provenance: dict[str, str] | None = None) -> Path:
+        """Write results.json (always, first), then log the figures as MLflow metrics and artifact.
+
+        ``provenance`` (what the figures were measured with, :mod:`cl_bench.provenance`) goes into
+        results.json under ``provenance`` and to MLflow as tags ``provenance.<field>``.
+        """
         path = self.files.results
-        _write_json(path, results)
+        _write_json(path, {**results, **({"provenance": provenance} if provenance else {})})
         self.log_metrics(results, step)
+        if provenance:
+            self.set_tags({f"provenance.{k}": v for k, v in provenance.items()})
         self.log_artifact(path)
         return path
 
