@@ -437,11 +437,13 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
+    from cl_bench.models.decoders import BackboneOptions
     from cl_bench.models.encoder import build_encoder
     from cl_bench.train.loop import resolve_device
 
     encoder = build_encoder(
-        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
+        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
+        options=BackboneOptions.from_config(cfg.model, training=False),
     ).to(resolve_device(cfg.train.device))
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)

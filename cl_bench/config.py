@@ -31,10 +31,24 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class LoraOptions:
+    """LoRA adapters through peft (cl_bench/models/decoders.py); r=0 trains the full backbone."""
+
+    r: int = 0  # rank; 0 = off (full fine-tuning)
+    alpha: float = 32.0  # lora_alpha (scaling alpha/r); LLM2Vec: r=16, alpha=32
+    dropout: float = 0.05  # lora_dropout
+    target_modules: list[str] | None = None  # null: peft's default for the family (Llama: q_proj, v_proj); [all-linear]: every linear layer
+
+
+@dataclass
 class ModelConfig:
     name_or_path: str = "bert-base-uncased"
     max_length: int = 32  # training truncation; evaluation never truncates below the model limit
     dropout: float = MISSING  # interpolated from the top-level `dropout`
+    bidirectional: bool = False  # decoders: replace the causal mask by a bidirectional one (LLM2Vec)
+    attn_implementation: str | None = None  # eager | sdpa | flash_attention_2 (null: transformers' default)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (training only)
+    lora: LoraOptions = field(default_factory=LoraOptions)
 
 
 @dataclass
@@ -216,6 +230,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
+    from cl_bench.models.decoders import BackboneOptionError
     from cl_bench.models.encoder import ModelLoadError, check_model_reachable
 
     if cfg.mode not in MODES:
@@ -260,8 +275,9 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     check_choices(cfg, overrides)
     try:
         check_model_reachable(cfg.model.name_or_path)
+        check_backbone(cfg)
         ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
-    except (ModelLoadError, DataDownloadError) as err:
+    except (ModelLoadError, DataDownloadError, BackboneOptionError) as err:
         raise ConfigError(str(err)) from err
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
@@ -274,6 +290,22 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_text_file(cfg.data.train_file)
     except DataFileError as err:
         raise ConfigError(str(err)) from err
+
+
+def check_backbone(cfg: DictConfig) -> None:
+    """The backbone options against the model's config (decoder, LoRA, attention kernel), no weights loaded
+    (:func:`cl_bench.models.decoders.check_backbone_options`)."""
+    from cl_bench.models.decoders import check_backbone_options
+
+    method = augmentation = None
+    if cfg.mode == "train":
+        cls = method_class(cfg)
+        method = cfg.method
+        if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
+            augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+    keeps_mlp = cfg.pooler.name == "cls" and not cfg.pooler.mlp_only_train
+    check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
+                           str(cfg.eval.backend), keeps_mlp)
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
@@ -367,7 +399,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     if cfg.mode == "eval":
         why = "mode=eval scores an encoder as given (nothing is trained)"
         for key in ("method", "loss", "augmentation", "data", "dropout", "batch_size", "seed", "model.max_length",
-                    "model.dropout", "pooler.mlp_only_train"):
+                    "model.dropout", "pooler.mlp_only_train", "model.lora", "model.gradient_checkpointing"):
             inert[key] = why
         for key in cfg.train:
             if f"train.{key}" not in EVAL_TRAIN_KEYS:
@@ -392,6 +424,9 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
                         inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
                 elif need not in supplied:
                     inert[f"loss.{key}"] = f"method={name} gives its loss no {need.replace('_', ' ')}"
+    if int(cfg.model.lora.r) == 0:
+        for key in ("alpha", "dropout", "target_modules"):
+            inert.setdefault(f"model.lora.{key}", "model.lora.r is 0 (no LoRA adapters); set model.lora.r > 0")
     if cfg.pooler.name != "cls":
         inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
     if cfg.pooler.name != "avg_first_last":

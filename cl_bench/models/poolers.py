@@ -13,6 +13,7 @@ Pooler names follow SimCSE's ``--pooler`` option:
   paper's first-last baselines used (its README and issue #285). BERT-flow's "last2avg"
   (``run_siamese.py``: ``all_encoder_layers[0]`` and ``[-1]``, TF BERT's list without the embeddings)
   is ``first_layer=1``.
+* ``last_token``: the last real token's state (decoders: the appended EOS, :mod:`cl_bench.models.decoders`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def pool(
             raise ValueError(f"pooler={pooler} needs the encoder's hidden_states")
         other = hidden_states[-2] if pooler == "avg_top2" else hidden_states[first_layer]
         return (masked_mean(other, attention_mask) + masked_mean(hidden_states[-1], attention_mask)) / 2
+    if pooler == "last_token":
+        return last_token(last_hidden, attention_mask)
     raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
 
 
@@ -78,3 +81,23 @@ class MLPHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.dense(x))
+
+
+# ------------------------------------------------------------------------------------------------
+# Decoder poolers (issue 26)
+# ------------------------------------------------------------------------------------------------
+POOLERS += ("last_token",)
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) index of the last position where ``attention_mask`` is 1, for right- and left-padded batches.
+
+    The highest masked-in position, whatever side the padding is on (a row of zeros gives 0).
+    """
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (positions * (attention_mask != 0)).argmax(dim=1)  # positions are distinct: the max is the last 1
+
+
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, H) state of each row's last real token (``pooler=last_token``; E5-/GTE-style decoder pooling)."""
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask)]
