@@ -295,7 +295,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
 def check_backbone(cfg: DictConfig) -> None:
     """The backbone options against the model's config (decoder, LoRA, attention kernel), no weights loaded
     (:func:`cl_bench.models.decoders.check_backbone_options`)."""
-    from cl_bench.models.decoders import check_backbone_options
+    from cl_bench.models.decoders import BackboneOptionError, check_backbone_options
 
     method = augmentation = None
     if cfg.mode == "train":
@@ -304,8 +304,11 @@ def check_backbone(cfg: DictConfig) -> None:
         if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
             augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
     keeps_mlp = cfg.pooler.name == "cls" and not cfg.pooler.mlp_only_train
-    check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
-                           str(cfg.eval.backend), keeps_mlp)
+    try:
+        check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
+                               str(cfg.eval.backend), keeps_mlp)
+    except BackboneOptionError as err:
+        raise ConfigError(str(err)) from err
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:

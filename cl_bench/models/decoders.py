@@ -91,6 +91,12 @@ def can_be_bidirectional(config: Any) -> bool:
     cls = backbone_class(config)
     if cls is None:
         return False
+    try:
+        from transformers import masking_utils
+    except ImportError:  # transformers < 4.53 builds masks in each model's code
+        return False
+    if "is_causal" not in inspect.getsource(masking_utils.create_causal_mask):  # the fallback is newer than the module
+        return False
     source = inspect.getsource(inspect.getmodule(cls))
     return "create_causal_mask(" in source or "create_causal_mask if" in source
 
@@ -226,12 +232,21 @@ def prepare_tokenizer(tokenizer: Any, append_eos: bool) -> None:
         return
     if tokenizer.eos_token is None:
         raise RuntimeError("pooler=last_token: the tokenizer has no EOS token to append")
-    if hasattr(tokenizer, "add_eos_token"):  # Llama-style tokenizers rebuild their post-processor from this flag
+    prefix = _prefix_ids(tokenizer)  # what the family puts in front (Llama/Mistral: BOS): kept
+    if hasattr(tokenizer, "add_eos_token") and hasattr(tokenizer, "add_bos_token"):
+        # Llama-style tokenizers rebuild their post-processor from these flags (also when loaded again)
+        tokenizer.add_bos_token = tokenizer.bos_token_id is not None and prefix == [tokenizer.bos_token_id]
         tokenizer.add_eos_token = True
-    if not _ends_with_eos(tokenizer):
-        _append_eos_post_processor(tokenizer)
-    if not _ends_with_eos(tokenizer):
+    if not (_ends_with_eos(tokenizer) and _prefix_ids(tokenizer)[: len(prefix)] == prefix):
+        _append_eos_post_processor(tokenizer, prefix)
+    if not (_ends_with_eos(tokenizer) and _prefix_ids(tokenizer)[: len(prefix)] == prefix):
         raise RuntimeError(f"pooler=last_token: cannot make the {type(tokenizer).__name__} tokenizer append its EOS token")
+
+
+def _prefix_ids(tokenizer: Any) -> list[int]:
+    """The ids the tokenizer adds before a sentence (what it puts around an empty one, minus a final EOS)."""
+    ids = list(tokenizer("", add_special_tokens=True)["input_ids"])
+    return ids[:-1] if ids and ids[-1] == tokenizer.eos_token_id else ids
 
 
 def _ends_with_eos(tokenizer: Any) -> bool:
@@ -239,7 +254,7 @@ def _ends_with_eos(tokenizer: Any) -> bool:
     return tokenizer.eos_token_id is not None and len(ids) > 0 and ids[-1] == tokenizer.eos_token_id
 
 
-def _append_eos_post_processor(tokenizer: Any) -> None:
+def _append_eos_post_processor(tokenizer: Any, prefix_ids: list[int]) -> None:
     """Set a ``tokenizers`` post-processor that keeps the tokens the tokenizer adds in front (e.g. BOS) and
     appends EOS; saved in tokenizer.json, so every later load appends it too."""
     from tokenizers import processors
@@ -247,7 +262,6 @@ def _append_eos_post_processor(tokenizer: Any) -> None:
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None:
         raise RuntimeError(f"pooler=last_token: {type(tokenizer).__name__} is not a fast tokenizer; cannot append EOS")
-    prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # what the family puts first (BOS or nothing)
     prefix = [tokenizer.convert_ids_to_tokens(i) for i in prefix_ids]
     eos = tokenizer.eos_token
     specials = {t: tokenizer.convert_tokens_to_ids(t) for t in [*prefix, eos]}
