@@ -142,6 +142,7 @@ def test_bidirectional_lets_an_earlier_token_see_a_later_one(family: str, attn: 
     for bidirectional in (False, True):
         options = BackboneOptions(bidirectional=bidirectional, attn_implementation=attn)
         encoder = build_encoder(str(tiny[family]), pooler="avg", options=options).eval()
+        assert encoder.backbone.config._attn_implementation == attn  # model.attn_implementation reaches the backbone
         ids = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 9]])
         for mask in (None, torch.ones_like(ids)):  # with and without a materialised padding mask
             with torch.no_grad():
@@ -170,6 +171,8 @@ def test_lora_gives_gradients_to_the_adapters_only(model: str, tiny: dict[str, P
     options = BackboneOptions(lora_r=4, lora_alpha=8, lora_dropout=0.0, gradient_checkpointing=True)
     encoder = build_encoder(str(path), pooler=pooler, options=options).train()
     assert is_peft(encoder.backbone)
+    base = encoder.backbone.get_base_model()
+    assert getattr(base, "is_activation_checkpointing", getattr(base, "is_gradient_checkpointing", False))
     for name, param in encoder.named_parameters():
         if "lora_B" in name:
             torch.nn.init.normal_(param, std=0.1)  # B starts at zero; a non-zero B lets gradients reach A too
@@ -293,7 +296,7 @@ def test_real_command_trains_evaluates_and_exports_each_family(
     _run(args, tmp_path, data_dir)
     run = tmp_path / "run"
     results = json.loads((run / "results.json").read_text())
-    assert np.isfinite(results["stsb_test"]) and results["best_step"] == 2
+    assert np.isfinite(results["stsb"]) and results["best_step"] == 2
     assert (run / "best_model" / ("adapter_config.json" if lora else "model.safetensors")).is_file()
     out = ex.export(run, tmp_path / "exported", check=True)
     vectors = SentenceTransformer(str(out), device="cpu").encode(SENTENCES, convert_to_numpy=True)
@@ -302,5 +305,5 @@ def test_real_command_trains_evaluates_and_exports_each_family(
     # mode=eval on the checkpoint (adapters or full weights) through the real command
     _run(["mode=eval", f"model.name_or_path={run / 'best_model'}", "pooler=last_token", "logger=none",
           "eval.tasks=[stsb]", "eval.align_uniform=false", "eval.anisotropy=false", "hydra.run.dir=eval"], tmp_path, data_dir)
-    assert np.isclose(json.loads((tmp_path / "eval" / "results.json").read_text())["stsb_test"], results["stsb_test"],
+    assert np.isclose(json.loads((tmp_path / "eval" / "results.json").read_text())["stsb"], results["stsb"],
                       atol=1e-6)
