@@ -442,6 +442,7 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
+    from cl_bench.models.decoders import BackboneOptions
     from cl_bench.models.encoder import build_encoder
     from cl_bench.provenance import run_provenance
     from cl_bench.train.loop import resolve_device
@@ -450,6 +451,7 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
         prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
+        options=BackboneOptions.from_config(cfg.model, training=False),
     ).to(device)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)

@@ -31,6 +31,16 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class LoraOptions:
+    """LoRA adapters through peft (cl_bench/models/decoders.py); r=0 trains the full backbone."""
+
+    r: int = 0  # rank; 0 = off (full fine-tuning)
+    alpha: float = 32.0  # lora_alpha (scaling alpha/r); LLM2Vec: r=16, alpha=32
+    dropout: float = 0.05  # lora_dropout
+    target_modules: list[str] | None = None  # null: peft's default for the family (Llama: q_proj, v_proj); [all-linear]: every linear layer
+
+
+@dataclass
 class ModelConfig:
     name_or_path: str = "bert-base-uncased"
     max_length: int = 32  # training truncation; evaluation never truncates below the model limit
@@ -39,6 +49,10 @@ class ModelConfig:
     view_prompts: list[str] = field(default_factory=list)  # one prompt per view/column in training (last one repeats); [] = model.prompt
     include_prompt: bool = True  # false: averaging poolers leave the prompt's tokens out (sentence-transformers' include_prompt)
     prompt_period: str = "none"  # none | promptbert | sncse | prompteol: the final period each recipe's code adds (cl_bench/models/prompts.py)
+    bidirectional: bool = False  # decoders: replace the causal mask by a bidirectional one (LLM2Vec)
+    attn_implementation: str | None = None  # eager | sdpa | flash_attention_2 (null: transformers' default)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (training only)
+    lora: LoraOptions = field(default_factory=LoraOptions)
 
 
 @dataclass
@@ -224,6 +238,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
+    from cl_bench.models.decoders import BackboneOptionError
     from cl_bench.models.encoder import ModelLoadError, check_model_reachable
 
     if cfg.mode not in MODES:
@@ -268,8 +283,9 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     check_choices(cfg, overrides)
     try:
         check_model_reachable(cfg.model.name_or_path)
+        check_backbone(cfg)
         ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
-    except (ModelLoadError, DataDownloadError) as err:
+    except (ModelLoadError, DataDownloadError, BackboneOptionError) as err:
         raise ConfigError(str(err)) from err
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
@@ -301,6 +317,8 @@ def check_prompt_options(cfg: DictConfig) -> None:
             check_prompt(str(prompt), "model.view_prompts", pooler)
     except ValueError as err:
         raise ConfigError(str(err)) from err
+
+
 def check_matryoshka(cfg: DictConfig) -> None:
     """``train.matryoshka_dims``/``_weights``: valid sizes, and a loss that takes embeddings (before any model loads)."""
     dims = cfg.train.get("matryoshka_dims")
@@ -336,6 +354,25 @@ def _model_width(name_or_path: str) -> int | None:
         return int(AutoConfig.from_pretrained(name_or_path, local_files_only=True).hidden_size)
     except Exception:  # not cached locally, or no hidden_size: the loss checks the width at its first call
         return None
+
+
+def check_backbone(cfg: DictConfig) -> None:
+    """The backbone options against the model's config (decoder, LoRA, attention kernel), no weights loaded
+    (:func:`cl_bench.models.decoders.check_backbone_options`)."""
+    from cl_bench.models.decoders import BackboneOptionError, check_backbone_options
+
+    method = augmentation = None
+    if cfg.mode == "train":
+        cls = method_class(cfg)
+        method = cfg.method
+        if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
+            augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+    keeps_mlp = cfg.pooler.name == "cls" and not cfg.pooler.mlp_only_train
+    try:
+        check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
+                               str(cfg.eval.backend), keeps_mlp)
+    except BackboneOptionError as err:
+        raise ConfigError(str(err)) from err
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
@@ -429,7 +466,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     if cfg.mode == "eval":
         why = "mode=eval scores an encoder as given (nothing is trained)"
         for key in ("method", "loss", "augmentation", "data", "dropout", "batch_size", "seed", "seeds", "model.max_length",
-                    "model.dropout", "pooler.mlp_only_train"):
+                    "model.dropout", "pooler.mlp_only_train", "model.lora", "model.gradient_checkpointing"):
             inert[key] = why
         for key in cfg.train:
             if f"train.{key}" not in EVAL_TRAIN_KEYS:
@@ -454,6 +491,9 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
                         inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
                 elif need not in supplied:
                     inert[f"loss.{key}"] = f"method={name} gives its loss no {need.replace('_', ' ')}"
+    if int(cfg.model.lora.r) == 0:
+        for key in ("alpha", "dropout", "target_modules"):
+            inert.setdefault(f"model.lora.{key}", "model.lora.r is 0 (no LoRA adapters); set model.lora.r > 0")
     if cfg.pooler.name != "cls":
         inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
     if cfg.pooler.name != "avg_first_last":

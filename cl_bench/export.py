@@ -5,13 +5,16 @@ embeddings cl-bench's own :class:`~cl_bench.models.encoder.SentenceEncoder` give
 and with ``transformers.AutoModel.from_pretrained(OUT_DIR)`` (the backbone sits at the top level).
 Poolers map onto stock sentence-transformers modules, so no custom code is needed to load it:
 
-* ``cls_before_pooler`` -> ``Pooling(cls)``; ``avg`` -> ``Pooling(mean)``;
+* ``cls_before_pooler`` -> ``Pooling(cls)``; ``avg`` -> ``Pooling(mean)``; ``last_token`` -> ``Pooling(lasttoken)``;
 * ``cls`` -> ``Pooling(cls)`` + ``Dense(tanh)`` holding the trained MLP (left out when the model
   was trained with ``mlp_only_train``, as cl-bench evaluates it);
 * ``avg_top2`` / ``avg_first_last`` -> ``WeightedLayerPooling`` with fixed 0/1 weights that select
   the two layers (their average equals the average of the two layer means, the mask being the
   same) + ``Pooling(mean)``; the backbone config gets ``output_hidden_states=true`` so the layers
   reach the pooling module.
+
+A LoRA checkpoint (adapters only) is exported merged into its base weights (peft's
+``merge_and_unload``); the check compares the merged export with the unmerged adapter model.
 
 A README.md model card states the method, hyperparameters and the run's STS/transfer figures.
 """
@@ -23,6 +26,7 @@ import datetime as _dt
 import json
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from cl_bench import __version__
+from cl_bench.models.decoders import is_lora_dir
 from cl_bench.models.encoder import ENCODER_META_FILE
 from cl_bench.models.poolers import POOLERS
 from cl_bench.rundir import RunDir
@@ -199,6 +204,8 @@ def build_sentence_transformer(
             modules.append(dense)
     elif pooler == "avg":
         modules.append(pooling_cls(hidden, pooling_mode="mean"))
+    elif pooler == "last_token":  # the last real token (the tokenizer saved with the model appends a decoder's EOS)
+        modules.append(pooling_cls(hidden, pooling_mode="lasttoken"))
     else:  # avg_top2 / avg_first_last: average two hidden layers, then mean over tokens
         layers = int(backbone.config.num_hidden_layers)
         start = layers - 1 if pooler == "avg_top2" else first_layer
@@ -220,6 +227,17 @@ def _reference_embeddings(model_dir: Path, settings: dict[str, Any], sentences: 
         first_layer=settings["first_layer"], fresh_mlp=False,
     )
     return encoder.encode(list(sentences), batch_size=len(sentences))
+
+
+def merge_lora(adapter_dir: Path, out_dir: Path) -> Path:
+    """A LoRA checkpoint's adapters merged into its base model, saved with the tokenizer to ``out_dir``."""
+    from cl_bench.models.encoder import load_backbone
+
+    backbone, tokenizer = load_backbone(str(adapter_dir))
+    merged = backbone.merge_and_unload()
+    merged.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
 
 
 def check_export(out_dir: Path, model_dir: Path, settings: dict[str, Any], atol: float = 1e-4) -> float:
@@ -427,8 +445,12 @@ def export(
         if out_dir.resolve() in (info.model_dir.resolve(), *(info.model_dir.resolve().parents)):
             raise ExportError(f"{out_dir}: would overwrite the checkpoint being exported")
         shutil.rmtree(out_dir)
-    model = build_sentence_transformer(info.model_dir, **settings)
-    model.save(str(out_dir), create_model_card=False)
+    with tempfile.TemporaryDirectory(prefix="cl_bench_merged_") as merged:
+        source = info.model_dir
+        if is_lora_dir(info.model_dir):  # LoRA adapters: merged into the base weights, so any loader reads one model
+            source = merge_lora(info.model_dir, Path(merged))
+        model = build_sentence_transformer(source, **settings)
+        model.save(str(out_dir), create_model_card=False)
     meta = {**info.meta, **settings}
     (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
     names = [_describe(module) for module in model]

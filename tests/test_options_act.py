@@ -166,6 +166,82 @@ def test_every_combination_is_rejected_with_one_line_or_accepted(tiny_bert: Path
     _check_combinations(tiny_bert, data_dir, corpus_files[0], per_method=None)
 
 
+#: the backbone keys of issue 26 (model.*), each with the values the combination tests try
+MODEL_KEYS = {
+    "model.bidirectional": [False, True],
+    "model.lora.r": [0, 4],
+    "model.attn_implementation": [None, "eager", "sdpa", "flash_attention_2"],
+    "model.gradient_checkpointing": [False, True],
+}
+
+
+def _check_model_combinations(models: dict[str, Path], data_dir: Path, corpus: Path, per_method: int | None,
+                              methods: list[str] = METHODS) -> None:
+    """Each method x backbone (encoder, decoder) x pooler x model-key combination (or ``per_method`` drawn at
+    random, seeded) is rejected with one of its single options' one-line errors, or accepted when all are."""
+    import random
+
+    from cl_bench.config import check_backbone
+
+    def verdict(cfg: Any, settings: dict[str, Any]) -> str | None:
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            for key, value in settings.items():
+                OmegaConf.update(cfg, key, value)
+        overrides = [f"{k}={'null' if v is None else v}" for k, v in settings.items() if k != "pooler.name"]
+        try:
+            check_choices(cfg, overrides)
+            check_backbone(cfg)
+        except ConfigError as err:
+            return str(err)
+        return None
+
+    draw = random.Random(0)
+    accepted = rejected = 0
+    for method in methods:
+        for model in models.values():
+            base = _method_config(method, data_dir, model, corpus)
+            axes = {"pooler.name": POOLERS, **MODEL_KEYS}
+            # each option alone, beside pooler=avg (accepted on both backbones) where it is not the pooler
+            single = {(k, v): verdict(base, {"pooler.name": "avg", k: v}) for k, values in axes.items() for v in values}
+            combinations = list(itertools.product(*axes.values()))
+            if per_method is not None:
+                combinations = draw.sample(combinations, per_method)
+            for values in combinations:
+                settings = dict(zip(axes, values, strict=True))
+                error = verdict(base, settings)
+                expected = [single[k, v] for k, v in settings.items() if single[k, v]]
+                if error is None:
+                    accepted += 1
+                    assert not expected, (method, model.name, settings)
+                else:
+                    rejected += 1
+                    assert "\n" not in error and error in expected, (method, model.name, settings, error)
+                    assert error.split(":")[0].split("=")[0] in ("pooler", *(k for k in MODEL_KEYS)), error
+    assert accepted and rejected
+
+
+@pytest.fixture(scope="module")
+def encoder_and_decoder(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from tiny_decoders import build_tiny_decoder
+
+    return {"bert": tiny_bert, "llama": build_tiny_decoder("llama", tmp_path_factory.mktemp("tiny_llama") / "llama")}
+
+
+def test_model_key_combinations_are_rejected_with_one_line_or_accepted(encoder_and_decoder, data_dir: Path,
+                                                                       corpus_files) -> None:
+    """Default suite (seconds): SimCSE and supervised SimCSE, each model.* key and pooler alone and 8 random
+    combinations per method and backbone; the slow test below takes every method and combination."""
+    _check_model_combinations(encoder_and_decoder, data_dir, corpus_files[0], per_method=8, methods=["simcse", "simcse_sup"])
+
+
+@pytest.mark.slow
+def test_every_model_key_combination_is_rejected_with_one_line_or_accepted(encoder_and_decoder, data_dir: Path,
+                                                                           corpus_files) -> None:
+    """All method x backbone x pooler x model.* combinations (12 x 2 x 7 x 32)."""
+    _check_model_combinations(encoder_and_decoder, data_dir, corpus_files[0], per_method=None)
+
+
 def _accepted_options(method: str, cfg: Any) -> list[tuple[str, str]]:
     pairs = []
     for group, names in (("loss", LOSSES), ("augmentation", AUGMENTATIONS), ("pooler", POOLERS)):

@@ -36,6 +36,7 @@ def test_each_pooler_reads_the_documented_layers(name: str) -> None:
         "avg_top2": (masked_mean(states[-2], mask) + masked_mean(states[-1], mask)) / 2,
         # hidden_states[1] = first transformer layer (SimCSE >= 206d7ae), not the embeddings [0]
         "avg_first_last": (masked_mean(states[1], mask) + masked_mean(states[-1], mask)) / 2,
+        "last_token": states[-1][[0, 1, 2], [4, 2, 1]],  # the last 1 of each mask row
     }[name]
     assert torch.allclose(out, expected)
 

@@ -9,6 +9,7 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -21,6 +22,16 @@ import torch
 from torch import nn
 
 from cl_bench import interrupt
+from cl_bench.models.decoders import (
+    BackboneOptions,
+    apply_lora,
+    is_decoder,
+    is_lora_dir,
+    is_peft,
+    load_lora,
+    prepare_tokenizer,
+    set_bidirectional,
+)
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
 from cl_bench.models.inference import (
     EncodingSettings,
@@ -133,25 +144,54 @@ def apply_dropout(config: Any, dropout: float | None) -> None:
             setattr(config, key, float(dropout))
 
 
-def load_backbone(name_or_path: str, dropout: float | None = None) -> tuple[nn.Module, Any]:
-    """Load an ``AutoModel`` and its tokenizer, with dropout set as asked.
+def load_backbone(
+    name_or_path: str, dropout: float | None = None, options: BackboneOptions | None = None, append_eos: bool = False
+) -> tuple[nn.Module, Any]:
+    """Load an ``AutoModel`` and its tokenizer, with dropout and the backbone ``options`` applied.
+
+    A decoder's tokenizer gets its pad token, right padding and, with ``append_eos``, an EOS closing
+    each sentence (:func:`cl_bench.models.decoders.prepare_tokenizer`). A LoRA adapter folder loads
+    its base model with the adapters; ``options.lora_r > 0`` wraps a fresh backbone with new ones.
 
     Raises:
         ModelLoadError: with a hint to use local files when the hub cannot be reached.
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+    options = options or BackboneOptions()
     check_model_reachable(name_or_path)
     quiet_transformers_bars()
+    kwargs: dict[str, Any] = {}
+    if options.attn_implementation is not None:
+        kwargs["attn_implementation"] = options.attn_implementation
     try:
         config = AutoConfig.from_pretrained(name_or_path)
         apply_dropout(config, dropout)
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        backbone = AutoModel.from_pretrained(name_or_path, config=config)
+        if is_lora_dir(name_or_path):
+            backbone = load_lora(name_or_path, kwargs)
+            apply_dropout(backbone.config, dropout)
+        else:
+            backbone = AutoModel.from_pretrained(name_or_path, config=config, **kwargs)
     except OSError as err:
         if is_local_path(name_or_path):
             raise ModelLoadError(f"model.name_or_path: cannot load '{name_or_path}': {err}") from err
         raise ModelLoadError(_hub_hint(name_or_path)) from err
+    if is_decoder(backbone.config):
+        try:
+            prepare_tokenizer(tokenizer, append_eos)
+        except RuntimeError as err:
+            raise ModelLoadError(f"model.name_or_path: '{name_or_path}': {err}") from err
+        if options.bidirectional or getattr(backbone.config, "is_causal", True) is False:
+            set_bidirectional(backbone)  # asked, or saved so (config.json's is_causal) by a bidirectional run
+    if options.gradient_checkpointing:
+        # non-reentrant: checkpointed segments get gradients even when the inputs need none (LoRA: frozen embeddings)
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if options.lora_r > 0:
+        if is_lora_dir(name_or_path):
+            raise ModelLoadError(f"model.lora.r: '{name_or_path}' holds LoRA adapters already; train from its base model")
+        backbone = apply_lora(backbone, options.lora_r, options.lora_alpha, options.lora_dropout,
+                              options.lora_target_modules)
     return backbone, tokenizer
 
 
@@ -262,7 +302,9 @@ class SentenceEncoder(nn.Module):
 
     def token_states(self, features: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None):
         """Run the backbone; returns its output (with hidden_states when the pooler needs them)."""
-        kwargs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        kwargs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask")}
+        if "token_type_ids" in features and self._takes_token_types():
+            kwargs["token_type_ids"] = features["token_type_ids"]
         if inputs_embeds is not None:
             kwargs.pop("input_ids", None)
             kwargs["inputs_embeds"] = inputs_embeds
@@ -299,6 +341,18 @@ class SentenceEncoder(nn.Module):
         if self.pooler == "cls" and self.mlp is not None and apply_mlp:
             vectors = self.mlp(vectors)
         return vectors
+
+    def _takes_token_types(self) -> bool:
+        """Whether the backbone's forward has ``token_type_ids`` (BERT does; Llama, Qwen2 do not)."""
+        if not hasattr(self, "_token_types"):
+            model = self.backbone.get_base_model() if is_peft(self.backbone) else self.backbone
+            self._token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+        return self._token_types
+
+    @property
+    def onnx_capable(self) -> bool:
+        """Whether the ONNX backend applies: not to decoders nor LoRA-wrapped backbones (torch runs them)."""
+        return not (is_decoder(self.backbone.config) or is_peft(self.backbone))
 
     def forward(
         self,
@@ -390,6 +444,10 @@ class SentenceEncoder(nn.Module):
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
         backend = resolve_backend(settings.backend, settings.precision, self.device)
+        if settings.backend == "auto" and not self.onnx_capable:
+            backend = "torch"  # no ONNX export for decoders and LoRA backbones: auto means torch
+        elif backend == "onnx" and not self.onnx_capable:
+            raise ValueError("eval.backend: onnx is not exported for decoders or LoRA models; use eval.backend=torch or auto")
         check_inference_options(backend, settings.precision, self.device)
         if settings.backend == "auto" and backend == "onnx" and unique:
             backend = self._auto_backend(unique, settings, batch_size)
@@ -480,7 +538,10 @@ class SentenceEncoder(nn.Module):
         backbone_pooler = getattr(self.backbone, "pooler", None)
         if self.mlp is not None and backbone_pooler is not None and hasattr(backbone_pooler, "dense"):
             backbone_pooler.dense.load_state_dict(self.mlp.dense.state_dict())
-        self.backbone.save_pretrained(out_dir)
+        if is_peft(self.backbone):
+            self._save_lora(out_dir)
+        else:
+            self.backbone.save_pretrained(out_dir)
         self.tokenizer.save_pretrained(out_dir)
         meta = {
             "encoder_class": _class_path(type(self)),
@@ -492,6 +553,19 @@ class SentenceEncoder(nn.Module):
             **(extra_meta or {}),
         }
         (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+
+    def _save_lora(self, out_dir: Path) -> None:
+        """LoRA: the adapters only (peft format), the base config as trained (dropout, ``is_causal``) and
+        the base model's location as an absolute path when it is a local folder (runs start anywhere)."""
+        self.backbone.save_pretrained(out_dir)
+        base = self.backbone.get_base_model()
+        base.config.save_pretrained(out_dir)
+        adapter_config = out_dir / "adapter_config.json"
+        values = json.loads(adapter_config.read_text())
+        base_path = str(values.get("base_model_name_or_path") or base.config.name_or_path)
+        if is_local_path(base_path):
+            values["base_model_name_or_path"] = str(Path(base_path).expanduser().resolve())
+        adapter_config.write_text(json.dumps(values, indent=2))
 
 
 def special_tokens_mask(tokenizer: Any, input_ids: torch.Tensor) -> torch.Tensor:
@@ -512,6 +586,7 @@ def build_encoder(
     include_prompt: bool = True,
     prompt_period: str = "none",
     view_prompts: Sequence[str] = (),
+    options: BackboneOptions | None = None,
 ) -> SentenceEncoder:
     """Build a :class:`SentenceEncoder` from a hub id or local directory.
 
@@ -522,8 +597,11 @@ def build_encoder(
     For evaluation (``fresh_mlp=False``), a folder saved by a :class:`SentenceEncoder` subclass
     (``encoder_class`` in ``cl_bench_encoder.json``, e.g. IS-BERT's CNN encoder) is rebuilt as that
     class, whose own pooling replaces ``pooler``: scoring its backbone alone would be another model.
+
+    ``options`` (:class:`cl_bench.models.decoders.BackboneOptions`): bidirectional attention, attention
+    kernel, gradient checkpointing, LoRA. A decoder with ``pooler=last_token`` gets EOS appended.
     """
-    backbone, tokenizer = load_backbone(name_or_path, dropout)
+    backbone, tokenizer = load_backbone(name_or_path, dropout, options, append_eos=pooler == "last_token")
     saved_class = None if fresh_mlp else _saved_encoder_class(name_or_path)
     if saved_class is not None:
         log.info("%s was saved by %s: rebuilding it (its pooling replaces pooler=%s)",

@@ -17,6 +17,7 @@ Pooler names follow SimCSE's ``--pooler`` option:
   paper's first-last baselines used (its README and issue #285). BERT-flow's "last2avg"
   (``run_siamese.py``: ``all_encoder_layers[0]`` and ``[-1]``, TF BERT's list without the embeddings)
   is ``first_layer=1``.
+* ``last_token``: the last real token's state (decoders: the appended EOS, :mod:`cl_bench.models.decoders`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "mask", "prompt_last")
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "mask", "prompt_last", "last_token")
 #: poolers that read one token of the prompt (the input must be built with a prompt)
 PROMPT_POOLERS: tuple[str, ...] = ("mask", "prompt_last")
 #: poolers that average token states (``model.include_prompt=false`` drops the prompt's tokens from them)
@@ -80,6 +81,8 @@ def pool(
         if token_index is None:
             raise ValueError(f"pooler={pooler} needs inputs built with a prompt (model.prompt)")
         return last_hidden[torch.arange(last_hidden.shape[0], device=last_hidden.device), token_index]
+    if pooler == "last_token":
+        return last_token(last_hidden, attention_mask)
     raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
 
 
@@ -96,8 +99,20 @@ class MLPHead(nn.Module):
         return torch.tanh(self.dense(x))
 
 
-def last_token_index(attention_mask: torch.Tensor) -> torch.LongTensor:
-    """(B,) index of the last position where ``attention_mask`` is 1, for right- or left-padded batches
-    (a row without any 1 gives 0)."""
+# ------------------------------------------------------------------------------------------------
+# Decoder poolers (issue 26)
+# ------------------------------------------------------------------------------------------------
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) index of the last position where ``attention_mask`` is 1, for right- and left-padded batches.
+
+    The highest masked-in position, whatever side the padding is on (a row of zeros gives 0).
+    """
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-    return (positions * (attention_mask != 0)).amax(dim=1).long()
+    return (positions * (attention_mask != 0)).argmax(dim=1)  # positions are distinct: the max is the last 1
+
+
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, H) state of each row's last real token (``pooler=last_token``; E5-/GTE-style decoder pooling)."""
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask)]

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from cl_bench import distributed  # torchrun (no-ops in one process)
 from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
+from cl_bench.models.decoders import BackboneOptions
 from cl_bench.models.encoder import build_encoder
 from cl_bench.rundir import RunDir
 from cl_bench.train.checkpoint import (
@@ -103,6 +104,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         include_prompt=cfg.model.include_prompt,
         prompt_period=cfg.model.prompt_period,
         view_prompts=list(cfg.model.view_prompts),
+        options=BackboneOptions.from_config(cfg.model, training=True),
     )
     method_class = get_class(str(cfg.method._target_))
     # A group the method does not use is not built at all (validation rejected overriding it).
