@@ -521,6 +521,9 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert["eval.whitening"] = f"only eval.postprocess=whitening keeps k dimensions (eval.postprocess={postprocess})"
     if postprocess != "flow":
         inert["eval.flow"] = f"only eval.postprocess=flow fits a flow (eval.postprocess={postprocess})"
+    elif cfg.mode == "eval" and cfg.eval.flow.get("pooler", "official") == "official":
+        inert.setdefault("pooler", "eval.flow.pooler=official pools as BERT-flow (avg_first_last, first_layer=1); "
+                                   "add eval.flow.pooler=run to use the pooler group")
     return inert
 
 

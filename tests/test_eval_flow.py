@@ -111,14 +111,16 @@ def test_flow_postprocess_changes_the_figures_it_labels(tmp_path: Path) -> None:
     root = write_sts_fixture(tmp_path / "sts", pairs_per_part=24)
     common = {"tasks": ["stsb", "sts12"], "align_uniform": True, "anisotropy": False}
     raw = evaluate(HashEncoder(), root, **common)
-    flow = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "epochs": 2}, **common)
+    hashed = {"fit_mode": "eval", "pooler": "run"}  # HashEncoder has no dropout and no pooler
+    flow = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "epochs": 2, **hashed}, **common)
     white = evaluate(HashEncoder(), root, postprocess="whitening", **common)
     for key in ("stsb", "sts12", "align", "uniform"):
         assert len({raw[key], flow[key], white[key]}) == 3, key
     # a named fitting corpus: one flow for every task
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"sentence number {i} about things" for i in range(100)) + "\n")
-    named = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "corpus": str(corpus)}, **common)
+    named = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "corpus": str(corpus), **hashed},
+                     **common)
     assert named["stsb"] != flow["stsb"] and math.isfinite(named["sts12"])
     # the corpus flow reads no train split
     (root / "sts/STSBenchmark/sts-train.csv").unlink()
@@ -134,7 +136,8 @@ def test_minilm_sts_with_flow_whitening_and_none(tmp_path: Path, data_dir: Path)
     assert exe, "the cl-bench console script is not installed (pip install -e .)"
     figures = {}
     for name in ("default", "whitening", "flow"):
-        args = [exe, "mode=eval", f"model.name_or_path={minilm_path()}", "pooler=avg", f"eval={name}",
+        pooling = ["pooler=avg"] + (["eval.flow.pooler=run"] if name == "flow" else [])
+        args = [exe, "mode=eval", f"model.name_or_path={minilm_path()}", *pooling, f"eval={name}",
                 "eval.align_uniform=false", "eval.anisotropy=false", "logger=none", f"hydra.run.dir={name}"]
         proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=3600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -164,6 +167,132 @@ def test_inert_post_processing_overrides_are_rejected(data_dir: Path) -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             check([*base, override])
+    with pytest.raises(ConfigError, match=r"pooler: has no effect on this run: eval.flow.pooler=official pools as BERT-flow"):
+        check([*base, "eval=flow", "pooler=avg"])
+    check([*base, "eval=flow", "pooler=avg", "eval.flow.pooler=run"])
+    for key in ("fit_mode=eval", "adam_bias_correction=true", "loss=nats_mean", "init_batch_size=0"):
+        check([*base, "eval=flow", f"eval.flow.{key}"])
+        with pytest.raises(ConfigError, match=f"eval.flow.{key.split('=')[0]}: has no effect"):
+            check([*base, f"eval.flow.{key}"])
     cfg = check([*base, "eval=flow", "eval.flow.levels=2"])
     inert = inert_keys(cfg)  # left out of the MLflow params as well
     assert "eval.flow" not in inert and "eval.whitening" in inert
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 28: the official run's fit (dropout embeddings, avg-last-2, no bias correction, bits, init)
+# ------------------------------------------------------------------------------------------------
+def _flow_data(n: int = 128, dim: int = 8, scale: float = 1.0) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    return rng.normal(size=(n, dim)) * scale @ np.triu(np.ones((dim, dim)))
+
+
+def _params(fitted: FittedFlow) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in fitted.model.parameters()])
+
+
+def test_flow_optimiser_switch_acts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cl_bench.eval import flow as flow_module
+    from cl_bench.optim import AdamWNoBiasCorrection
+
+    steps: list[str] = []
+    for cls in (AdamWNoBiasCorrection, torch.optim.AdamW):
+        original = cls.step
+        monkeypatch.setattr(cls, "step", lambda self, *a, _o=original, _n=cls.__name__, **k: (steps.append(_n), _o(self, *a, **k))[1])
+    x = _flow_data()
+    official = FittedFlow.fit(x, FlowOptions(levels=2, depth=1))
+    assert set(steps) == {"AdamWNoBiasCorrection"}
+    steps.clear()
+    corrected = FittedFlow.fit(x, FlowOptions(levels=2, depth=1, adam_bias_correction=True))
+    assert set(steps) == {"AdamW"}
+    assert not torch.allclose(_params(official), _params(corrected))
+    assert flow_module.AdamWNoBiasCorrection is AdamWNoBiasCorrection  # one implementation, shared with training
+
+
+def test_flow_loss_scale_switch_changes_when_the_clip_acts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official loss is 2/ln 2 x cl-bench's nats mean: Adam ignores the scale, the norm clip at 1 does not."""
+    norms: dict[str, list[float]] = {}
+    clip = torch.nn.utils.clip_grad_norm_
+    x = _flow_data()
+    for loss in ("bits_pair_sum", "nats_mean"):
+        seen = norms.setdefault(loss, [])
+        monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, m, _s=seen: _s.append(float(clip(p, m))) or _s[-1])
+        FittedFlow.fit(x, FlowOptions(levels=2, depth=1, loss=loss))
+    # the same first step (same initialisation and batch): the gradient norms are 2 / ln 2 apart
+    assert norms["bits_pair_sum"][0] / norms["nats_mean"][0] == pytest.approx(2 / math.log(2), rel=1e-9)
+    clipped = {loss: sum(n > 1.0 for n in seen) for loss, seen in norms.items()}
+    assert clipped["bits_pair_sum"] > clipped["nats_mean"], (clipped, norms)
+
+
+def test_flow_init_batch_switch_acts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cl_bench.eval import flow as flow_module
+
+    sizes: list[int] = []
+    original = flow_module.ActNorm._initialize
+    monkeypatch.setattr(flow_module.ActNorm, "_initialize", lambda self, x: (sizes.append(x.shape[0]), original(self, x))[1])
+    x = _flow_data()
+    own = FittedFlow.fit(x, FlowOptions(levels=1, depth=1, batch_size=64))
+    assert set(sizes) == {32}  # the official GlowInitHook's draw: one side of 32 pairs
+    sizes.clear()
+    first = FittedFlow.fit(x, FlowOptions(levels=1, depth=1, batch_size=64, init_batch_size=0))
+    assert set(sizes) == {64}
+    assert not torch.allclose(_params(own), _params(first))
+
+
+def _tiny_encoder(tiny_bert: Path, pooler: str = "cls", first_layer: int = 1):
+    from cl_bench.models.encoder import build_encoder
+
+    return build_encoder(str(tiny_bert), pooler=pooler, dropout=0.1, first_layer=first_layer, fresh_mlp=False)
+
+
+def test_flow_fit_mode_fits_on_dropout_embeddings(tiny_bert: Path, tmp_path: Path) -> None:
+    from cl_bench.eval.postprocess import PostProcess, dropout_embedder
+
+    encoder = _tiny_encoder(tiny_bert, "avg").eval()
+    sentences = [f"the {w} sat on a mat number {i}" for i, w in enumerate(["cat", "dog", "bird", "fox"] * 16)]
+    clean = encoder.encode(sentences)
+    sampler = dropout_embedder(encoder, batch_size=16, seed=3)
+    noisy = sampler(sentences)
+    assert not encoder.training  # restored
+    assert np.abs(noisy - clean).max() > 1e-3  # dropout was on
+    np.testing.assert_array_equal(noisy, dropout_embedder(encoder, 16, 3)(sentences))  # seeded
+    fitted_on: list[np.ndarray] = []
+    original = FittedFlow.fit.__func__
+
+    def spy(cls, x, options=None):
+        fitted_on.append(np.asarray(x))
+        return original(cls, x, options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FittedFlow, "fit", classmethod(spy))
+        table = lambda s: encoder.encode(s)  # noqa: E731
+        PostProcess("flow", None, FlowOptions(levels=1), fit_embed=sampler).transform_for(table, sentences)
+        PostProcess("flow", None, FlowOptions(levels=1, fit_mode="eval"), fit_embed=sampler).transform_for(table, sentences)
+    np.testing.assert_allclose(fitted_on[0], noisy, atol=1e-6)
+    np.testing.assert_allclose(fitted_on[1], clean, atol=1e-6)
+
+
+def test_flow_official_pooling_is_avg_last_2(tiny_bert: Path, tmp_path: Path) -> None:
+    root = write_sts_fixture(tmp_path / "sts", pairs_per_part=12)
+    common = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache": False, "postprocess": "flow"}
+    fast = {"levels": 1, "depth": 1, "epochs": 0.5}
+    official = evaluate(_tiny_encoder(tiny_bert, "cls"), root, flow=fast, **common)
+    by_hand = evaluate(_tiny_encoder(tiny_bert, "avg_first_last", 1), root, flow={**fast, "pooler": "run"}, **common)
+    run_cls = evaluate(_tiny_encoder(tiny_bert, "cls"), root, flow={**fast, "pooler": "run"}, **common)
+    assert official["stsb"] == pytest.approx(by_hand["stsb"], abs=1e-9)
+    assert run_cls["stsb"] != official["stsb"]
+    encoder = _tiny_encoder(tiny_bert, "cls")
+    evaluate(encoder, root, flow=fast, **common)
+    assert (encoder.pooler, encoder.first_layer) == ("cls", 1)  # restored
+    with pytest.raises(EvalConfigError, match=r"eval.flow.pooler=official: needs a cl-bench SentenceEncoder"):
+        evaluate(HashEncoder(), root, flow={"fit_mode": "eval"}, **common)
+    with pytest.raises(EvalConfigError, match=r"eval.flow.fit_mode=train: needs a cl-bench SentenceEncoder"):
+        evaluate(HashEncoder(), root, flow={"pooler": "run"}, **common)
+
+
+def test_flow_new_keys_are_validated() -> None:
+    for options, message in [({"fit_mode": "test"}, "eval.flow.fit_mode: unknown"), ({"pooler": "cls"}, "eval.flow.pooler: unknown"),
+                             ({"loss": "bits"}, "eval.flow.loss: unknown"), ({"init_batch_size": -1}, "eval.flow.init_batch_size"),
+                             ({"adam_bias_correction": "no"}, "eval.flow.adam_bias_correction")]:
+        with pytest.raises(ValueError, match=message):
+            FlowOptions.from_mapping(options)

@@ -13,11 +13,30 @@ layer zero-initialised with a learnt output scale); after every level but the la
 channels are factored out under a standard normal. ``z`` is every factored-out part followed by
 the top part (the full embedding width).
 
-Fitting follows the official flags: AdamW-style decoupled weight decay 0.01, ε 1e-6, lr 1e-3
-(``--flow_learning_rate``), gradient norm clipped at 1, 1 epoch (``--num_train_epochs``), 32 pairs
-(64 sentences) a batch (``--train_batch_size``), seed 1234. Differences: torch's AdamW applies
-Adam's bias correction, which the official ``AdamWeightDecayOptimizer`` omits; batches are drawn
-from the shuffled sentences rather than from shuffled pairs.
+Fitting follows the official run (``run_siamese.py`` with ``--flow=1 --flow_loss=1``,
+``optimization_bert_flow.py``, ``flow/glow_1x1.py``); each difference that can move a figure is an
+``eval.flow.*`` switch whose default is the official behaviour:
+
+* ``fit_mode=train``: the flow is fitted on embeddings computed with the encoder in training mode
+  (dropout on, the official ``get_embedding(bert_config, is_training=True)``) and applied to
+  embeddings without dropout; ``eval`` fits on the dropout-free embeddings it scores.
+* ``pooler=official``: the embeddings are BERT-flow's ``avg-last-2`` (the mean of the first
+  transformer layer's and the last layer's token averages, ``pooler=avg_first_last
+  pooler.first_layer=1``) whatever the run's pooler; ``run``: the run's pooler.
+* ``adam_bias_correction=false``: the official ``AdamWeightDecayOptimizer`` has no bias correction
+  (:class:`cl_bench.optim.AdamWNoBiasCorrection`); ``true``: torch's AdamW. Both: decoupled weight
+  decay 0.01, ε 1e-6, lr 1e-3 (``--flow_learning_rate``), no warm-up.
+* ``loss=bits_pair_sum``: the official objective is in bits per dimension and sums the two sides
+  of a pair (each side a mean over 32 sentences), i.e. 2/ln 2 ≈ 2.885 × the nats mean; Adam is
+  invariant to the scale, but the gradient-norm clip at 1 is not. ``nats_mean``: the mean in nats.
+* ``init_batch_size=32``: the data-dependent actnorm initialisation runs on a draw of its own, as
+  the official ``GlowInitHook`` (one side of its first batch of 32 pairs); ``0``: on the first
+  training batch.
+
+The rest as the official flags: gradient norm clipped at 1, 1 epoch (``--num_train_epochs``), 32
+pairs (64 sentences) a batch (``--train_batch_size``), seed 1234. Batches are drawn from the
+shuffled sentences rather than from shuffled pairs; inputs are truncated only at the model's limit
+(the official script at 64 tokens; see the README).
 """
 
 from __future__ import annotations
@@ -31,6 +50,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from cl_bench.optim import AdamWNoBiasCorrection
+
 #: official ``logscale_factor`` of actnorm and of the coupling network's output scale
 LOGSCALE_FACTOR = 3.0
 WEIGHT_DECAY = 0.01
@@ -39,6 +60,11 @@ CLIP_NORM = 1.0
 LOG_2PI = math.log(2 * math.pi)
 #: a channel whose batch standard deviation is below this fraction of the largest is treated as constant
 CONSTANT_STD = 1e-6
+FIT_MODES: tuple[str, ...] = ("train", "eval")
+FLOW_POOLERS: tuple[str, ...] = ("official", "run")
+FLOW_LOSSES: tuple[str, ...] = ("bits_pair_sum", "nats_mean")
+#: BERT-flow's "avg-last-2": mean of hidden_states[1] (first transformer layer) and the last layer
+OFFICIAL_POOLER: tuple[str, int] = ("avg_first_last", 1)
 
 
 @dataclass
@@ -55,7 +81,13 @@ class FlowOptions:
         corpus: ``task`` (fit per task on all of its sentences, every split: the paper's
             ``use_full_for_training``) or the path of a text file, one sentence per line (one flow
             for every task).
-        seed: initialisation and shuffling seed.
+        seed: initialisation, shuffling and dropout seed.
+        fit_mode: ``train`` (fit on embeddings with dropout, as the official run) or ``eval``.
+        pooler: ``official`` (BERT-flow's avg-last-2 pooling) or ``run`` (the run's pooler).
+        adam_bias_correction: false: the official optimiser without bias correction; true: torch AdamW.
+        loss: ``bits_pair_sum`` (the official objective's scale) or ``nats_mean``.
+        init_batch_size: sentences of the separate draw that initialises the actnorms (official
+            32); 0: the first training batch.
     """
 
     levels: int = 3
@@ -66,6 +98,11 @@ class FlowOptions:
     batch_size: int = 64
     corpus: str = "task"
     seed: int = 1234
+    fit_mode: str = "train"
+    pooler: str = "official"
+    adam_bias_correction: bool = False
+    loss: str = "bits_pair_sum"
+    init_batch_size: int = 32
 
     @classmethod
     def from_mapping(cls, options: FlowOptions | Mapping[str, Any] | None) -> FlowOptions:
@@ -81,15 +118,20 @@ class FlowOptions:
 
     def check(self) -> None:
         """Raise a one-line error naming the first invalid ``eval.flow.*`` value."""
-        for key in ("levels", "depth", "width", "batch_size", "seed"):
+        for key in ("levels", "depth", "width", "batch_size", "seed", "init_batch_size"):
             value = getattr(self, key)
-            minimum = 0 if key == "seed" else 1
+            minimum = 0 if key in ("seed", "init_batch_size") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"eval.flow.{key}: must be an integer >= {minimum}, got {value!r}")
         for key in ("epochs", "lr"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"eval.flow.{key}: must be > 0, got {value!r}")
+        for key, valid in (("fit_mode", FIT_MODES), ("pooler", FLOW_POOLERS), ("loss", FLOW_LOSSES)):
+            if getattr(self, key) not in valid:
+                raise ValueError(f"eval.flow.{key}: unknown {getattr(self, key)!r}; valid: {', '.join(valid)}")
+        if not isinstance(self.adam_bias_correction, bool):
+            raise ValueError(f"eval.flow.adam_bias_correction: must be true or false, got {self.adam_bias_correction!r}")
         if not isinstance(self.corpus, str) or not self.corpus:
             raise ValueError(f"eval.flow.corpus: must be 'task' or a text file, got {self.corpus!r}")
 
@@ -249,8 +291,17 @@ class FittedFlow:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(options.seed)
             model = Glow(x.shape[1], options.levels, options.depth, options.width).double()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, eps=ADAM_EPS, weight_decay=WEIGHT_DECAY)
+        if options.adam_bias_correction:
+            optimizer: torch.optim.Optimizer = torch.optim.AdamW(
+                model.parameters(), lr=options.lr, eps=ADAM_EPS, weight_decay=WEIGHT_DECAY)
+        else:  # the official AdamWeightDecayOptimizer: no 1/(1 - beta^t) factors
+            optimizer = AdamWNoBiasCorrection(model.parameters(), lr=options.lr, eps=ADAM_EPS, weight_decay=WEIGHT_DECAY)
         batch = min(options.batch_size, x.shape[0])
+        if options.init_batch_size:  # GlowInitHook: the actnorms see a draw of their own first
+            with torch.no_grad():
+                model(x[torch.randperm(x.shape[0], generator=generator)[: options.init_batch_size]])
+        # official objective: bits per dimension, the two sides' batch means summed (2 x the mean)
+        scale = 2.0 / math.log(2.0) if options.loss == "bits_pair_sum" else 1.0
         steps = max(1, math.ceil(options.epochs * math.ceil(x.shape[0] / batch)))
         order = torch.empty(0, dtype=torch.long)
         last_epoch: list[float] = []
@@ -260,11 +311,11 @@ class FittedFlow:
                 last_epoch = []
             index, order = order[:batch], order[batch:]
             _, log_likelihood = model(x[index])
-            loss = -log_likelihood.mean() / x.shape[1]
+            nats = -log_likelihood.mean() / x.shape[1]
             optimizer.zero_grad()
-            loss.backward()
+            (nats * scale).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
             optimizer.step()
-            last_epoch.append(float(loss.detach()))
+            last_epoch.append(float(nats.detach()))
         model.eval()
         return cls(model, float(np.mean(last_epoch)))

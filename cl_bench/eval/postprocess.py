@@ -4,18 +4,24 @@ Both transforms are fitted on a task's own sentences, every split (BERT-whitenin
 ``normalized_by='target'``; BERT-flow's ``use_full_for_training``), so each task gets its own
 transform; BERT-flow can instead be fitted once on a named corpus (``eval.flow.corpus=<file>``)
 and applied to every task.
+
+BERT-flow's official run fits the flow on embeddings computed with dropout on (``eval.flow.fit_mode=train``,
+:func:`dropout_embedder`) and pools them as ``avg-last-2`` (``eval.flow.pooler=official``,
+:func:`official_flow_pooling`); both need a :class:`~cl_bench.models.encoder.SentenceEncoder`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from cl_bench.eval.flow import FittedFlow, FlowOptions
+from cl_bench.eval.flow import OFFICIAL_POOLER, FittedFlow, FlowOptions
 from cl_bench.eval.geometry import Whitening
 
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -60,6 +66,8 @@ class PostProcess:
     kind: str = "none"
     whitening: int | None = None
     flow: FlowOptions = field(default_factory=FlowOptions)
+    #: embeds the sentences a flow is fitted on (``fit_mode=train``: with dropout); None: the scored embeddings
+    fit_embed: Embed | None = field(default=None, repr=False)
     _shared: Transform | None = field(default=None, repr=False)
 
     @property
@@ -70,7 +78,7 @@ class PostProcess:
     def prepare(self, embed: Embed, corpus: Sequence[str]) -> None:
         """Fit the one shared flow on the named corpus's sentences (no-op when fitting per task)."""
         if not self.fits_per_task and self._shared is None:
-            self._shared = FittedFlow.fit(embed(corpus), self.flow).transform
+            self._shared = FittedFlow.fit(self._fitting(embed)(corpus), self.flow).transform
 
     def transform_for(self, embed: Embed, sentences: Sequence[str]) -> Transform:
         """The transform for a task with these sentences (all its splits): fitted on them, or the shared one."""
@@ -78,10 +86,18 @@ class PostProcess:
             if self._shared is None:
                 raise RuntimeError("PostProcess.prepare must fit the corpus flow first")
             return self._shared
-        x = np.asarray(embed(sentences))
         if self.kind == "whitening":
+            x = np.asarray(embed(sentences))
             return Whitening.fit(x, self.whitening if self.whitening is not None else x.shape[1]).transform
-        return FittedFlow.fit(x, self.flow).transform
+        return FittedFlow.fit(np.asarray(self._fitting(embed)(sentences)), self.flow).transform
+
+    def _fitting(self, embed: Embed) -> Embed:
+        """What the flow is fitted on: the dropout embeddings (``fit_mode=train``) or the scored ones."""
+        if self.kind == "flow" and self.flow.fit_mode == "train":
+            if self.fit_embed is None:
+                raise ValueError("eval.flow.fit_mode=train: no dropout embedder was given (dropout_embedder)")
+            return self.fit_embed
+        return embed
 
 
 def build_postprocess(
@@ -92,3 +108,68 @@ def build_postprocess(
     if postprocess == "none":
         return None
     return PostProcess(postprocess, whitening, options)
+
+
+def _is_sentence_encoder(encoder: Any) -> bool:
+    return isinstance(encoder, torch.nn.Module) and all(
+        hasattr(encoder, name) for name in ("tokenize", "pooler", "first_layer", "mlp_only_train"))
+
+
+def check_flow_encoder(encoder: Any, flow: FlowOptions) -> None:
+    """Raise a one-line error when ``eval.flow``'s official pooling or dropout fit cannot act on ``encoder``."""
+    if _is_sentence_encoder(encoder):
+        return
+    for key, value, other in (("fit_mode", "train", "eval"), ("pooler", "official", "run")):
+        if getattr(flow, key) == value:
+            raise ValueError(f"eval.flow.{key}={value}: needs a cl-bench SentenceEncoder (got "
+                             f"{type(encoder).__name__}); use eval.flow.{key}={other}")
+
+
+def dropout_embedder(encoder: Any, batch_size: int, seed: int) -> Embed:
+    """Embeddings computed with ``encoder`` in training mode (dropout on), as BERT-flow fits its flow.
+
+    The official ``get_embedding(bert_config, is_training=True)`` runs BERT with its dropout (0.1)
+    while the flow is trained; cl-bench scores dropout-free embeddings, so only the fit sees these.
+    Torch, fp32, no cache (each call draws new masks, from ``seed``); truncation as the evaluation's
+    (the model's limit); the SimCSE MLP applies as at evaluation (``mlp_only_train``).
+    """
+
+    def embed(sentences: Sequence[str]) -> np.ndarray:
+        sentences = list(sentences)
+        out = np.empty((len(sentences), encoder.hidden_size), dtype=np.float32)
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # less padding
+        was_training = encoder.training
+        cuda = [encoder.device.index or 0] if encoder.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            encoder.train()
+            try:
+                for start in range(0, len(order), batch_size):
+                    idx = order[start : start + batch_size]
+                    features = encoder.tokenize([sentences[i] for i in idx], None)
+                    features = {key: value.to(encoder.device) for key, value in features.items()}
+                    vectors = encoder(features, apply_mlp=not encoder.mlp_only_train)
+                    out[idx] = vectors.float().cpu().numpy()
+            finally:
+                encoder.train(was_training)
+        return out
+
+    return embed
+
+
+@contextlib.contextmanager
+def official_flow_pooling(encoder: Any, flow: FlowOptions) -> Iterator[None]:
+    """Pool as BERT-flow's official run (``avg-last-2``) inside the block when ``eval.flow.pooler=official``.
+
+    ``run_siamese.py`` ``avg-last-2`` averages ``all_encoder_layers[0]`` and ``[-1]``: TF BERT's list
+    has no embedding output, so the first *transformer* layer (hidden_states[1]) and the last.
+    """
+    if flow.pooler != "official":
+        yield
+        return
+    saved = encoder.pooler, encoder.first_layer
+    encoder.pooler, encoder.first_layer = OFFICIAL_POOLER
+    try:
+        yield
+    finally:
+        encoder.pooler, encoder.first_layer = saved

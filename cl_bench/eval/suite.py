@@ -30,6 +30,7 @@ Metric keys (results.json / MLflow):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,7 +45,13 @@ from cl_bench.data.text import read_sentences
 from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.flow import FlowOptions
 from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
-from cl_bench.eval.postprocess import Transform, build_postprocess
+from cl_bench.eval.postprocess import (
+    Transform,
+    build_postprocess,
+    check_flow_encoder,
+    dropout_embedder,
+    official_flow_pooling,
+)
 from cl_bench.eval.registry import (
     ScoreOptions,
     complete_averages,
@@ -300,51 +307,63 @@ def evaluate(
         truncate_dim=truncate_dim,
     )
     post = build_postprocess(postprocess, whitening, flow)
-    per_task = post is not None and post.fits_per_task
-    task_data = {task: load_task(data_dir, task, get_task(task).final_parts(per_task)) for task in resolved}
-    geometry = align_uniform or anisotropy
-    geometry_parts = load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
-    fit_parts = load_task(data_dir, GEOMETRY_TASK) if geometry and per_task else {}
-    corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
-
-    sentences: list[str] = []
-    for parts in task_data.values():
-        sentences += task_sentences(parts)
-    sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
-    settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
-    with encoding(settings):
-        announce_cost(encoder, sentences, batch_size, resolved)
-        table = EmbeddingTable(encoder, sentences, batch_size)
+    if post is not None and post.kind == "flow":
         try:
-            table.truncate(truncate_dim)
-        except ValueError as err:
-            raise EvalConfigError(str(err)) from err
-        if post is not None:
-            post.prepare(table, corpus)
+            check_flow_encoder(encoder, post.flow)
+        except ValueError as error:
+            raise EvalConfigError(str(error)) from None
+        if post.flow.fit_mode == "train":
+            post.fit_embed = dropout_embedder(encoder, batch_size, post.flow.seed)
+        log.info("BERT-flow: fitted on %s embeddings, pooled %s", "dropout (training-mode)"
+                 if post.flow.fit_mode == "train" else "dropout-free", "as the official avg-last-2 "
+                 "(avg_first_last, first_layer=1)" if post.flow.pooler == "official" else "with the run's pooler")
+    flow_pooling = post is not None and post.kind == "flow"
+    with official_flow_pooling(encoder, post.flow) if flow_pooling else contextlib.nullcontext():
+        per_task = post is not None and post.fits_per_task
+        task_data = {task: load_task(data_dir, task, get_task(task).final_parts(per_task)) for task in resolved}
+        geometry = align_uniform or anisotropy
+        geometry_parts = load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
+        fit_parts = load_task(data_dir, GEOMETRY_TASK) if geometry and per_task else {}
+        corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
 
-    results: dict[str, float] = encoding_flags(settings)
-    pair_scores: dict = {}
-    options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
-    for task, parts in task_data.items():
-        interrupt.check(results)  # a stop between tasks keeps the figures so far
-        task_start = time.perf_counter()
-        results.update(score_task(task, parts, table, options))
-        results.update(complete_averages(results))
-        if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
-            log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
-    if geometry:
-        transform = post.transform_for(table, task_sentences(fit_parts)) if post is not None else None
-        results.update(
-            geometry_metrics(
-                _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir
+        sentences: list[str] = []
+        for parts in task_data.values():
+            sentences += task_sentences(parts)
+        sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
+        settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
+        with encoding(settings):
+            announce_cost(encoder, sentences, batch_size, resolved)
+            table = EmbeddingTable(encoder, sentences, batch_size)
+            try:
+                table.truncate(truncate_dim)
+            except ValueError as err:
+                raise EvalConfigError(str(err)) from err
+            if post is not None:
+                post.prepare(table, corpus)
+
+        results: dict[str, float] = encoding_flags(settings)
+        pair_scores: dict = {}
+        options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
+        for task, parts in task_data.items():
+            interrupt.check(results)  # a stop between tasks keeps the figures so far
+            task_start = time.perf_counter()
+            results.update(score_task(task, parts, table, options))
+            results.update(complete_averages(results))
+            if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
+                log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
+        if geometry:
+            transform = post.transform_for(table, task_sentences(fit_parts)) if post is not None else None
+            results.update(
+                geometry_metrics(
+                    _concat_pairs(geometry_parts.values()), table, align_uniform, anisotropy, transform, out_dir
+                )
             )
-        )
-    if out_dir is not None and pair_scores:  # what cl-bench-report --compare resamples
-        from cl_bench.eval.sts import save_pair_scores
+        if out_dir is not None and pair_scores:  # what cl-bench-report --compare resamples
+            from cl_bench.eval.sts import save_pair_scores
 
-        save_pair_scores(RunDir(out_dir).pair_scores, pair_scores)
-    log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
-    return results
+            save_pair_scores(RunDir(out_dir).pair_scores, pair_scores)
+        log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
+        return results
 
 
 def evaluate_dev(
