@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import shutil
@@ -349,6 +350,8 @@ def run(cfg: DictConfig) -> float | None:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     try:
+        if cfg.mode == "eval":
+            use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
         preflight(cfg, list(hydra_cfg.overrides.task))
         resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
     except ConfigError as err:
@@ -441,13 +444,49 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     from cl_bench.train.loop import resolve_device
 
     encoder = build_encoder(
-        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False
+        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
+        mlp_only_train=bool(cfg.pooler.mlp_only_train),
     ).to(resolve_device(cfg.train.device))
+    log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
-    tracker.log_results(results)
+    tracker.log_results({**results, "pooler": encoder.pooler})
     _log_plots(tracker, run_dir)
     return results
+
+
+def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """mode=eval: pool as the checkpoint was trained (``pooler.*`` recorded in its ``cl_bench_encoder.json``).
+
+    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
+    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
+    line is honoured, with a warning naming both when it differs from the recorded one. A model without
+    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
+    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
+    """
+    from cl_bench.models.encoder import ENCODER_META_FILE
+
+    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    explicit_name = bool({"pooler", "pooler.name"} & given)
+    if "pooler" not in meta:
+        cfg.pooler.mlp_only_train = False
+        return
+    if explicit_name and cfg.pooler.name != meta["pooler"]:
+        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
+                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
+        cfg.pooler.mlp_only_train = False
+        return
+    cfg.pooler.name = meta["pooler"]
+    for key in ("mlp_only_train", "first_layer"):
+        if key in meta and f"pooler.{key}" not in given:
+            cfg.pooler[key] = meta[key]
+        elif key in meta and cfg.pooler[key] != meta[key]:
+            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
+    if not explicit_name:
+        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def _train_and_evaluate(
@@ -469,14 +508,17 @@ def _train_and_evaluate(
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
     }
+    encoder = method.eval_encoder()
+    pooler = str(getattr(encoder, "pooler", cfg.pooler.name))
+    log.info("final evaluation with pooler=%s", pooler)
     try:
         with interrupt.interruptible():
-            results = evaluate_encoder(method.eval_encoder(), cfg, run_dir)
+            results = evaluate_encoder(encoder, cfg, run_dir)
     except interrupt.EvaluationInterrupted as stopped:
         stopped.partial = {**training, **stopped.partial}
         raise
     results.update(training)
-    tracker.log_results(results, state.step)
+    tracker.log_results({**results, "pooler": pooler}, state.step)
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():

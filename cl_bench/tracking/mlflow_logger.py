@@ -177,11 +177,16 @@ class RunTracker:
             self._lines_sent = self._lines_written
             self.files.sent_lines.write_text(str(self._lines_sent))
 
-    def log_results(self, results: dict[str, float], step: int | None = None) -> Path:
-        """Write results.json (always, first), then log the figures as MLflow metrics and artifact."""
+    def log_results(self, results: dict[str, Any], step: int | None = None) -> Path:
+        """Write results.json (always, first), then log the figures as MLflow metrics and artifact.
+
+        A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes a tag.
+        """
         path = self.files.results
         _write_json(path, results)
-        self.log_metrics(results, step)
+        texts = {k: v for k, v in results.items() if isinstance(v, str)}
+        self.log_metrics({k: v for k, v in results.items() if k not in texts}, step)
+        self.set_tags(texts)
         self.log_artifact(path)
         return path
 
