@@ -91,20 +91,72 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
             variant[len(search_path) + index] = f"{raw}={option}"
             variants.append(variant)
     valid: set[str] = set()
+    composed: list[DictConfig] = []
     try:
         from hydra import compose, initialize_config_dir
 
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             for overrides in variants:
-                valid |= _dotted_keys(OmegaConf.to_container(compose("config", overrides=overrides), resolve=False))
+                composed.append(compose("config", overrides=overrides))
+                valid |= _dotted_keys(OmegaConf.to_container(composed[-1], resolve=False))
     except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
         return
     for key in keys:
         if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
             continue
-        closest = difflib.get_close_matches(key, sorted(k for k in valid if not k.endswith("[]")), n=1, cutoff=0.5)
-        hint = f"; closest valid key: {closest[0]}" if closest else ""
-        raise ConfigError(f"{key}: unknown key{hint}")
+        raise ConfigError(f"{key}: unknown key{_closest_key_hint(key, valid)}")
+    _check_override_types(argv, composed)
+
+
+def _closest_key_hint(key: str, valid: set[str]) -> str:
+    """``; closest valid key: loss.tau`` for ``tau``: a key whose last part is the one typed comes first
+    (spelling similarity alone would offer ``data``), then the closest spelling of the whole key or of
+    a last part."""
+    keys = sorted(k for k in valid if not k.endswith("[]"))
+    typo = difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
+    if typo:
+        return f"; closest valid key: {typo[0]}"
+    same_leaf = sorted((k for k in keys if k.split(".")[-1] == key.split(".")[-1] and k != key), key=len)
+    if same_leaf:
+        return f"; closest valid key: {' or '.join(same_leaf[:3])}"
+    closest = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
+    if not closest:
+        leaves = {k.split(".")[-1]: k for k in sorted(keys, key=len, reverse=True)}
+        near = difflib.get_close_matches(key.split(".")[-1], sorted(leaves), n=1, cutoff=0.75)
+        closest = [leaves[near[0]]] if near else []
+    return f"; closest valid key: {closest[0]}" if closest else ""
+
+
+def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
+    """One line for a value of the wrong type (``train.lr=abc``) instead of Hydra's five-line merge error.
+
+    The value is set on the composed config (typed by the schema) as Hydra would; a sweep's values
+    are each tried. Anything the parser does not take is left to Hydra.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf.errors import OmegaConfBaseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or arg[0] in "+~" or _is_group(arg.split("=", 1)[0]):
+            continue
+        try:
+            override = parser.parse_override(arg)
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 (Hydra's own message for what it cannot parse)
+            continue
+        key = override.key_or_group
+        for cfg in composed:
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
+                continue  # absent (unknown keys are judged above) or a null default that takes any type
+            for value in values:
+                try:
+                    OmegaConf.update(cfg, key, value, merge=True)
+                except OmegaConfBaseException as err:
+                    reason = str(err).splitlines()[0].rstrip(".")
+                    raise ConfigError(f"{key}: {reason}") from None
+                except Exception:  # noqa: BLE001
+                    break
 
 
 def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
@@ -377,7 +429,12 @@ def run(cfg: DictConfig) -> float | None:
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
     from cl_bench.config import acting_params
 
-    tracker.start(acting_params(cfg), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+    params = acting_params(cfg)
+    if multirun:  # a key acting in some jobs only is logged by none: it would look swept
+        from cl_bench.rundir import SweepDir
+
+        params = {k: v for k, v in params.items() if k not in SweepDir(hydra_cfg.sweep.dir).partly_inert()}
+    tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
     tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 

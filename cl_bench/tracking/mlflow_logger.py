@@ -31,6 +31,18 @@ def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
     return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
 
 
+def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """Where the MLflow UI shows an experiment's runs table (or one run).
+
+    A server URI is its own UI; a local store is what ``mlflow ui`` (default port 5000) serves.
+    ``workflowType=machine_learning`` opens MLflow 3's runs view rather than its GenAI traces page.
+    """
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    if run_id:
+        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
     """Flatten a nested config into ``a.b.c`` keys (lists stay values), for MLflow params."""
     return pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
