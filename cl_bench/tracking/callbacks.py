@@ -91,7 +91,8 @@ class MLflowSweepCallback(Callback):
             except Exception as err:  # the summary is printed whatever MLflow does
                 log.warning("MLflow parent run %s unreadable: %s", self.parent_run_id, err)
         try:
-            text = sweep_summary(sweep_dir, self.parent_run_id, self.tracking_uri, url)
+            store = None if self.tracking_uri == default_tracking_uri() else self.tracking_uri  # the default needs no flag
+            text = sweep_summary(sweep_dir, self.parent_run_id, store, url)
         except (ReportError, ValueError, KeyError, OSError) as err:
             log.warning("no sweep summary: %s", err)
             return
@@ -150,7 +151,7 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
     from hydra.core.global_hydra import GlobalHydra
 
     from cl_bench.cli import preflight
-    from cl_bench.config import ConfigError, acting_params
+    from cl_bench.config import ConfigError
 
     if config.hydra.sweeper.get("_target_", "").rsplit(".", 1)[-1] != "BasicSweeper":
         log.warning("sweeper %s: jobs are checked one by one as they start", config.hydra.sweeper.get("_target_"))
@@ -174,8 +175,7 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
                 del job_config["hydra"]
             preflight(job_config, job)
             if partly_inert is not None:
-                acting.append(set(acting_params(job_config)))
-                everything.append(set(flatten(OmegaConf.to_container(job_config, resolve=True))))
+                _collect_keys(job_config, acting, everything)
         except ConfigError as err:
             print(f"cl-bench: error: job {number} ({' '.join(job)}): {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -183,6 +183,28 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
         sometimes = set.union(*acting) & set.intersection(*everything)  # a key of every job, acting in one
         partly_inert[:] = sorted(k for k in sometimes if any(k not in keys for keys in acting))
     return varied_keys(jobs)
+
+
+def _collect_keys(job_config: DictConfig, acting: list[set[str]], everything: list[set[str]]) -> None:
+    """Add one job's acting params and all its keys (for the partly inert keys of :func:`check_sweep`).
+
+    The launching process has no job's Hydra runtime: ``paths.output_dir`` (``${hydra:...}``) is
+    replaced by a placeholder, which changes no key. A job that still does not resolve adds nothing.
+    """
+    from cl_bench.config import acting_params
+
+    resolvable = job_config.copy()
+    with open_dict(resolvable):
+        if "paths" in resolvable and "output_dir" in resolvable.paths:
+            resolvable.paths.output_dir = "<job dir>"
+    try:
+        keys = set(acting_params(resolvable))
+        every = set(flatten(OmegaConf.to_container(resolvable, resolve=True)))
+    except Exception as err:  # noqa: BLE001 (a summary aid: the sweep goes on without it)
+        log.warning("could not list the acting keys of a job (%s): every job logs its own", err)
+        return
+    acting.append(keys)
+    everything.append(every)
 
 
 def close_parent_run(tracking_uri: str, parent_run_id: str) -> dict[str, list[str]]:
