@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import shutil
@@ -90,20 +91,72 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
             variant[len(search_path) + index] = f"{raw}={option}"
             variants.append(variant)
     valid: set[str] = set()
+    composed: list[DictConfig] = []
     try:
         from hydra import compose, initialize_config_dir
 
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             for overrides in variants:
-                valid |= _dotted_keys(OmegaConf.to_container(compose("config", overrides=overrides), resolve=False))
+                composed.append(compose("config", overrides=overrides))
+                valid |= _dotted_keys(OmegaConf.to_container(composed[-1], resolve=False))
     except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
         return
     for key in keys:
         if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
             continue
-        closest = difflib.get_close_matches(key, sorted(k for k in valid if not k.endswith("[]")), n=1, cutoff=0.5)
-        hint = f"; closest valid key: {closest[0]}" if closest else ""
-        raise ConfigError(f"{key}: unknown key{hint}")
+        raise ConfigError(f"{key}: unknown key{_closest_key_hint(key, valid)}")
+    _check_override_types(argv, composed)
+
+
+def _closest_key_hint(key: str, valid: set[str]) -> str:
+    """``; closest valid key: loss.tau`` for ``tau``: a key whose last part is the one typed comes first
+    (spelling similarity alone would offer ``data``), then the closest spelling of the whole key or of
+    a last part."""
+    keys = sorted(k for k in valid if not k.endswith("[]"))
+    typo = difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
+    if typo:
+        return f"; closest valid key: {typo[0]}"
+    same_leaf = sorted((k for k in keys if k.split(".")[-1] == key.split(".")[-1] and k != key), key=len)
+    if same_leaf:
+        return f"; closest valid key: {' or '.join(same_leaf[:3])}"
+    closest = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
+    if not closest:
+        leaves = {k.split(".")[-1]: k for k in sorted(keys, key=len, reverse=True)}
+        near = difflib.get_close_matches(key.split(".")[-1], sorted(leaves), n=1, cutoff=0.75)
+        closest = [leaves[near[0]]] if near else []
+    return f"; closest valid key: {closest[0]}" if closest else ""
+
+
+def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
+    """One line for a value of the wrong type (``train.lr=abc``) instead of Hydra's five-line merge error.
+
+    The value is set on the composed config (typed by the schema) as Hydra would; a sweep's values
+    are each tried. Anything the parser does not take is left to Hydra.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf.errors import OmegaConfBaseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or arg[0] in "+~" or _is_group(arg.split("=", 1)[0]):
+            continue
+        try:
+            override = parser.parse_override(arg)
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 (Hydra's own message for what it cannot parse)
+            continue
+        key = override.key_or_group
+        for cfg in composed:
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
+                continue  # absent (unknown keys are judged above) or a null default that takes any type
+            for value in values:
+                try:
+                    OmegaConf.update(cfg, key, value, merge=True)
+                except OmegaConfBaseException as err:
+                    reason = str(err).splitlines()[0].rstrip(".")
+                    raise ConfigError(f"{key}: {reason}") from None
+                except Exception:  # noqa: BLE001
+                    break
 
 
 def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
@@ -354,6 +407,8 @@ def run(cfg: DictConfig) -> float | None:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     try:
+        if cfg.mode == "eval":
+            use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
         preflight(cfg, list(hydra_cfg.overrides.task))
         resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
     except ConfigError as err:
@@ -379,7 +434,12 @@ def run(cfg: DictConfig) -> float | None:
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
     from cl_bench.config import acting_params
 
-    tracker.start(acting_params(cfg), run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+    params = acting_params(cfg)
+    if multirun:  # a key acting in some jobs only is logged by none: it would look swept
+        from cl_bench.rundir import SweepDir
+
+        params = {k: v for k, v in params.items() if k not in SweepDir(hydra_cfg.sweep.dir).partly_inert()}
+    tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
     tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 
@@ -452,12 +512,48 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
         cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
         prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
         options=BackboneOptions.from_config(cfg.model, training=False),
+        mlp_only_train=bool(cfg.pooler.mlp_only_train),
     ).to(device)
+    log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
-    tracker.log_results(results, provenance=run_provenance(cfg, encoder, str(device)))
+    tracker.log_results({**results, "pooler": encoder.pooler}, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
+
+
+def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """mode=eval: pool as the checkpoint was trained (``pooler.*`` recorded in its ``cl_bench_encoder.json``).
+
+    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
+    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
+    line is honoured, with a warning naming both when it differs from the recorded one. A model without
+    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
+    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
+    """
+    from cl_bench.models.encoder import ENCODER_META_FILE
+
+    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    explicit_name = bool({"pooler", "pooler.name"} & given)
+    if "pooler" not in meta:
+        cfg.pooler.mlp_only_train = False
+        return
+    if explicit_name and cfg.pooler.name != meta["pooler"]:
+        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
+                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
+        cfg.pooler.mlp_only_train = False
+        return
+    cfg.pooler.name = meta["pooler"]
+    for key in ("mlp_only_train", "first_layer"):
+        if key in meta and f"pooler.{key}" not in given:
+            cfg.pooler[key] = meta[key]
+        elif key in meta and cfg.pooler[key] != meta[key]:
+            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
+    if not explicit_name:
+        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def _train_and_evaluate(
@@ -480,6 +576,8 @@ def _train_and_evaluate(
         "stopped_early": float(state.stopped_early),
     }
     encoder = method.eval_encoder()
+    pooler = str(getattr(encoder, "pooler", cfg.pooler.name))
+    log.info("final evaluation with pooler=%s", pooler)
     try:
         with interrupt.interruptible():
             results = evaluate_encoder(encoder, cfg, run_dir)
@@ -490,7 +588,8 @@ def _train_and_evaluate(
     from cl_bench.provenance import run_provenance
 
     device = str(next(encoder.parameters()).device) if any(True for _ in encoder.parameters()) else "cpu"
-    tracker.log_results(results, state.step, provenance=run_provenance(cfg, encoder, device, state.best_step))
+    tracker.log_results({**results, "pooler": pooler}, state.step,
+                        provenance=run_provenance(cfg, encoder, device, state.best_step))
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():

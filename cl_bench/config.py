@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -278,15 +279,25 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             raise ConfigError(f"train.precision: must be one of {', '.join(PRECISIONS)}, got '{cfg.train.precision}'")
         if cfg.train.gradcache_chunk < 0:
             raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
+        if "tau" in cfg.loss and cfg.loss.tau is not None and (
+                isinstance(cfg.loss.tau, bool) or not isinstance(cfg.loss.tau, int | float)):
+            raise ConfigError(f"loss.tau: must be a number, got '{cfg.loss.tau}'")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
     check_choices(cfg, overrides)
+    # the model and the data are checked both, so that offline one message names every missing piece
+    problems = []
     try:
         check_model_reachable(cfg.model.name_or_path)
         check_backbone(cfg)
-        ensure_data(cfg.paths.data_dir, needed_files(cfg))  # first use: fetch before any model loads
-    except (ModelLoadError, DataDownloadError, BackboneOptionError) as err:
-        raise ConfigError(str(err)) from err
+    except (ModelLoadError, BackboneOptionError) as err:
+        problems.append(str(err))
+    try:
+        ensure_data(cfg.paths.data_dir, needed_files(cfg), tried=_tried_data_options(cfg, overrides))
+    except DataDownloadError as err:  # first use: fetch before any model loads
+        problems.append(str(err))
+    if problems:
+        raise ConfigError(" -- and ".join(problems))
     data_dir = Path(cfg.paths.data_dir)
     if not data_dir.is_dir():
         raise ConfigError(
@@ -373,6 +384,15 @@ def check_backbone(cfg: DictConfig) -> None:
                                str(cfg.eval.backend), keeps_mlp)
     except BackboneOptionError as err:
         raise ConfigError(str(err)) from err
+
+
+def _tried_data_options(cfg: DictConfig, overrides: Sequence[str]) -> set[str]:
+    """What a data error must not suggest: ``data=NAME`` already chosen, keys already given."""
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    tried = {f"data={cfg.data.get('name')}"} | given
+    if os.environ.get("CL_BENCH_DATA") and "paths.data_dir" not in given:
+        tried.add("CL_BENCH_DATA")
+    return tried
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:

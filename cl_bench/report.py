@@ -307,9 +307,12 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
         key = column[len("params."):] if column.startswith("params.") else None
         if key is None or key in REPLICATE_KEYS or key.startswith(NOT_KNOBS):
             continue
-        values = _param(runs, key).map(lambda v: repr(v))
+        raw = _param(runs, key)
+        values = raw.map(lambda v: repr(v))
         if values.nunique() < 2:
             continue
+        if raw.isna().any() and key not in overridden and overridden:
+            continue  # logged by some runs only (inert in the others) and not swept by the user: no axis
         partition = tuple(pd.factorize(values)[0])
         by_partition.setdefault(partition, []).append(key)
     chosen = [min(keys, key=lambda k: (k not in overridden, k.count("."), len(k), k)) for keys in by_partition.values()]
@@ -987,6 +990,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--experiment", help="MLflow experiment name (e.g. ablation_dropout, cpu_repro)")
     source.add_argument("--parent-run", help="the sweep's MLflow parent run id (one sweep only)")
+    source.add_argument("--sweep-dir", help="a sweep's directory: its jobs' run folders, no MLflow (logger=none)")
     parser.add_argument("--tracking-uri", help="MLflow store or server (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     parser.add_argument("--ablation", action="append", help="add this paper table (repeatable; default: from the runs' experiment tag)")
     parser.add_argument("--metric", help=f"the sweep table's metric (default: the first present of {', '.join(SWEEP_METRICS)})")
@@ -1023,12 +1027,16 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"paired-bootstrap CI ({args.resamples} resamples of the test pairs), Welch's t over seeds\n"
               f"{markdown_compare(table, label_a, label_b)}\n\ntable: {files[0]}")
         return 0
-    if not (args.experiment or args.parent_run):
-        parser.error("one of --experiment, --parent-run or --compare is required")
-    out = Path(args.out or Path("outputs") / "reports" / (args.experiment or args.parent_run))
+    if not (args.experiment or args.parent_run or args.sweep_dir):
+        parser.error("one of --experiment, --parent-run, --sweep-dir or --compare is required")
+    out = Path(args.out or Path("outputs") / "reports" / (args.experiment or args.parent_run or Path(args.sweep_dir or "").name))
     try:
-        runs = load_runs(tracking_uri, args.experiment, args.parent_run)
-        label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
+        if args.sweep_dir:
+            runs, args.no_attach = load_run_dirs(args.sweep_dir), True
+            label = f"sweep directory `{args.sweep_dir}`"
+        else:
+            runs = load_runs(tracking_uri, args.experiment, args.parent_run)
+            label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
         report = write_report(runs, out, args.ablation, label, args.metric, args.reference, tracking_uri, args.resamples,
                               args.control)
     except (ReportError, ReferenceDataError) as err:
@@ -1049,6 +1057,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reached:
             print(f"attached to MLflow parent run(s): {', '.join(reached)}")
     return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Without MLflow: a sweep's runs from its run directories, and the summary a sweep ends with
+# ------------------------------------------------------------------------------------------------
+def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
+    """A sweep's jobs read from their run directories, as ``mlflow.search_runs`` would give them.
+
+    Each numbered job folder's ``params.json``, ``tags.json``, ``results.json`` (numbers) and
+    ``status.json`` become ``params.*``, ``tags.*``, ``metrics.*`` and ``status``: ``logger=none``
+    sweeps (and those whose MLflow was unreachable) are summarised and reported the same way.
+
+    Raises:
+        ReportError: no job folder with a ``params.json``.
+    """
+    import json
+
+    from cl_bench.rundir import RunDir
+
+    rows = []
+    jobs = [p for p in Path(sweep_dir).iterdir() if p.is_dir() and RunDir(p).params.is_file()] \
+        if Path(sweep_dir).is_dir() else []
+    for job in sorted(jobs, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name)):
+        files = RunDir(job)
+        read = lambda path: json.loads(path.read_text()) if path.is_file() else {}  # noqa: E731
+        status = read(files.status).get("status", "RUNNING")
+        row: dict[str, Any] = {
+            "run_id": files.run_id.read_text().strip() if files.run_id.is_file() else str(job),
+            "status": status,
+            RUN_NAME_TAG: f"job {job.name}",
+        }
+        row.update({f"params.{k}": str(v) for k, v in read(files.params).items()})
+        row.update({f"tags.{k}": str(v) for k, v in read(files.tags).items()})
+        row.update({f"metrics.{k}": float(v) for k, v in read(files.results).items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)})
+        rows.append(row)
+    if not rows:
+        raise ReportError(f"--sweep-dir: no cl-bench job folders (with params.json) in {sweep_dir}")
+    return pd.DataFrame(rows)
+
+
+def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, tracking_uri: str | None = None,
+                  ui_url: str | None = None) -> str:
+    """The lines a sweep ends with: its grid (swept values -> headline figure, mean ± std over seeds),
+    the parent run, where MLflow shows it, and the command that writes the full report."""
+    table = build_sweep_table(load_run_dirs(sweep_dir))
+    keys = " × ".join(table.keys) or "no key varies"
+    lines = [f"Sweep over {keys}: {table.metric}, mean ± std over seeds (runs)", markdown_sweep(table), ""]
+    if parent_run_id:
+        store = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
+        lines.append(f"MLflow parent run: {parent_run_id}" + (f"  {ui_url}" if ui_url else ""))
+        lines.append(f"full report: cl-bench-report --parent-run {parent_run_id}{store}")
+    else:
+        lines.append(f"full report (no MLflow): cl-bench-report --sweep-dir {sweep_dir}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ class SweepDir:
 
     PARENT_RUN_ID = "mlflow_parent_run_id.txt"  # the sweep's MLflow parent run
     VARIED_KEYS = "varied_keys.json"  # the keys whose values differ among the sweep's jobs
+    PARTLY_INERT = "partly_inert_keys.json"  # params acting in some jobs only: logged by none
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -118,6 +119,17 @@ class SweepDir:
     @property
     def varied_keys_file(self) -> Path:
         return self.path / self.VARIED_KEYS
+
+    @property
+    def partly_inert_file(self) -> Path:
+        return self.path / self.PARTLY_INERT
+
+    def partly_inert(self) -> list[str]:
+        """Params that act in some jobs of the sweep and not in others: no job logs them (they would
+        look swept), written before the first job starts."""
+        import json
+
+        return json.loads(self.partly_inert_file.read_text()) if self.partly_inert_file.is_file() else []
 
     def varied_keys(self) -> list[str] | None:
         """The keys the sweep varies (written before the first job starts), None if unknown."""

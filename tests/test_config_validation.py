@@ -151,10 +151,12 @@ def test_hub_id_without_network_exits_2_with_one_line(corpus_root, tiny_bert, of
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     seconds = time.perf_counter() - started
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
         "cl-bench: error: model.name_or_path: cannot load 'bert-base-uncased' from the Hugging Face hub (offline or "
-        "no network); point model.name_or_path at a local Hugging Face directory, "
-        "e.g. model.name_or_path=../shared/models/all-MiniLM-L6-v2"], proc.stderr
+        "no network); point model.name_or_path at a local Hugging Face directory"), proc.stderr
+    if "e.g. model.name_or_path=" in lines[0]:  # an example only when it exists
+        assert (Path(lines[0].rsplit("=", 1)[1]) / "config.json").is_file()
     assert seconds < 30  # interpreter and Hydra start-up included; the hub's retries took 40 s
 
 

@@ -40,7 +40,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -739,12 +739,25 @@ def _offline_switch() -> str | None:
                  if os.environ.get(var, "0").lower() not in ("0", "", "false")), None)
 
 
+def _offline_advice(key: str, tried: Collection[str]) -> str:
+    """What to do offline about a missing file of ``key``, leaving out what the user already did."""
+    root_advice = ("point paths.data_dir at another data root that has it" if "paths.data_dir" in tried
+                   else "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
+                   if "CL_BENCH_DATA" not in tried else "point CL_BENCH_DATA (or paths.data_dir) at another data root that has it")
+    if key != "data.train_file":
+        return root_advice
+    corpus = [] if "data=wiki1m_head" in tried else ["data=wiki1m_head (in a data root that has it)"]
+    corpus += [] if "data.train_file" in tried else ["data.train_file=FILE"]
+    return f"train on a corpus you have: {' or '.join(corpus)}" if corpus else root_advice
+
+
 def ensure_data(
     root: str | Path,
     wanted: Sequence[tuple[str, str]],
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     progress: bool = True,
     manifest: dict[str, Any] | None = None,
+    tried: Collection[str] = (),
 ) -> list[str]:
     """Fetch the data files a run reads that are missing from the data root (the main job's first use).
 
@@ -760,6 +773,8 @@ def ensure_data(
         log: where progress lines go (stderr).
         progress: tqdm progress bars.
         manifest: a manifest dict (default: the shipped one).
+        tried: what the user already did (``data=wiki1m_head``, ``data.train_file``, ``CL_BENCH_DATA``):
+            the offline advice does not suggest it again.
 
     Returns:
         The sources fetched or built (empty when every file was there).
@@ -790,9 +805,7 @@ def ensure_data(
     if unreachable:
         more = f" (and {len(missing) - 1} more files)" if len(missing) > 1 else ""
         where = f"data root '{root}' not found" if not root.is_dir() else f"{rel}{more} is not in the data root {root}"
-        offline_use = ("train on a corpus you have: data=wiki1m_head (in a data root that has it) or "
-                       "data.train_file=FILE") if key == "data.train_file" else \
-            "set CL_BENCH_DATA (or paths.data_dir) to a data root that has it"
+        offline_use = _offline_advice(key, tried)
         raise DataDownloadError(f"{key}: {where} and {unreachable}: fetch it with {command} on a connected "
                                 f"machine, or offline {offline_use}")
     root.mkdir(parents=True, exist_ok=True)

@@ -76,11 +76,28 @@ def _offline() -> bool:
 
 
 def _hub_hint(name_or_path: str) -> str:
+    example = _local_model_example()
     return (
         f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
-        "point model.name_or_path at a local Hugging Face directory, "
-        "e.g. model.name_or_path=../shared/models/all-MiniLM-L6-v2"
+        "point model.name_or_path at a local Hugging Face directory"
+        + (f", e.g. model.name_or_path={example}" if example else "")
     )
+
+
+def _local_model_example() -> str | None:
+    """A local model folder that exists, to show in the hub hint (None: no example rather than a wrong one).
+
+    Looked for where the README's offline setup puts one: ``models/`` beside the data root
+    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory.
+    """
+    roots = [Path("../shared/models")]
+    if os.environ.get("CL_BENCH_DATA"):
+        roots.insert(0, Path(os.environ["CL_BENCH_DATA"]).parent / "models")
+    for root in roots:
+        found = sorted(p.parent for p in root.glob("*/config.json")) if root.is_dir() else []
+        if found:
+            return str(found[0])
+    return None
 
 
 def check_model_reachable(name_or_path: str) -> None:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cl_bench.rundir import SweepDir
-from cl_bench.tracking.mlflow_logger import default_tracking_uri, ensure_experiment
+from cl_bench.tracking.mlflow_logger import default_tracking_uri, ensure_experiment, flatten, ui_url
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,9 @@ class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        varied = check_sweep(config)
+        varied = check_sweep(config, partly_inert := [])
         SweepDir(sweep_dir).varied_keys_file.write_text(json.dumps(varied))
+        SweepDir(sweep_dir).partly_inert_file.write_text(json.dumps(partly_inert))
         enabled, uri, experiment_name = tracking_settings(config)
         if not enabled:
             return
@@ -72,6 +73,38 @@ class MLflowSweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close()
+        self._summarise(Path(config.hydra.sweep.dir))
+
+    def _summarise(self, sweep_dir: Path) -> None:
+        """End the sweep with its answer: the grid of headline figures (read from the jobs' run
+        directories, so ``logger=none`` gets it too), the parent run, its MLflow URL and the report
+        command; the parent run carries the table (its description and ``sweep_table.md``)."""
+        from cl_bench.report import ReportError, sweep_summary
+
+        url = None
+        if self.parent_run_id is not None:
+            try:
+                import mlflow
+
+                client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+                url = ui_url(self.tracking_uri, client.get_run(self.parent_run_id).info.experiment_id, self.parent_run_id)
+            except Exception as err:  # the summary is printed whatever MLflow does
+                log.warning("MLflow parent run %s unreadable: %s", self.parent_run_id, err)
+        try:
+            store = None if self.tracking_uri == default_tracking_uri() else self.tracking_uri  # the default needs no flag
+            text = sweep_summary(sweep_dir, self.parent_run_id, store, url)
+        except (ReportError, ValueError, KeyError, OSError) as err:
+            log.warning("no sweep summary: %s", err)
+            return
+        summary_file = sweep_dir / "sweep_table.md"
+        summary_file.write_text(text + "\n")
+        print(f"\n{text}", flush=True)
+        if self.parent_run_id is not None:
+            try:
+                client.set_tag(self.parent_run_id, "mlflow.note.content", f"```\n{text}\n```")
+                client.log_artifact(self.parent_run_id, str(summary_file))
+            except Exception as err:
+                log.warning("could not attach the sweep table to MLflow run %s: %s", self.parent_run_id, err)
 
     def _close(self) -> None:
         if self._closed or self.parent_run_id is None:
@@ -103,8 +136,12 @@ def varied_keys(jobs: list[list[str]]) -> list[str]:
     return [key for key, seen in values.items() if len(seen) > 1]
 
 
-def check_sweep(config: DictConfig) -> list[str]:
+def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> list[str]:
     """Compose every job of the sweep and run the pre-flight checks on each; returns the varied keys.
+
+    ``partly_inert`` (when given) receives the params that act in some jobs and not in others (e.g.
+    ``method.fixed_dropout_mask`` in a sweep over ``dropout=0,0.1``): the jobs leave them out of
+    their params, so that MLflow and the report do not take a key the user did not sweep for an axis.
 
     Raises:
         SystemExit(2): after printing ``cl-bench: error: job N (overrides): <key>: <why>``.
@@ -121,6 +158,8 @@ def check_sweep(config: DictConfig) -> list[str]:
         return []
     jobs = sweep_jobs(config)
     loader = GlobalHydra.instance().config_loader()
+    acting: list[set[str]] = []
+    everything: list[set[str]] = []  # every job's keys, acting or not
     for number, job in enumerate(jobs):
         try:
             try:
@@ -135,10 +174,37 @@ def check_sweep(config: DictConfig) -> list[str]:
             with open_dict(job_config):
                 del job_config["hydra"]
             preflight(job_config, job)
+            if partly_inert is not None:
+                _collect_keys(job_config, acting, everything)
         except ConfigError as err:
             print(f"cl-bench: error: job {number} ({' '.join(job)}): {err}", file=sys.stderr)
             raise SystemExit(2) from None
+    if partly_inert is not None and acting:
+        sometimes = set.union(*acting) & set.intersection(*everything)  # a key of every job, acting in one
+        partly_inert[:] = sorted(k for k in sometimes if any(k not in keys for keys in acting))
     return varied_keys(jobs)
+
+
+def _collect_keys(job_config: DictConfig, acting: list[set[str]], everything: list[set[str]]) -> None:
+    """Add one job's acting params and all its keys (for the partly inert keys of :func:`check_sweep`).
+
+    The launching process has no job's Hydra runtime: ``paths.output_dir`` (``${hydra:...}``) is
+    replaced by a placeholder, which changes no key. A job that still does not resolve adds nothing.
+    """
+    from cl_bench.config import acting_params
+
+    resolvable = job_config.copy()
+    with open_dict(resolvable):
+        if "paths" in resolvable and "output_dir" in resolvable.paths:
+            resolvable.paths.output_dir = "<job dir>"
+    try:
+        keys = set(acting_params(resolvable))
+        every = set(flatten(OmegaConf.to_container(resolvable, resolve=True)))
+    except Exception as err:  # noqa: BLE001 (a summary aid: the sweep goes on without it)
+        log.warning("could not list the acting keys of a job (%s): every job logs its own", err)
+        return
+    acting.append(keys)
+    everything.append(every)
 
 
 def close_parent_run(tracking_uri: str, parent_run_id: str) -> dict[str, list[str]]:

@@ -31,6 +31,18 @@ def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
     return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
 
 
+def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """Where the MLflow UI shows an experiment's runs table (or one run).
+
+    A server URI is its own UI; a local store is what ``mlflow ui`` (default port 5000) serves.
+    ``workflowType=machine_learning`` opens MLflow 3's runs view rather than its GenAI traces page.
+    """
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    if run_id:
+        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
     """Flatten a nested config into ``a.b.c`` keys (lists stay values), for MLflow params."""
     return pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
@@ -177,16 +189,19 @@ class RunTracker:
             self._lines_sent = self._lines_written
             self.files.sent_lines.write_text(str(self._lines_sent))
 
-    def log_results(self, results: dict[str, float], step: int | None = None,
+    def log_results(self, results: dict[str, Any], step: int | None = None,
                     provenance: dict[str, str] | None = None) -> Path:
         """Write results.json (always, first), then log the figures as MLflow metrics and artifact.
 
+        A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes a tag.
         ``provenance`` (what the figures were measured with, :mod:`cl_bench.provenance`) goes into
         results.json under ``provenance`` and to MLflow as tags ``provenance.<field>``.
         """
         path = self.files.results
         _write_json(path, {**results, **({"provenance": provenance} if provenance else {})})
-        self.log_metrics(results, step)
+        texts = {k: v for k, v in results.items() if isinstance(v, str)}
+        self.log_metrics({k: v for k, v in results.items() if k not in texts}, step)
+        self.set_tags(texts)
         if provenance:
             self.set_tags({f"provenance.{k}": v for k, v in provenance.items()})
         self.log_artifact(path)

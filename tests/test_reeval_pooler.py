@@ -1,0 +1,46 @@
+"""Re-evaluating a trained checkpoint scores the model that was trained: its recorded pooler is the default."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import cli_env
+
+
+def _cl_bench(args: list[str], cwd: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("cl-bench")
+    assert exe, "the cl-bench console script is not installed (pip install -e .)"
+    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, env=cli_env(data_dir), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
+
+
+@pytest.mark.slow  # three cl-bench processes (~1 min each on a busy 2-core machine)
+def test_reevaluation_uses_the_recorded_pooler(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    common = ["eval=quick", "eval.anisotropy=false", "logger=none", "train.progress_bar=false"]
+    _cl_bench([f"model.name_or_path={tiny_bert}", "pooler=avg", "data=wiki1m_head", "data.limit=16", "batch_size=8",
+               "train.max_steps=2", "train.eval_steps=2", "hydra.run.dir=run", *common], tmp_path, data_dir)
+    trained = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert trained["pooler"] == "avg"
+    best = tmp_path / "run" / "best_model"
+    assert json.loads((best / "cl_bench_encoder.json").read_text())["pooler"] == "avg"
+
+    # no pooler= given: the checkpoint's avg, the same figures to the last digit
+    proc = _cl_bench(["mode=eval", f"model.name_or_path={best}", "hydra.run.dir=ev", *common], tmp_path, data_dir)
+    again = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert again["pooler"] == "avg" and "pooler=avg" in proc.stdout + proc.stderr
+    figures = [k for k in again if k not in ("pooler",)]
+    assert "stsb" in figures
+    assert {k: again[k] for k in figures} == {k: trained[k] for k in figures}
+
+    # an explicit other pooler is honoured, with a warning naming both
+    proc = _cl_bench(["mode=eval", f"model.name_or_path={best}", "pooler=cls_before_pooler", "hydra.run.dir=ev2",
+                      *common], tmp_path, data_dir)
+    other = json.loads((tmp_path / "ev2" / "results.json").read_text())
+    assert other["pooler"] == "cls_before_pooler" and other["stsb"] != trained["stsb"]
+    warning = [line for line in (proc.stdout + proc.stderr).splitlines() if "trained with pooler=avg" in line]
+    assert warning and "pooler=cls_before_pooler" in warning[0]

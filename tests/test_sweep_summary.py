@@ -1,0 +1,93 @@
+"""A sweep ends with its answer, and a key that could not act in some jobs is never taken for an axis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+from conftest import cli_env
+
+from cl_bench.report import load_run_dirs, main, swept_keys, sweep_summary
+
+
+def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED") -> None:
+    job = sweep / str(number)
+    job.mkdir(parents=True)
+    (job / "params.json").write_text(json.dumps(params))
+    (job / "tags.json").write_text(json.dumps({"overrides": ",".join(f"{k}={v}" for k, v in params.items()
+                                                                      if k in ("dropout", "loss.tau", "seed"))}))
+    (job / "results.json").write_text(json.dumps({**results, "pooler": "cls"}))
+    (job / "status.json").write_text(json.dumps({"status": status, "error": None}))
+
+
+def _grid(sweep: Path) -> None:
+    """dropout × tau, two seeds; ``method.fixed_dropout_mask`` acts (and is logged) only at dropout > 0."""
+    number = 0
+    for dropout in (0.0, 0.1):
+        for tau in (0.05, 0.1):
+            for seed in (1, 2):
+                params = {"dropout": dropout, "loss.tau": tau, "seed": seed, "method.name": "simcse"}
+                if dropout > 0:
+                    params["method.fixed_dropout_mask"] = False
+                _job(sweep, number, params, {"best_stsb_dev": 70 + 10 * dropout + tau + seed / 100, "stsb": 60.0})
+                number += 1
+
+
+def test_summary_from_run_dirs_without_mlflow(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _grid(tmp_path / "sweep")
+    runs = load_run_dirs(tmp_path / "sweep")
+    assert len(runs) == 8 and set(runs["status"]) == {"FINISHED"}
+    text = sweep_summary(tmp_path / "sweep")
+    lines = text.splitlines()
+    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev, mean ± std")
+    assert "dropout \\ loss.tau" in text and text.count("± 0.01 (2)") == 4  # every cell: two seeds
+    assert lines[-1] == f"full report (no MLflow): cl-bench-report --sweep-dir {tmp_path / 'sweep'}"
+    # the full report from the run dirs alone
+    assert main(["--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "report")]) == 0
+    assert "loss.tau" in (tmp_path / "report" / "report.md").read_text()
+    assert "method.fixed_dropout_mask" not in capsys.readouterr().out
+
+
+def test_a_key_logged_by_some_runs_only_is_no_axis(tmp_path: Path) -> None:
+    _grid(tmp_path / "sweep")
+    runs = load_run_dirs(tmp_path / "sweep")
+    # three dropout values: the inert key's n/a/False split no longer matches dropout's
+    extra = runs[runs["params.dropout"] == "0.1"].assign(**{"params.dropout": "0.2", "run_id": lambda f: f["run_id"] + "b"})
+    runs = pd.concat([runs, extra], ignore_index=True)
+    assert swept_keys(runs) == ["dropout", "loss.tau"]
+
+
+def test_summary_with_parent_run_names_it(tmp_path: Path) -> None:
+    _grid(tmp_path / "sweep")
+    text = sweep_summary(tmp_path / "sweep", "abc123", None, "http://127.0.0.1:5000/#/experiments/1/runs/abc123")
+    assert text.splitlines()[-2:] == ["MLflow parent run: abc123  http://127.0.0.1:5000/#/experiments/1/runs/abc123",
+                                      "full report: cl-bench-report --parent-run abc123"]
+
+
+@pytest.mark.slow  # a 3-job sweep of a tiny model (~3 min on a busy 2-core machine)
+def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [shutil.which("cl-bench"), "-m", f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=16",
+         "batch_size=8", "train.max_steps=2", "train.eval_steps=2", "eval=quick", "eval.anisotropy=false",
+         "train.progress_bar=false", "dropout=0,0.1,0.2", "hydra.sweep.dir=sweep"],
+        cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tail = proc.stdout.strip().splitlines()[-8:]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = next(r for r in client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
+                  if r.data.tags.get("sweep.parent") == "true")
+    parent_id = parent.info.run_id
+    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1]
+    assert tail[-2].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-2].split()[-1]
+    assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
+    assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")
+    assert "sweep_table.md" in {a.path for a in client.list_artifacts(parent_id)}
+    # method.fixed_dropout_mask cannot act at dropout 0: no child logs it, so nothing but dropout looks swept
+    children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
+    assert len(children) == 3 and not any("method.fixed_dropout_mask" in c for c in children)
+    assert {k for k in children[0] if len({str(c.get(k)) for c in children}) > 1} == {"dropout"}
