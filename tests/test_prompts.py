@@ -201,8 +201,8 @@ def test_template_denoising_by_hand(minilm, tokenizer) -> None:
 
 @needs_minilm
 def test_promptbert_subtracts_each_rows_template_state(tokenizer) -> None:
-    from cl_bench.methods.promptbert import PromptBERT
     from cl_bench.losses.infonce import info_nce
+    from cl_bench.methods.promptbert import PromptBERT
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)
