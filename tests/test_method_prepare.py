@@ -47,6 +47,9 @@ CASES: dict[str, tuple[str, str, list[str]]] = {
     "sbert_softmax": ("sbert", "snli_labeled", ["loss=sbert_softmax"]),
     "sbert_regression": ("sbert", "stsb_train", ["loss=sbert_regression"]),
     "sbert_triplet": ("sbert", "nli_snli_devtest", ["loss=sbert_triplet"]),
+    "promptbert": ("promptbert", "corpus", []),
+    "sncse": ("sncse", "corpus", ["augmentation=negation"]),
+    "simcse_view_prompts": ("simcse", "corpus", [*DELETION, "model.view_prompts=[a: ,b: ]"]),
 }
 SEED, BATCH_SIZE = 7, 4
 

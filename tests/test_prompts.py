@@ -60,7 +60,7 @@ def test_template_ids_and_mask_position_by_hand(tokenizer) -> None:
     mask = features["attention_mask"]
     assert prompt_token_index(mask, features["prompt_layout"], "mask").tolist() == [11, 8]
     assert prompt_token_index(mask, features["prompt_layout"], "prompt_last").tolist() == [12, 9]
-    assert features["prompt_layout"].tolist() == [[5, 4, 4, 11, 12], [5, 1, 4, 8, 9]]
+    assert features["prompt_layout"].tolist() == [[5, 4, 4, 11, 12, 0], [5, 1, 4, 8, 9, 0]]
     assert layout.length == 10  # PromptBERT's template_len: [CLS] + 4 + 4 + [SEP]
 
 
@@ -89,6 +89,19 @@ def test_ids_equal_the_official_construction(tokenizer) -> None:
             assert mine["input_ids"][0] == expected
 
 
+@needs_minilm
+def test_left_padding_tokenizer_gets_the_offsets(tokenizer) -> None:
+    import copy
+
+    left = copy.deepcopy(tokenizer)
+    left.padding_side = "left"
+    layout = PromptLayout.build(left, TEMPLATE)
+    features = tokenize_with_prompts(left, ["A man plays guitar", "hi"], [layout, layout], 32)
+    assert features["input_ids"][1, :3].tolist() == [0, 0, 0] and features["prompt_layout"][:, 5].tolist() == [0, 3]
+    index = prompt_token_index(features["attention_mask"], features["prompt_layout"], "mask")
+    assert [features["input_ids"][r, i].item() for r, i in enumerate(index)] == [left.mask_token_id] * 2
+
+
 def test_period_rules() -> None:
     assert with_period("a dog", "promptbert", training=False) == "a dog."
     assert with_period("a dog", "promptbert", training=True) == "a dog"  # its training adds none
@@ -105,13 +118,17 @@ def test_period_rules() -> None:
 def test_index_and_pool_mask_on_left_padded_rows() -> None:
     # row 0: 2 pads then [CLS] p p s s s q q [SEP]; row 1: no padding, [CLS] p p s q q [SEP] + 2 more sentence tokens
     mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]])
-    layout = torch.tensor([[3, 3, 2, 6, 7], [3, 6, 2, 9, 9]])  # lead, n, suffix, mask rank, last rank
+    layout = torch.tensor([[3, 3, 2, 6, 7, 2], [3, 6, 2, 9, 9, 0]])  # lead, n, suffix, mask rank, last rank, left pads
     assert prompt_token_index(mask, layout, "mask").tolist() == [8, 9]
     assert prompt_token_index(mask, layout, "prompt_last").tolist() == [9, 9]
     assert prompt_pool_mask(mask, layout).tolist() == [
         [0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1],  # the sentence and [SEP]
         [0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0],  # rank 9 and 10 are the suffix (no tail in this hand layout)
     ]
+    # a token cutoff later zeroes attention inside the sentence: the pooled positions do not move
+    cut = mask.clone()
+    cut[:, 5] = 0
+    assert prompt_token_index(cut, layout, "mask").tolist() == [8, 9]
 
 
 def test_last_token_index_right_and_left_padding() -> None:
@@ -184,8 +201,8 @@ def test_template_denoising_by_hand(minilm, tokenizer) -> None:
 
 @needs_minilm
 def test_promptbert_subtracts_each_rows_template_state(tokenizer) -> None:
-    from cl_bench.methods.promptbert import PromptBERT
     from cl_bench.losses.infonce import info_nce
+    from cl_bench.methods.promptbert import PromptBERT
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)

@@ -2,8 +2,8 @@
 soft negative, and the bidirectional margin loss.
 
 As ``train_SNCSE.py`` (``Different_Prompt_Negation = True``) builds a batch: a sentence that does not
-end in a punctuation mark gets `` .``; its negation is looked up by that text (missing: ``"Not " +
-sentence``; :mod:`cl_bench.augment.negation`) and gets `` .`` the same way; view 1 is the sentence in
+end in a punctuation mark gets `` .``; its negation (missing from the file: ``"Not " + sentence``;
+:mod:`cl_bench.augment.negation`) gets `` .`` the same way; view 1 is the sentence in
 ``This sentence : "[X]" means [MASK].``, view 2 and the negation in ``This sentence of "[X]" means
 [MASK].``, each cut so that the whole input is at most ``max_seq_length`` tokens. The three ``[MASK]``
 states go through the training-only MLP (``--pooler_type cls --mlp_only_train``, no template
@@ -71,8 +71,10 @@ class SNCSE(PromptTemplateMethod):
 
     def prepare(self, items: list[str], rng: random.Random) -> SoftNegativeViews:
         """Views 1, 2 and the soft negatives, each cut so the whole input fits ``model.max_length``."""
-        texts = [with_period(s, "sncse", training=True) for s in items]  # the official negation lookup key
-        negations = [with_period(s, "sncse", training=True) for s in self.augmentation.augment_text(texts, rng)]
+        texts = [with_period(s, "sncse", training=True) for s in items]
+        # the augmentation sees the corpus sentence (a file source is keyed by it); the official code looked
+        # its negation up by the period-appended text (README: what differs)
+        negations = [with_period(s, "sncse", training=True) for s in self.augmentation.augment_text(items, rng)]
         first, second = (self.encoder.prompt_layout(self.encoder.view_prompt(g)) for g in (0, 1))
         layouts = [first] * len(texts) + [second] * (2 * len(texts))
         budgets = [self.encoder.max_length - layout.length for layout in layouts]

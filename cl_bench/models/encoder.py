@@ -49,6 +49,7 @@ from cl_bench.models.prompts import (
     prompt_pool_mask,
     prompt_token_index,
     tokenize_with_prompts,
+    with_offsets,
     with_period,
 )
 
@@ -524,7 +525,8 @@ class SentenceEncoder(nn.Module):
                                        return_tensors="pt")
             features = {key: value.to(device) for key, value in batch.items()}
             if "prompt_layout" in tokens:
-                features["prompt_layout"] = torch.tensor([tokens["prompt_layout"][i] for i in idx], device=device)
+                rows = [tokens["prompt_layout"][i] for i in idx]
+                features["prompt_layout"] = with_offsets(rows, batch["attention_mask"]).to(device)
             with autocast:
                 if onnx is not None:
                     outputs = onnx(batch, needs_hidden_states(self.pooler))

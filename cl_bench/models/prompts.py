@@ -10,9 +10,11 @@ special tokens, the prefix's tokens, the sentence's own tokens (cut to the sente
 suffix's tokens and the trailing special tokens. With a WordPiece tokenizer the ids equal tokenizing
 the filled-in template as one string (PromptBERT's ``evaluation.py``), which a test asserts.
 
-Each row carries its layout (``prompt_layout``, (B, 5) long: lead, sentence length, suffix length,
-``[MASK]`` rank, last prompt-token rank; ranks count the row's real tokens from 0), so a batch may mix
-prompts (one per view: ``model.view_prompts``) and either padding side; the poolers read:
+Each row carries its layout (``prompt_layout``, (B, 6) long: lead, sentence length, suffix length,
+``[MASK]`` rank, last prompt-token rank — ranks count the row's tokens from its first real one — and the
+position of that first token, i.e. the left padding), so a batch may mix prompts (one per view:
+``model.view_prompts``) and either padding side, and an augmentation that later edits the attention mask
+(token cutoff) moves no pooled position; the poolers read:
 
 * :func:`prompt_pool_mask`: the attention mask without the leading special tokens and prefix tokens,
   and without the suffix's tokens (sentence-transformers' ``include_prompt=False`` drops
@@ -49,7 +51,7 @@ DEFAULT_TEMPLATES = {"mask": PROMPTBERT_TEMPLATE, "prompt_last": PROMPTEOL_TEMPL
 #: * ``prompteol``: at evaluation only, as ``promptbert``, then ``"`` -> ``'`` and a final ``?`` -> ``.``
 #:   (kongds/scaling_sentemb evaluation.py l.197-200).
 PERIOD_RULES = ("none", "promptbert", "sncse", "prompteol")
-_LAYOUT_FIELDS = 5
+_LAYOUT_FIELDS = 6
 
 
 def split_template(prompt: str) -> tuple[str, str]:
@@ -191,20 +193,28 @@ def tokenize_with_prompts(
         features["prompt_layout"] = layout_rows
         return features
     padded = dict(tokenizer.pad(features, return_tensors="pt"))
-    padded["prompt_layout"] = torch.tensor(layout_rows, dtype=torch.long).reshape(-1, _LAYOUT_FIELDS)
+    padded["prompt_layout"] = with_offsets(layout_rows, padded["attention_mask"])
     return padded
 
 
-def _ranks(attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) rank of each real token among its row's real tokens (0 first); padding gets -1."""
-    real = attention_mask != 0
-    return torch.where(real, real.long().cumsum(1) - 1, torch.full_like(attention_mask, -1, dtype=torch.long))
+def with_offsets(layout_rows: Sequence[Sequence[int]], attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, 6) layouts: the 5 values of :meth:`PromptLayout.assemble` and each row's first real position
+    in the freshly padded ``attention_mask`` (its left padding)."""
+    rows = torch.tensor([list(r)[:5] for r in layout_rows], dtype=torch.long).reshape(-1, 5)
+    first = (attention_mask != 0).long().argmax(dim=1).to(torch.long).cpu()
+    return torch.cat([rows, first.unsqueeze(1)], dim=1)
+
+
+def _ranks(attention_mask: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
+    """(B, T) each position's rank from the row's first real token (left padding negative)."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return positions.unsqueeze(0) - layout[:, 5:6].to(attention_mask.device)
 
 
 def prompt_pool_mask(attention_mask: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
     """The attention mask without the prompt's tokens: the leading special tokens and the prefix, and
     the suffix (the trailing special tokens stay, as sentence-transformers' ``include_prompt=False``)."""
-    ranks = _ranks(attention_mask)
+    ranks = _ranks(attention_mask, layout)
     lead, n, suffix = (layout[:, i : i + 1].to(ranks.device) for i in range(3))
     keep = (ranks >= lead) & ~((ranks >= lead + n) & (ranks < lead + n + suffix))
     return attention_mask * keep.to(attention_mask.dtype)
@@ -216,8 +226,7 @@ def prompt_token_index(attention_mask: torch.Tensor, layout: torch.Tensor, poole
     wanted = layout[:, column].to(attention_mask.device)
     if bool((wanted < 0).any()):
         raise ValueError(f"pooler={pooler}: a row's prompt has no {MASK_PLACEHOLDER}")
-    hits = _ranks(attention_mask) == wanted.unsqueeze(1)
-    return hits.long().argmax(dim=1)
+    return wanted + layout[:, 5].to(attention_mask.device)
 
 
 def template_mask_states(backbone: Any, layout: PromptLayout, lengths: torch.Tensor) -> torch.Tensor:
