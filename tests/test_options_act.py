@@ -249,6 +249,9 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=sg_opt", "method.stsb_splits=[train]"], "method.stsb_splits"),
         (["method=is_bert", "method.snli_splits=[dev]"], "method.snli_splits"),
         (["method=sbert", "loss=sbert_regression", "method.nli_splits=[dev]"], "method.nli_splits"),
+        (["method=esimcse", "method.neg_size=0", "method.momentum=0.9"], "method.momentum"),
+        (["method=diffcse", "method.lambda_weight=0", "method.mask_ratio=0.2"], "method.mask_ratio"),
+        (["method=diffcse", "augmentation=word_repetition"], "augmentation"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
@@ -283,6 +286,9 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["method=sg_opt", "data=stsb_sentences", "method.stsb_splits=[train]"],
         ["method=is_bert", "data=nli_sentences", "method.snli_splits=[dev]"],
         ["method=sbert", "data=snli_labeled", "method.nli_splits=[dev]"],
+        ["data=wiki1m_head", "method=esimcse", "augmentation=word_repetition", "method.momentum=0.9"],
+        ["data=wiki1m_head", "method=diffcse", "method.generator=null", "method.mask_ratio=0.2"],
+        ["data=wiki1m_head", "method=simcse", "method.mlm_weight=0.1", "method.mlm_mode=untied"],
     ],
 )
 def test_setting_dependent_keys_act_where_their_setting_allows(
