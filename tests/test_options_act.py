@@ -251,7 +251,6 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=sbert", "loss=sbert_regression", "method.nli_splits=[dev]"], "method.nli_splits"),
         (["method=esimcse", "method.neg_size=0", "method.momentum=0.9"], "method.momentum"),
         (["method=diffcse", "method.lambda_weight=0", "method.mask_ratio=0.2"], "method.mask_ratio"),
-        (["method=diffcse", "augmentation=word_repetition"], "augmentation"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
