@@ -338,6 +338,8 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=sncse", "augmentation=negation", "model.view_prompts=[a: ]"], "model.view_prompts"),
         (["method=promptbert", "pooler=mask"], "pooler"),
         (["method=is_bert", "model.prompt=query: "], "model.prompt"),
+        (["method=esimcse", "method.neg_size=0", "method.momentum=0.9"], "method.momentum"),
+        (["method=diffcse", "method.lambda_weight=0", "method.mask_ratio=0.2"], "method.mask_ratio"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
@@ -378,6 +380,9 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["mode=eval", "pooler=prompt_last", "model.prompt='Say \"[X]\" in one word:\"'"],
         ["data=wiki1m_head", "method=promptbert", "method.second_template='It \"[X]\" is [MASK].'"],
         ["data=wiki1m_head", "method=sncse", "augmentation=negation", "loss.bml_weight=0.01"],
+        ["data=wiki1m_head", "method=esimcse", "augmentation=word_repetition", "method.momentum=0.9"],
+        ["data=wiki1m_head", "method=diffcse", "method.generator=null", "method.mask_ratio=0.2"],
+        ["data=wiki1m_head", "method=simcse", "method.mlm_weight=0.1", "method.mlm_mode=untied"],
     ],
 )
 def test_setting_dependent_keys_act_where_their_setting_allows(

@@ -1,5 +1,5 @@
 """SimCSE's successors (MixCSE, ESimCSE, DiffCSE) train a few steps from all-MiniLM-L6-v2 on real data through
-the real `cl-bench` console command and report the seven STS tasks (slow suite). CPU-scale figures from a
+the real `cl-bench` console command and report STS-B dev and test (slow suite). CPU-scale figures from a
 sentence-tuned encoder: they show the runs work end to end, not the papers' values."""
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import cli_env, minilm_path
 
-STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg")
+# STS-B (dev and test): the seven STS tasks take ~40 min an evaluation on the shared 2-core machine under load;
+# add eval=default to a run for sts12 ... sickr and sts_avg
+STS_KEYS = ("stsb", "stsb_dev")
 COMMON = ["data=wiki1m_head", "data.limit=512", "pooler=avg", "model.max_length=32", "train.batch_size=16",
-          "train.max_steps=6", "train.eval_steps=6", "train.log_steps=1", "train.lr=1e-4", "train.checkpoint_steps=0",
-          "train.save_best=false", "eval.align_uniform=false", "eval.anisotropy=false", "train.progress_bar=false"]
+          "train.max_steps=6", "train.eval_steps=0", "train.log_steps=1", "train.lr=1e-4", "train.checkpoint_steps=0",
+          "train.save_best=false", "eval=quick", "eval.align_uniform=false", "eval.anisotropy=false",
+          "eval.backend=torch", "train.progress_bar=false"]
 RUNS = {
     "mixcse": ["method=mixcse"],
     "esimcse": ["method=esimcse", "augmentation=word_repetition", "method.neg_size=32"],
@@ -49,4 +52,4 @@ def test_successor_trains_from_minilm_and_reports_sts(method: str, data_dir: Pat
     if method == "esimcse":  # the queue fills: 0, 16, 32, 32, ... keys
         sizes = [m["train_queue_size"] for m in metrics if "train_queue_size" in m]
         assert sizes[:3] == [0.0, 16.0, 32.0]
-    print(f"{method}: sts_avg {results['sts_avg']:.2f}", json.dumps({k: round(results[k], 2) for k in STS_KEYS}))
+    print(f"{method}:", json.dumps({k: round(results[k], 2) for k in STS_KEYS}))

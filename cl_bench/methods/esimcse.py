@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from cl_bench import distributed
 from cl_bench.methods.base import (
     MethodContext,
     MomentumMethod,
@@ -67,6 +68,10 @@ class ESimCSE(MomentumMethod):
         super().__init__(context, momentum)
         self.neg_size = int(neg_size)
         self.key_backbone = None
+        if self.neg_size > 0 and distributed.is_distributed():
+            # the loss is gathered over ranks with its hard_negatives: the (already global) queue would repeat
+            raise ValueError("method.neg_size: ESimCSE's queue runs in one process (official: one GPU); "
+                             "train without torchrun or set method.neg_size=0")
         if self.neg_size > 0:
             # the momentum copy of the backbone only: keys go through the online pooler and MLP, as the official
             self.key_backbone = self.momentum_copy(self.encoder.backbone)
