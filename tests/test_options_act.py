@@ -449,9 +449,8 @@ def test_readme_option_tables_match_cl_bench_list() -> None:
 def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
     """``train.matryoshka_dims`` with every method x accepted loss: accepted exactly where the loss takes
     embeddings, else one line naming the key; ``eval.truncate_dim`` acts on every method (rejected above the width)."""
-    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
-
     from cl_bench.config import method_class
+    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
 
     accepted = rejected = 0
     kinds = {loss: catalog.loss_kind_of(path) for loss, path in catalog.options("loss").items()}

@@ -176,12 +176,12 @@ def mine_file(
     Returns:
         The record written to ``<out>.mined.json``.
     """
+    import faiss
+
     from cl_bench.data.nli import read_nli_triples
     from cl_bench.data.text import DataFileError
     from cl_bench.models.encoder import ModelLoadError, build_encoder, check_model_reachable
     from cl_bench.models.poolers import POOLERS
-
-    import faiss
 
     options.check()
     if pooler not in POOLERS:

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
