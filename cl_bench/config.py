@@ -466,12 +466,14 @@ def run_setting(cfg: DictConfig, cls: Any) -> Any:
     augmentation = None
     if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
         augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    loss_kind = None
+    loss_kind, loss_inputs = None, frozenset()
     if "loss" in cls.uses and cfg.loss.get("_target_"):
-        loss_kind = getattr(loss_function(cfg), "loss_kind", None)
+        fn = loss_function(cfg)
+        loss_kind = getattr(fn, "loss_kind", None)
+        loss_inputs = frozenset(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
     dropout = cfg.model.get("dropout")
     return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
-                      None if dropout is None else float(dropout))
+                      None if dropout is None else float(dropout), loss_inputs)
 
 
 def inert_keys(cfg: DictConfig) -> dict[str, str]:

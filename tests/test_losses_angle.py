@@ -150,8 +150,8 @@ def test_angle_nli_matches_naive(n: int) -> None:
     labels = [1.0] * n + [0.0] * n
     reference = (
         (w["ibn_w"] * naive_ce(q, p, 20.0) + w["cln_w"] * naive_ce(q, torch.cat([p, m]), 20.0)) / 2
-        + w["angle_w"] * naive_rank([20.0 * naive_angle_value(a, b, "sum") for a, b in zip(us, vs)], labels)
-        + w["cosine_w"] * naive_rank([20.0 * cos(a, b) for a, b in zip(us, vs)], labels)
+        + w["angle_w"] * naive_rank([20.0 * naive_angle_value(a, b, "sum") for a, b in zip(us, vs, strict=False)], labels)
+        + w["cosine_w"] * naive_rank([20.0 * cos(a, b) for a, b in zip(us, vs, strict=False)], labels)
     )
     assert_same(angle_nli(q, p, m, **w, **t), reference, [q, p, m])
 

@@ -47,9 +47,9 @@ def test_matryoshka_matches_the_explicit_sum(weights: list[float] | None) -> Non
     dims = [8, 4, 2]
     loss = MatryoshkaLoss(functools.partial(info_nce, tau=0.1), dims, weights)(a, p, h)
     w = weights or [1.0] * 3
-    reference = sum(wk * naive_info_nce(a[:, :d], p[:, :d], h[:, :d], 0.1) for wk, d in zip(w, dims))
+    reference = sum(wk * naive_info_nce(a[:, :d], p[:, :d], h[:, :d], 0.1) for wk, d in zip(w, dims, strict=False))
     torch.testing.assert_close(loss, reference, rtol=1e-9, atol=1e-10)
-    for got, want in zip(torch.autograd.grad(loss, [a, p, h]), torch.autograd.grad(reference, [a, p, h])):
+    for got, want in zip(torch.autograd.grad(loss, [a, p, h]), torch.autograd.grad(reference, [a, p, h]), strict=False):
         torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-9)
 
 
@@ -183,3 +183,16 @@ def test_report_plots_score_against_dimension(tmp_path: Path) -> None:
     points = report.sweep.points
     plain_8 = points[(points["eval.truncate_dim"] == 8) & points["train.matryoshka_dims"].isna()]
     assert math.isclose(plain_8["mean"].iloc[0], 80 - 12 + 0.15)
+
+
+@pytest.mark.slow
+def test_minilm_at_its_full_width_scores_exactly_as_untruncated(data_dir: Path) -> None:
+    """all-MiniLM-L6-v2, STS-B test: K = 384 is the untruncated figure to the last digit; K = 64 is lower."""
+    from cl_bench.models.encoder import build_encoder
+
+    encoder = build_encoder(str(data_dir.parent / "models" / "all-MiniLM-L6-v2"), pooler="avg", fresh_mlp=False)
+    options = {"tasks": ["stsb"], "anisotropy": False, "align_uniform_split": "test", "backend": "torch", "cache": True,
+               "cache_dir": None}
+    full = evaluate(encoder, data_dir, **options)
+    assert evaluate(encoder, data_dir, truncate_dim=384, **options)["stsb"] == full["stsb"]
+    assert evaluate(encoder, data_dir, truncate_dim=64, **options)["stsb"] < full["stsb"]

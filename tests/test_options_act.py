@@ -553,9 +553,8 @@ def test_readme_option_tables_match_cl_bench_list() -> None:
 def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
     """``train.matryoshka_dims`` with every method x accepted loss: accepted exactly where the loss takes
     embeddings, else one line naming the key; ``eval.truncate_dim`` acts on every method (rejected above the width)."""
-    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
-
     from cl_bench.config import method_class
+    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
 
     accepted = rejected = 0
     kinds = {loss: catalog.loss_kind_of(path) for loss, path in catalog.options("loss").items()}
@@ -583,3 +582,28 @@ def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, da
             error = _verdict(cfg, [f"eval.truncate_dim={dim}"])
             assert (error is None) == ok and (ok or error.startswith("eval.truncate_dim: ")), (method, dim, error)
     assert accepted and rejected
+
+
+def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
+    """``method.guide`` (GISTEmbed): accepted for supervised SimCSE with a loss that takes the mask of ignored
+    columns (infonce), rejected with one line naming the key for every other loss and every other method."""
+    import inspect
+
+    from cl_bench.config import loss_function
+
+    guide = data_dir.parent / "models" / "all-MiniLM-L6-v2"
+    for method in METHODS:
+        base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
+        losses = LOSSES if method == "simcse_sup" else [catalog.default_loss(method)]
+        for loss in losses:
+            cfg = _with_option(base, "loss", loss)
+            if _verdict(cfg, [f"loss={loss}"]) is not None:
+                continue
+            with open_dict(cfg):
+                cfg.method.guide = str(guide)
+            error = _verdict(cfg, [f"loss={loss}", f"method.guide={guide}"])
+            takes_mask = "ignore" in inspect.signature(loss_function(cfg)).parameters
+            if method == "simcse_sup" and takes_mask:
+                assert error is None, (method, loss, error)
+            else:
+                assert error and error.startswith("method.guide: ") and "\n" not in error, (method, loss, error)

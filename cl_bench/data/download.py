@@ -1006,12 +1006,19 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--no-progress", action="store_true", help="no progress bars")
     sub.add_parser("verify", parents=[common], help="check files, checksums and STS pair counts")
     sub.add_parser("list", parents=[common], help="show which datasets are present")
+    from cl_bench.data.mine import add_parser as add_mine_parser
+
+    add_mine_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (0 ok, 1 problem, 2 usage)."""
     args = build_parser().parse_args(argv)
+    if args.command == "mine":
+        from cl_bench.data.mine import run as run_mine
+
+        return run_mine(args)
     root = args.data_dir or default_data_dir()
     try:
         if args.command == "download":

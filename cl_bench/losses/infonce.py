@@ -22,6 +22,7 @@ def info_nce(
     labels: torch.Tensor | Sequence[int] | None = None,
     tau: float = 0.05,
     hard_negative_alpha: float = 1.0,
+    ignore: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One-sided InfoNCE: anchor i must pick positive i among all positives (and hard negatives).
 
@@ -38,6 +39,8 @@ def info_nce(
         tau: temperature (> 0).
         hard_negative_alpha: the paper's weight alpha on an anchor's *own* hard negative (Table 7;
             1 = unweighted, 0 = drop it). SimCSE's code takes ``log(alpha)`` as ``--hard_negative_weight``.
+        ignore: optional (N, N + K) bool, columns left out of each anchor's denominator (GISTEmbed's guided
+            mask, :func:`cl_bench.losses.gist.guided_ignore_mask`); the positive itself cannot be ignored.
 
     Returns:
         Scalar loss (at least float32), computed with log-sum-exp (no overflow at small tau).
@@ -45,6 +48,10 @@ def info_nce(
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     logits = cosine_logits(pairs.rows, pairs.columns, tau)
     negative = pairs.negative
+    if ignore is not None:
+        if ignore.shape != negative.shape:
+            raise ValueError(f"loss: ignore must be {tuple(negative.shape)} (anchors x candidates), got {tuple(ignore.shape)}")
+        negative = negative & ~ignore.to(negative.device)
     if hard_negatives is not None and hard_negative_alpha != 1.0:
         n = pairs.num_pairs
         if hard_negatives.shape[0] != n:

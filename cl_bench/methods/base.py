@@ -62,12 +62,14 @@ class RunSetting:
         train_file: ``data.train_file``.
         loss_kind: the configured loss's kind (``cl_bench.losses.loss_kind``; None without a loss).
         dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
+        loss_inputs: the keyword inputs the configured loss accepts (e.g. ``ignore``, GISTEmbed's mask).
     """
 
     augmentation: type | None = None
     train_file: str = ""
     loss_kind: str | None = None
     dropout: float | None = None
+    loss_inputs: frozenset[str] = frozenset()
 
     @property
     def augmentation_name(self) -> str:

@@ -8,17 +8,27 @@ contradiction hypotheses (the "hard negatives"). The loss is the configured one 
 so ``loss.tau`` (0.05) and ``loss.hard_negative_alpha`` (Table 7's weight α on the anchor's own
 hard negative) apply. All sentences of a batch go through the encoder in one forward pass, as in
 SimCSE's ``cl_forward``.
+
+``method.guide=<encoder>`` adds GISTEmbed's guided negative selection (Solatorio 2024): a frozen guide encoder
+(any local folder or hub id, checked offline-safely before any model loads, pooled by ``method.guide_pooler``)
+embeds the batch's sentences, and every candidate it scores at least as similar to the premise as the premise's
+own entailment is left out of that premise's denominator (:func:`cl_bench.losses.gist.guided_ignore_mask`, passed
+to the loss as ``ignore=``). It works with GradCache (``train.gradcache_chunk``): the guide's embeddings are cached
+with the chunk's, as sentence-transformers' ``CachedGISTEmbedLoss``.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from cl_bench import distributed
 from cl_bench.data.nli import read_nli_triples
+from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.methods.base import (
     Method,
     MethodContext,
@@ -29,6 +39,13 @@ from cl_bench.methods.base import (
     tokenize_groups,
 )
 from cl_bench.models.mlm import mlm_head, with_mlm_term
+
+
+@dataclass
+class GuidedColumns(TextViews):
+    """A prepared batch's columns, and the same texts tokenized for the guide encoder (None without a guide)."""
+
+    guide_features: dict[str, torch.Tensor] | None = None
 
 
 class SupervisedSimCSE(Method):
@@ -44,6 +61,8 @@ class SupervisedSimCSE(Method):
         mlm_mode: ``clean``, ``untied`` (SimCSE's latest code: clean inputs, LM head untied) or
             ``masked`` (SimCSE's official code before PR #121: all three sentences' contrastive inputs
             are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
+        guide: GISTEmbed's frozen guide encoder (a local folder or hub id; None: no guided masking).
+        guide_pooler: the guide's pooling (``cl_bench.models.poolers``; ``avg`` for sentence-transformers models).
     """
 
     name = "simcse_sup"
@@ -56,6 +75,16 @@ class SupervisedSimCSE(Method):
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
         check_mlm_config(values)
+        if values.get("guide"):
+            from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+            from cl_bench.models.poolers import POOLERS
+
+            try:
+                check_model_reachable(str(values["guide"]))
+            except ModelLoadError as err:  # its message names model.name_or_path: name the guide's key
+                raise ValueError(str(err).replace("model.name_or_path", "method.guide", 1)) from err
+            if values.get("guide_pooler", "avg") not in POOLERS:
+                raise ValueError(f"method.guide_pooler: unknown pooler '{values['guide_pooler']}'; valid: {', '.join(POOLERS)}")
 
     @classmethod
     def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
@@ -63,7 +92,12 @@ class SupervisedSimCSE(Method):
 
     @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        return mlm_inert_keys(values)
+        inert = mlm_inert_keys(values)
+        if not values.get("guide"):
+            inert["guide_pooler"] = "method.guide is null (no guide encoder)"
+        elif "ignore" not in setting.loss_inputs:
+            inert["guide"] = "the configured loss takes no mask of ignored columns (ignore=); use loss=infonce"
+        return inert
 
     def __init__(
         self,
@@ -72,11 +106,29 @@ class SupervisedSimCSE(Method):
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
         mlm_mode: str = "clean",
+        guide: str | None = None,
+        guide_pooler: str = "avg",
     ) -> None:
         super().__init__(context)
         self.use_hard_negatives = use_hard_negatives
         self.mlm_weight = float(mlm_weight)
         self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
+        self.guide = None
+        if guide:
+            if distributed.is_distributed():  # the mask is per process; the gathered loss would need it gathered
+                raise ValueError("method.guide: not under torchrun (run it in one process)")
+            from cl_bench.models.encoder import build_encoder
+
+            self.guide = build_encoder(str(guide), pooler=guide_pooler, max_length=context.max_length, fresh_mlp=False)
+            self.guide.requires_grad_(False)
+            self.guide.eval()
+
+    def train(self, mode: bool = True) -> SupervisedSimCSE:
+        """Train mode for the trained modules; the guide stays frozen in eval mode (no dropout)."""
+        super().train(mode)
+        if self.guide is not None:
+            self.guide.eval()
+        return self
 
     def read_corpus(self, path: str) -> Sequence[tuple[str, ...]]:
         """Read the NLI CSV; with hard negatives every row must have the ``hard_neg`` column."""
@@ -88,10 +140,29 @@ class SupervisedSimCSE(Method):
             )
         return rows
 
-    def prepare(self, items: list[tuple[str, ...]], rng: random.Random) -> TextViews:
-        """Premises, entailments (and contradictions) tokenized together, column after column (in a worker)."""
+    def prepare(self, items: list[tuple[str, ...]], rng: random.Random) -> GuidedColumns:
+        """Premises, entailments (and contradictions) tokenized together, column after column (in a worker);
+        for the guide's tokenizer too when there is a guide."""
         columns = 3 if self.use_hard_negatives else 2
-        return tokenize_groups(self.encoder, [[row[c] for row in items] for c in range(columns)])
+        texts = [[row[c] for row in items] for c in range(columns)]
+        views = tokenize_groups(self.encoder, texts)
+        guide_features = None
+        if self.guide is not None:
+            guide_features = self.guide.tokenize([text for column in texts for text in column])
+        return GuidedColumns(views.size, views.features, guide_features)
+
+    @torch.no_grad()
+    def guide_embeddings(self, views: GuidedColumns) -> tuple[torch.Tensor, ...]:
+        """The frozen guide's embeddings of the batch's columns (no graph)."""
+        assert self.guide is not None and views.guide_features is not None
+        device = self.guide.device
+        return self.guide({k: v.to(device) for k, v in views.guide_features.items()}).split(views.size)
+
+    def guided_loss(self, embeddings: Sequence[torch.Tensor], guide: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The configured loss, with the guide's mask of ignored columns when there is a guide."""
+        if self.guide is None:
+            return self.loss_fn(*embeddings)
+        return self.loss_fn(*embeddings, ignore=guided_ignore_mask(*guide))
 
     def training_step(self, batch: list[tuple[str, ...]] | TextViews) -> dict[str, torch.Tensor]:
         views = self.prepared(batch)
@@ -99,4 +170,24 @@ class SupervisedSimCSE(Method):
         if self.mlm is not None:  # MLM masking draws from torch's RNG in the step, as dropout does
             features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
         embeddings = self.encoder(features).split(views.size)
-        return with_mlm_term(self.loss_fn(*embeddings), self.mlm, self.mlm_weight, features)
+        guide = self.guide_embeddings(views) if self.guide is not None else ()
+        return with_mlm_term(self.guided_loss(embeddings, guide), self.mlm, self.mlm_weight, features)
+
+    # GradCache hooks (cl_bench/train/gradcache.py)
+    def gradcache_blocker(self) -> str | None:
+        """Why this configuration cannot train with gradient caching, or None when it can."""
+        if self.mlm is not None:
+            return "method.mlm_weight > 0 (the MLM term needs the whole batch's graph); set method.mlm_weight=0"
+        return None
+
+    def cache_embed(self, batch: list[tuple[str, ...]]) -> tuple[torch.Tensor, ...]:
+        """GradCache hook: a chunk's column embeddings, then the guide's (frozen: GradCache pushes nothing into them)."""
+        views = self.prepare(batch, self.rng)
+        embeddings = tuple(self.encoder(self.to_device(views.features)).split(views.size))
+        return embeddings + (tuple(self.guide_embeddings(views)) if self.guide is not None else ())
+
+    def cache_loss(self, embeddings: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        """GradCache hook: the loss of the whole batch from its cached column (and guide) embeddings."""
+        columns = 3 if self.use_hard_negatives else 2
+        contrastive = self.guided_loss(embeddings[:columns], embeddings[columns:])
+        return {"loss": contrastive, "loss_contrastive": contrastive}
