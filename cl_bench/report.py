@@ -448,9 +448,9 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
         return given, "--reference"
     if not sweep.keys:
         return None, "no swept key"
-    experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()))
+    experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()) - {"None", "null", ""})
     experiment = experiments[0] if len(experiments) == 1 else None
-    defaults = default_values(experiment)
+    defaults = default_values(experiment) or (default_values(None) if experiment else {})
     if not defaults:
         return None, "no default config to take it from (pass --reference)"
     found = [r["point"] for r in sweep.points.to_dict("records")

@@ -141,3 +141,96 @@ def test_spearman100_is_scipys_spearmanr() -> None:
         system[::5] = system[0]  # ties on both sides
         assert spearman100(system, gold) == pytest.approx(spearmanr(system, gold)[0] * 100, abs=1e-9)
     assert math.isnan(spearman100(np.ones(5), np.arange(5.0)))
+
+
+# ------------------------------------------------------------------------------------------------
+# End to end: a 2-point x 3-seed sweep on the tiny model, its report, and --compare of its runs
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    """`cl-bench experiment=ablation_dropout seeds=3` on two points (tiny BERT, 2 steps), then
+    `cl-bench-report`: CI columns, marks against dropout=0.1, provenance; the parent run carries the
+    files; `--compare` of two runs equals a recomputation from their saved pair scores."""
+    import json
+    import shutil
+    import subprocess
+
+    import mlflow
+    from conftest import cli_env
+
+    env = cli_env(data_dir)
+    sweep = subprocess.run(
+        [shutil.which("cl-bench"), "experiment=ablation_dropout", f"model.name_or_path={tiny_bert}",
+         "+experiment/points=dropout_0.0,dropout_0.1", "seeds=3", "data=wiki1m_head", "data.limit=32",
+         "train.batch_size=8", "train.max_steps=2", "train.eval_steps=2", "train.num_threads=1",
+         "train.progress_bar=false", "eval.tasks=[stsb]", "eval.anisotropy=false", "hydra.sweep.dir=sweep"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=1500,
+    )
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-5000:]
+    jobs = sorted((tmp_path / "sweep").glob("*/results.json"))
+    assert len(jobs) == 6
+    results = {job.parent: json.loads(job.read_text()) for job in jobs}
+    provenance = next(iter(results.values()))["provenance"]
+    assert provenance["eval_mlp"] == "dropped" and provenance["mlp_dropped"] == "true"
+    assert provenance["dev_metric"] == "stsb_dev" and provenance["global_batch"] == "8"
+    assert provenance["processes"] == "1" and provenance["aggregation"].startswith("all")
+    assert all(RunDir(d).pair_scores.is_file() for d in results)
+
+    # replicates grouped in MLflow: one `point` tag per grid point, three runs (seeds 42-44) each
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("ablation_dropout")
+    children = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` != 'true'")
+    children = [r for r in children if r.data.tags.get("mlflow.parentRunId")]
+    by_point: dict[str, list[str]] = {}
+    for run in children:
+        by_point.setdefault(run.data.tags["point"], []).append(run.data.params["seed"])
+    assert sorted(map(sorted, by_point.values())) == [["42", "43", "44"]] * 2
+    assert all(run.data.tags["provenance.eval_pooler"] == "cls" for run in children)
+
+    report = subprocess.run(
+        [shutil.which("cl-bench-report"), "--experiment", "ablation_dropout", "--out", "report", "--resamples", "100"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "report" / "sweep.csv").set_index("point")
+    assert list(table.index) == ["dropout=0", "dropout=0.1"] and list(table["n"]) == [3, 3]
+    seeds = {label: [r["best_stsb_dev"] for d, r in results.items()
+                     if json.loads((d / "params.json").read_text())["dropout"] == value]
+             for label, value in (("dropout=0", 0.0), ("dropout=0.1", 0.1))}
+    low, high = t_interval(seeds["dropout=0"])
+    assert (table.loc["dropout=0", "ci95_low"], table.loc["dropout=0", "ci95_high"]) == pytest.approx((low, high))
+    assert table.loc["dropout=0.1", "vs_reference"] == "ref" and table.loc["dropout=0", "test_ref"] == "Welch t (seeds)"
+    assert table.loc["dropout=0", "p_ref"] == pytest.approx(ttest_ind(seeds["dropout=0"], seeds["dropout=0.1"],
+                                                                      equal_var=False).pvalue)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "95% CI (t)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` = 'true'")
+    attached = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report.md", "sweep.csv", "runs.csv", "sweep.png"} <= attached
+
+    # --compare of two MLflow runs = the paired bootstrap recomputed from their saved pair scores
+    run_a, run_b = children[0], next(r for r in children if r.data.tags["point"] != children[0].data.tags["point"])
+    compared = subprocess.run(
+        [shutil.which("cl-bench-report"), "--compare", run_a.info.run_id, run_b.info.run_id, "--resamples", "100",
+         "--out", "cmp", "--tracking-uri", uri],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    printed = pd.read_csv(tmp_path / "cmp" / "compare.csv")
+    scores = [load_pair_scores(RunDir(r.data.tags["run_dir"]).pair_scores) for r in (run_a, run_b)]
+    expected = paired_bootstrap([scores[0]], [scores[1]], n_resamples=100)
+    for column in ("a", "b", "difference", "ci_low", "ci_high"):
+        assert list(printed[column]) == pytest.approx(list(expected[column]), abs=1e-12), column
+    assert printed.loc[0, "a"] == pytest.approx(json.loads((Path(run_a.data.tags["run_dir"]) / "results.json")
+                                                           .read_text())["stsb"], abs=1e-9)
+    assert f"{printed.loc[0, 'difference']:+.2f}" in compared.stdout
+    # point labels of the sweep: three seeds a side, so Welch's test too
+    compared = subprocess.run(
+        [shutil.which("cl-bench-report"), "--experiment", "ablation_dropout", "--compare", "dropout=0", "dropout=0.1",
+         "--resamples", "50", "--out", "cmp_points"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    points = pd.read_csv(tmp_path / "cmp_points" / "compare.csv")
+    assert list(points["n_a"]) == [3, 3] and points["welch_p"].notna().all()
