@@ -292,7 +292,7 @@ def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, 
                 if name != "_partial_":
                     rows[f"{key}.{name}"] = value
     for section, names in (
-        ("model", ("name_or_path", "max_length")),
+        ("model", ("name_or_path", "max_length", "bidirectional", "attn_implementation", "lora")),
         ("pooler", ("name", "mlp_only_train", "first_layer")),
         ("data", ("name", "train_file", "limit")),
         ("train", ("lr", "epochs", "max_steps", "warmup_ratio", "weight_decay", "max_grad_norm", "precision",
@@ -301,6 +301,9 @@ def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, 
         node = config.get(section)
         if isinstance(node, dict):
             rows.update({f"{section}.{n}": node[n] for n in names if n in node})
+    lora = rows.pop("model.lora", None)
+    if isinstance(lora, dict) and int(lora.get("r") or 0) > 0:  # LoRA rows only for a LoRA run
+        rows.update({f"model.lora.{k}": v for k, v in lora.items()})
     for name in ("batch_size", "dropout", "seed"):
         if name in config:
             rows[name] = config[name]

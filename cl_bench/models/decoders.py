@@ -130,7 +130,10 @@ def check_backbone_options(model: Any, mode: str, pooler: str, method: Any = Non
         BackboneOptionError: one line naming the key.
     """
     name = str(model.name_or_path)
-    config = load_config(name)
+    try:
+        config = load_config(name)
+    except (OSError, ValueError) as err:
+        raise BackboneOptionError(f"model.name_or_path: cannot read the config of '{name}': {err}".replace("\n", " ")) from err
     decoder = is_decoder(config)
     kind = f"'{name}' ({config.model_type})"
     lora_r = int(model.lora.r) if mode == "train" else 0
