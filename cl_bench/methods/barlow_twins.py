@@ -16,9 +16,12 @@ from typing import Any
 import torch
 
 from cl_bench.methods.base import (
+    BATCH_NORM_MODES,
     Method,
     MethodContext,
     TextViews,
+    apply_head,
+    check_choice,
     check_head,
     encode_views,
     mlp_head,
@@ -33,6 +36,8 @@ class BarlowTwins(Method):
     Args:
         context: shared build context (its loss is ``barlow_twins``).
         projector: output sizes of the projector's layers (official: 8192-8192-8192).
+        batch_norm: ``per_view`` (the projector's BatchNorm statistics over each view's batch, as the
+            official code and SCD) or ``joint`` (over both views stacked).
     """
 
     name = "barlow_twins"
@@ -44,9 +49,13 @@ class BarlowTwins(Method):
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
         check_head(values, "projector")
+        check_choice(values, "batch_norm", BATCH_NORM_MODES)
 
-    def __init__(self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192)) -> None:
+    def __init__(
+        self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192), batch_norm: str = "per_view"
+    ) -> None:
         super().__init__(context)
+        self.batch_norm = batch_norm
         self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
 
     def prepare(self, items: list[str], rng: random.Random) -> TextViews:
@@ -57,6 +66,6 @@ class BarlowTwins(Method):
         views = self.prepared(batch)
         n = views.size
         z = encode_views(self.encoder, self.augmentation, self.to_device(views.features), n, self.rng)
-        p = self.projector(z)
+        p = apply_head(self.projector, z, n, self.batch_norm)
         loss = self.loss_fn(p[:n], p[n:])
         return {"loss": loss}

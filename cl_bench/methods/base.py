@@ -406,3 +406,19 @@ def loss_keyword(loss_fn: Any, key: str, method: str) -> Any:
     if key not in keywords:
         raise ValueError(f"method={method} needs loss.{key} from its loss, but the configured loss has none")
     return keywords[key]
+
+
+#: ``method.batch_norm`` of the two-view methods with BatchNorm heads (Barlow Twins, BYOL)
+BATCH_NORM_MODES: tuple[str, ...] = ("per_view", "joint")
+
+
+def apply_head(head: nn.Module, z: torch.Tensor, num_first: int, batch_norm: str) -> torch.Tensor:
+    """Run a BatchNorm head on stacked views: each view on its own (``per_view``) or both stacked (``joint``).
+
+    ``per_view`` is what SCD (scd/models.py l. 260-261), BSL (losses/BYOLoss.py l. 79-86) and both
+    original papers do: batch statistics are taken over one view's batch. ``joint`` normalises the
+    two views' rows together (equal for symmetric dropout views only in expectation).
+    """
+    if batch_norm == "joint":
+        return head(z)
+    return torch.cat([head(z[:num_first]), head(z[num_first:])])

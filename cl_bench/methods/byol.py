@@ -19,9 +19,12 @@ from typing import Any
 import torch
 
 from cl_bench.methods.base import (
+    BATCH_NORM_MODES,
     MethodContext,
     MomentumMethod,
     TextViews,
+    apply_head,
+    check_choice,
     check_head,
     check_ranges,
     encode_views,
@@ -38,6 +41,8 @@ class BYOL(MomentumMethod):
         context: shared build context (its loss is ``byol``).
         projection: the projector's (and predictor's) layer sizes (paper: 4096-256).
         momentum: m of the target update (paper's base value: 0.996).
+        batch_norm: ``per_view`` (BatchNorm statistics of the projector, predictor and target
+            projector over each view's batch, as BYOL's and BSL's code) or ``joint`` (both views stacked).
     """
 
     name = "byol"
@@ -49,10 +54,18 @@ class BYOL(MomentumMethod):
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
         check_head(values, "projection")
+        check_choice(values, "batch_norm", BATCH_NORM_MODES)
         check_ranges(values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
 
-    def __init__(self, context: MethodContext, projection: Sequence[int] = (4096, 256), momentum: float = 0.996) -> None:
+    def __init__(
+        self,
+        context: MethodContext,
+        projection: Sequence[int] = (4096, 256),
+        momentum: float = 0.996,
+        batch_norm: str = "per_view",
+    ) -> None:
         super().__init__(context, momentum)
+        self.batch_norm = batch_norm
         self.projector = mlp_head(self.encoder.hidden_size, list(projection))
         self.predictor = mlp_head(int(projection[-1]), list(projection))
         # the target network: frozen copies that only follow ξ ← m·ξ + (1 − m)·θ after each step
@@ -68,9 +81,10 @@ class BYOL(MomentumMethod):
         features, n = self.to_device(views.features), views.size
         state = self.rng.getstate()  # the target sees the same cutoff choices as the online network
         online = encode_views(self.encoder, self.augmentation, features, n, self.rng)
-        predictions = self.predictor(self.projector(online))
+        head = lambda module, z: apply_head(module, z, n, self.batch_norm)  # noqa: E731
+        predictions = head(self.predictor, head(self.projector, online))
         with torch.no_grad():
             self.rng.setstate(state)
-            targets = self.target_projector(encode_views(self.target_encoder, self.augmentation, features, n, self.rng))
+            targets = head(self.target_projector, encode_views(self.target_encoder, self.augmentation, features, n, self.rng))
         loss = self.loss_fn(predictions[:n], predictions[n:], targets[:n], targets[n:])
         return {"loss": loss}

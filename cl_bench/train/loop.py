@@ -350,13 +350,13 @@ class Trainer:
                 self.scaler.update()
             state.skipped_steps += 1
             self.log_metrics({"skipped_steps": state.skipped_steps}, state.step + 1)
-        elif self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
+        stepped = finite
+        if finite and self.scaler:
+            stepped = scaler_step(self.scaler, self.optimizer)
+        elif finite:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if finite:
+        if stepped:  # momentum targets, queues, banks and step counters follow only steps the optimizer took
             self.method.on_after_step()
         self.scheduler.step()
         state.step += 1
@@ -481,3 +481,16 @@ def _progress(total: int, enabled: bool, initial: int = 0) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc="train", disable=not enabled, dynamic_ncols=True)
+
+
+def scaler_step(scaler: Any, optimizer: torch.optim.Optimizer) -> bool:
+    """``scaler.step(optimizer)`` then ``scaler.update()``; whether the optimizer actually stepped.
+
+    Under fp16 the GradScaler skips a step whose gradients overflowed and lowers its scale in
+    ``update`` exactly then (the check the Hugging Face Trainer makes before its scheduler step), so
+    a scale below the one before means the step did not happen.
+    """
+    before = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() >= before
