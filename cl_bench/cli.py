@@ -560,6 +560,7 @@ def _train_and_evaluate(
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
     training = {
+        "steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,
         "skipped_steps": float(state.skipped_steps),

@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 RESOURCE = "paper_results.yaml"
-_SPEC_KEYS = {"title", "source", "paper_setting", "paper_metric", "experiments", "metrics", "where", "assume", "points"}
+_SPEC_KEYS = {"title", "source", "paper_setting", "paper_metric", "experiments", "metrics", "where", "assume", "points",
+              "paper_run"}
 
 
 class ReferenceDataError(ValueError):
@@ -94,6 +95,8 @@ class AblationSpec:
     points: tuple[Point, ...]
     where: dict[str, Any] = field(default_factory=dict)
     assume: dict[str, Any] = field(default_factory=dict)
+    #: the paper's run: ``encoder``, ``steps``, ``batch`` (what a reproduction is compared on; may be empty)
+    paper_run: dict[str, Any] = field(default_factory=dict)
 
     @property
     def keys(self) -> list[str]:
@@ -166,6 +169,7 @@ def _spec(name: str, node: Any, where_from: str) -> AblationSpec:
         points=tuple(points),
         where=dict(node.get("where") or {}),
         assume=dict(node.get("assume") or {}),
+        paper_run=dict(node.get("paper_run") or {}),
     )
 
 
