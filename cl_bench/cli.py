@@ -379,6 +379,26 @@ class StopSignal:
         return self.signum is not None
 
 
+def continue_in(resume_from: Path, new_dir: Path) -> None:
+    """``train.resume=<dir>`` from a new Hydra run dir: continue in ``<dir>``, leaving no second run dir.
+
+    The job log moves to ``<dir>`` (appended to its own), and the folder Hydra made for this
+    process, holding only its ``.hydra/`` and that log, is removed.
+    """
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent.resolve() == new_dir.resolve():
+            handler.acquire()
+            try:
+                handler.close()
+                handler.baseFilename = str((resume_from / Path(handler.baseFilename).name).resolve())
+                handler.mode = "a"
+                handler.stream = handler._open()
+            finally:
+                handler.release()
+    discard_unused_run_dir(new_dir)
+    log.info("continuing run directory %s", resume_from)
+
+
 def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     """The run directory to continue (``train.resume``), or None for a fresh run."""
     value = str(cfg.train.get("resume", "") or "")
@@ -425,6 +445,8 @@ def run(cfg: DictConfig) -> float | None:
         if not distributed.is_main_process():
             return _train_worker(cfg, run_dir, resume_from is not None)
     if resume_from is not None:
+        if resume_from.resolve() != run_dir.resolve():
+            continue_in(resume_from, run_dir)
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
     from cl_bench.config import acting_params
@@ -435,7 +457,7 @@ def run(cfg: DictConfig) -> float | None:
 
         params = {k: v for k, v in params.items() if k not in SweepDir(hydra_cfg.sweep.dir).partly_inert()}
     tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
-    tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
+    tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 
     with StopSignal() as stop:
@@ -470,6 +492,8 @@ def run(cfg: DictConfig) -> float | None:
 
     print(format_table(results))
     print(f"results: {run_dir / 'results.json'}")
+    if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
+        print(f"MLflow: {tracker.ui_url()}")
     return results.get("sts_avg")
 
 

@@ -430,6 +430,9 @@ def export(
     (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
     names = [_describe(module) for module in model]
     (out_dir / "README.md").write_text(model_card(info, settings, names, out_dir), encoding="utf-8")
+    from cl_bench.models.embedding_cache import respect_umask
+
+    respect_umask(out_dir)  # the weights are written 0600 (mkstemp): group-readable as the umask says
     if check:
         check_export(out_dir, info.model_dir, settings)
     return out_dir

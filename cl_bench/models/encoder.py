@@ -292,7 +292,9 @@ class SentenceEncoder(nn.Module):
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
         settings.backends_used.add(backend)
-        log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
+        # a one-sentence encode (a probe, a check) is no news at INFO
+        log.log(logging.INFO if len(unique) > 1 else logging.DEBUG,
+                "encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
@@ -424,6 +426,9 @@ class SentenceEncoder(nn.Module):
             **(extra_meta or {}),
         }
         (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+        from cl_bench.models.embedding_cache import respect_umask
+
+        respect_umask(out_dir)  # model.safetensors is written 0600 by transformers
 
 
 def special_tokens_mask(tokenizer: Any, input_ids: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ become one warning and the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -29,6 +30,12 @@ def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
     if env:
         return env
     return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
+
+
+#: MLflow 3's UI opens an experiment on its GenAI traces page unless the experiment says it holds
+#: model training runs: then it opens on the runs table (the UI reads this experiment tag)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
@@ -59,6 +66,9 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) is None:
+            with contextlib.suppress(Exception):  # a read-only store still logs runs
+                client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
     location = None
     if artifact_root is None and tracking_uri.startswith("sqlite:///"):
@@ -68,7 +78,8 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     if artifact_root is not None:
         location = Path(artifact_root).resolve().as_uri() + f"/{experiment_name}"
     try:
-        return client.create_experiment(experiment_name, artifact_location=location)
+        return client.create_experiment(experiment_name, artifact_location=location,
+                                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     except Exception:  # another process created it in between
         return client.get_experiment_by_name(experiment_name).experiment_id
 
@@ -212,6 +223,16 @@ class RunTracker:
         for key, value in tags.items():
             if self.run_id is not None:
                 self._mlflow("set_tag", self._client.set_tag, self.run_id, key, str(value)[:5000])
+
+    def ui_url(self) -> str | None:
+        """Where the MLflow UI shows this run (None without an MLflow run)."""
+        if self.run_id is None or self._client is None:
+            return None
+        try:
+            experiment_id = self._client.get_run(self.run_id).info.experiment_id
+        except Exception:  # noqa: BLE001 (a URL is a convenience)
+            return None
+        return ui_url(self.tracking_uri, experiment_id, self.run_id)
 
     @property
     def mlflow_ok(self) -> bool:
