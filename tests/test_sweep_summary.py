@@ -77,12 +77,13 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
          "train.progress_bar=false", "dropout=0,0.1,0.2", "hydra.sweep.dir=sweep"],
         cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    tail = proc.stdout.strip().splitlines()[-8:]
+    lines = proc.stdout.strip().splitlines()
+    tail = lines[max(i for i, line in enumerate(lines) if line.startswith("Sweep over")):]  # the last lines
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     parent = next(r for r in client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
                   if r.data.tags.get("sweep.parent") == "true")
     parent_id = parent.info.run_id
-    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1]
+    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1] and len(tail) == 9
     assert tail[-2].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-2].split()[-1]
     assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
     assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")

@@ -7,7 +7,6 @@ become one warning and the run goes on.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -32,22 +31,17 @@ def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
     return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
 
 
-#: MLflow 3's UI opens an experiment on its GenAI traces page unless the experiment says it holds
-#: model training runs: then it opens on the runs table (the UI reads this experiment tag)
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-
-
 def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
     """Where the MLflow UI shows an experiment's runs table (or one run).
 
     A server URI is its own UI; a local store is what ``mlflow ui`` (default port 5000) serves.
-    ``workflowType=machine_learning`` opens MLflow 3's runs view rather than its GenAI traces page.
+    ``workflowType=machine_learning`` switches MLflow 3's UI to "Model training" (its runs table): in a
+    fresh browser it opens every experiment on the GenAI "Overview: Traces 0" page, whatever the
+    experiment's tags (checked in headless Chromium, ``tests/test_mlflow_ui.py``).
     """
     base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    if run_id:
-        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    page = f"runs/{run_id}" if run_id else "runs"
+    return f"{base}/#/experiments/{experiment_id}/{page}?workflowType=machine_learning"
 
 
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
@@ -66,9 +60,6 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
-        if experiment.tags.get(EXPERIMENT_KIND_TAG) is None:
-            with contextlib.suppress(Exception):  # a read-only store still logs runs
-                client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
     location = None
     if artifact_root is None and tracking_uri.startswith("sqlite:///"):
@@ -78,8 +69,7 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     if artifact_root is not None:
         location = Path(artifact_root).resolve().as_uri() + f"/{experiment_name}"
     try:
-        return client.create_experiment(experiment_name, artifact_location=location,
-                                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        return client.create_experiment(experiment_name, artifact_location=location)
     except Exception:  # another process created it in between
         return client.get_experiment_by_name(experiment_name).experiment_id
 
