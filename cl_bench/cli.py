@@ -452,10 +452,10 @@ def run(cfg: DictConfig) -> float | None:
     from cl_bench.config import acting_params
 
     params = acting_params(cfg)
-    if multirun:  # a key acting in some jobs only is logged by none: it would look swept
-        from cl_bench.rundir import SweepDir
+    if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
+        from cl_bench.rundir import INERT_VALUE, SweepDir
 
-        params = {k: v for k, v in params.items() if k not in SweepDir(hydra_cfg.sweep.dir).partly_inert()}
+        params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
     tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
     tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted

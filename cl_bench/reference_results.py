@@ -61,7 +61,7 @@ def run_value(run: Mapping[str, Any], key: str, assume: Mapping[str, Any] | None
     """
     column = key if key.startswith(("tags.", "metrics.")) else f"params.{key}"
     value = run.get(column)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "n/a":  # n/a: inert in that run
         return (assume or {}).get(key)
     return value
 

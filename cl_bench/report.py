@@ -282,8 +282,9 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
         values = raw.map(lambda v: repr(v))
         if values.nunique() < 2:
             continue
-        if raw.isna().any() and key not in overridden and overridden:
-            continue  # logged by some runs only (inert in the others) and not swept by the user: no axis
+        acting = raw[raw.map(lambda v: v is not None and v != "n/a")]
+        if acting.map(repr).nunique() < 2 and key not in overridden:
+            continue  # the same wherever it acted (absent or n/a in the runs where it could not): no axis
         partition = tuple(pd.factorize(values)[0])
         by_partition.setdefault(partition, []).append(key)
     chosen = [min(keys, key=lambda k: (k not in overridden, k.count("."), len(k), k)) for keys in by_partition.values()]
