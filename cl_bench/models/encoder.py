@@ -350,18 +350,29 @@ class SentenceEncoder(nn.Module):
         """torch or ONNX Runtime, whichever measured faster with identical embeddings on this machine
         (:func:`cl_bench.models.inference.measured_auto_choice`; measured once per architecture)."""
         config = getattr(self.backbone, "config", None)
+        # dropout is off at evaluation: a dropout sweep's models time alike (one probe, not one per value)
+        shape = {k: v for k, v in (config.to_dict() if config is not None else {}).items() if "dropout" not in k}
         architecture = "|".join((
-            type(self.backbone).__name__, config.to_json_string() if config is not None else "",
+            type(self.backbone).__name__, json.dumps(shape, sort_keys=True, default=str),
             str(needs_hidden_states(self.pooler)),
         ))
         step = max(1, len(unique) // self.AUTO_PROBE_SENTENCES)
         probe = sorted(unique, key=len)[::step][: self.AUTO_PROBE_SENTENCES]
+        from cl_bench.models.onnx_backend import discard_export, export_path
+
+        made: list[Path] = []
 
         def measure() -> dict[str, float]:
             log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once on this machine)", len(probe))
+            path = export_path(self.backbone, self.tokenizer, settings.folder())
+            made.extend([] if path.is_file() else [path])
             return time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
 
-        return measured_auto_choice(architecture, settings.folder(), measure)
+        choice = measured_auto_choice(architecture, settings.folder(), measure)
+        if choice != "onnx":
+            for path in made:  # the probe's export is not kept when ONNX Runtime was not chosen
+                discard_export(path)
+        return choice
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings
