@@ -82,7 +82,29 @@ def _load_config(path: Path) -> dict[str, Any]:
                 out[str(key)] = value
         return out
 
-    return walk(OmegaConf.load(path))
+    return _resolved_from_params(walk(OmegaConf.load(path)), path.parent.parent)
+
+
+def _resolved_from_params(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Replace values left as ``${...}`` (they need Hydra's runtime or cl-bench's resolvers) by what
+    the run resolved them to: its ``params.json`` (resolved when it started), else its own run dir for
+    ``paths.output_dir``. The model card then shows no interpolation."""
+    params_file = RunDir(run_dir).params
+    params = json.loads(params_file.read_text()) if params_file.is_file() else {}
+
+    def fill(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict):
+                fill(value, f"{dotted}.")
+            elif isinstance(value, str) and "${" in value:
+                if dotted in params:
+                    node[key] = params[dotted]
+                elif dotted == "paths.output_dir":
+                    node[key] = str(run_dir)
+
+    fill(config, "")
+    return config
 
 
 def locate_run(path: str | Path) -> RunInfo:
