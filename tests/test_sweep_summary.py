@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import cli_env
 
-from cl_bench.report import load_run_dirs, main, swept_keys, sweep_summary
+from cl_bench.report import load_run_dirs, main, sweep_summary, swept_keys
 
 
 def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED") -> None:
@@ -99,6 +99,4 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
     assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]
     assert len({frozenset(c) for c in children}) == 1
-    from cl_bench.report import load_run_dirs as runs_of
-
-    assert swept_keys(runs_of(tmp_path / "sweep")) == ["dropout"]
+    assert swept_keys(load_run_dirs(tmp_path / "sweep")) == ["dropout"]
