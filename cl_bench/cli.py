@@ -172,6 +172,10 @@ def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
     return keys
 
 
+#: the figures a researcher compares first (the MLflow run description lists them)
+HEADLINE_METRICS = ("sts_avg", "stsb", "best_stsb_dev", "transfer_avg")
+
+
 def discard_unused_run_dir(run_dir: Path) -> None:
     """Remove a run directory holding only what Hydra wrote at start (``.hydra/``, the job log).
 
@@ -487,6 +491,9 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise
+    headline = " · ".join(f"{k} {results[k]:.2f}" for k in HEADLINE_METRICS if isinstance(results.get(k), int | float))
+    if headline:  # the run page's description, above its (alphabetical) metrics: the figures compared first
+        tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
     from cl_bench.eval import format_table
 
