@@ -86,9 +86,9 @@ def _load_config(path: Path) -> dict[str, Any]:
 
 
 def _resolved_from_params(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Replace values left as ``${...}`` (they need Hydra's runtime or cl-bench's resolvers) by what
-    the run resolved them to: its ``params.json`` (resolved when it started), else its own run dir for
-    ``paths.output_dir``. The model card then shows no interpolation."""
+    """The values the run itself resolved: its ``params.json`` (resolved when it started) wins over the
+    config's, whose interpolations need Hydra's runtime or cl-bench's resolvers (and may resolve
+    otherwise today); ``paths.output_dir`` is the run dir. The model card then shows no interpolation."""
     params_file = RunDir(run_dir).params
     params = json.loads(params_file.read_text()) if params_file.is_file() else {}
 
@@ -97,11 +97,10 @@ def _resolved_from_params(config: dict[str, Any], run_dir: Path) -> dict[str, An
             dotted = f"{prefix}{key}"
             if isinstance(value, dict):
                 fill(value, f"{dotted}.")
-            elif isinstance(value, str) and "${" in value:
-                if dotted in params:
-                    node[key] = params[dotted]
-                elif dotted == "paths.output_dir":
-                    node[key] = str(run_dir)
+            elif dotted in params:  # what the run resolved (an interpolation here may resolve otherwise now)
+                node[key] = params[dotted]
+            elif isinstance(value, str) and "${" in value and dotted == "paths.output_dir":
+                node[key] = str(run_dir)
 
     fill(config, "")
     return config
