@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,8 +86,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
-def summary_line(path: Path, width: int = 140) -> str:
-    """What a YAML option is: its leading comment's first sentence (at most ``width`` characters)."""
+def summary_line(path: Path, width: int | None = None) -> str:
+    """What a YAML option is: its leading comment's first sentence, whole (``width``: cut to that many
+    characters; ``cl-bench list`` prints it whole, an abbreviation such as "e.g." ends no sentence)."""
     text = []
     for line in path.read_text().splitlines():
         if line.startswith("# @package"):
@@ -94,8 +97,8 @@ def summary_line(path: Path, width: int = 140) -> str:
             break
         text.append(line.lstrip("# ").strip())
     joined = " ".join(text)
-    sentence = joined.split(". ")[0].rstrip(".")
-    return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)(?<!\bal)(?<!\bcf)(?<!\bvs)(?<!\bp)\.\s+", joined)[0].rstrip(".")
+    return sentence if width is None or len(sentence) <= width else sentence[: width - 1] + "…"
 
 
 def import_target(target: str) -> Any:
@@ -177,5 +180,6 @@ def listing() -> str:
         lines.append(f"{title}  ({group}=NAME)")
         for name, path in options(group).items():
             kind = f" [{loss_kind_of(path)}]" if group == "loss" else ""
-            lines.append(f"  {name}{kind}: {summary_line(path)}")
+            lines.append(textwrap.fill(f"{name}{kind}: {summary_line(path)}", width=118, initial_indent="  ",
+                                       subsequent_indent="      "))  # whole, wrapped
     return "\n".join(lines)

@@ -172,6 +172,10 @@ def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
     return keys
 
 
+#: the figures a researcher compares first (the MLflow run description lists them)
+HEADLINE_METRICS = ("sts_avg", "stsb", "best_stsb_dev", "transfer_avg")
+
+
 def discard_unused_run_dir(run_dir: Path) -> None:
     """Remove a run directory holding only what Hydra wrote at start (``.hydra/``, the job log).
 
@@ -384,6 +388,26 @@ class StopSignal:
         return self.signum is not None
 
 
+def continue_in(resume_from: Path, new_dir: Path) -> None:
+    """``train.resume=<dir>`` from a new Hydra run dir: continue in ``<dir>``, leaving no second run dir.
+
+    The job log moves to ``<dir>`` (appended to its own), and the folder Hydra made for this
+    process, holding only its ``.hydra/`` and that log, is removed.
+    """
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent.resolve() == new_dir.resolve():
+            handler.acquire()
+            try:
+                handler.close()
+                handler.baseFilename = str((resume_from / Path(handler.baseFilename).name).resolve())
+                handler.mode = "a"
+                handler.stream = handler._open()
+            finally:
+                handler.release()
+    discard_unused_run_dir(new_dir)
+    log.info("continuing run directory %s", resume_from)
+
+
 def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     """The run directory to continue (``train.resume``), or None for a fresh run."""
     value = str(cfg.train.get("resume", "") or "")
@@ -430,17 +454,19 @@ def run(cfg: DictConfig) -> float | None:
         if not distributed.is_main_process():
             return _train_worker(cfg, run_dir, resume_from is not None)
     if resume_from is not None:
+        if resume_from.resolve() != run_dir.resolve():
+            continue_in(resume_from, run_dir)
         run_dir = resume_from
     tracker = make_tracker(cfg, run_dir, hydra_cfg)
     from cl_bench.config import acting_params
 
     params = acting_params(cfg)
-    if multirun:  # a key acting in some jobs only is logged by none: it would look swept
-        from cl_bench.rundir import SweepDir
+    if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
+        from cl_bench.rundir import INERT_VALUE, SweepDir
 
-        params = {k: v for k, v in params.items() if k not in SweepDir(hydra_cfg.sweep.dir).partly_inert()}
+        params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
     tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
-    tracker.log_artifact(RunDir(hydra_cfg.runtime.output_dir).config)
+    tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
     from cl_bench.train.loop import TrainingInterrupted
 
     with StopSignal() as stop:
@@ -470,11 +496,16 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise
+    headline = " · ".join(f"{k} {results[k]:.2f}" for k in HEADLINE_METRICS if isinstance(results.get(k), int | float))
+    if headline:  # the run page's description, above its (alphabetical) metrics: the figures compared first
+        tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
     from cl_bench.eval import format_table
 
     print(format_table(results))
     print(f"results: {run_dir / 'results.json'}")
+    if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
+        print(f"MLflow: {tracker.ui_url()}")
     return results.get("sts_avg")
 
 
@@ -570,6 +601,7 @@ def _train_and_evaluate(
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
     training = {
+        "steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
         "best_step": float(state.best_step),
         f"best_{cfg.train.select_metric}": state.best_score,
         "skipped_steps": float(state.skipped_steps),

@@ -87,7 +87,28 @@ def _load_config(path: Path) -> dict[str, Any]:
                 out[str(key)] = value
         return out
 
-    return walk(OmegaConf.load(path))
+    return _resolved_from_params(walk(OmegaConf.load(path)), path.parent.parent)
+
+
+def _resolved_from_params(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The values the run itself resolved: its ``params.json`` (resolved when it started) wins over the
+    config's, whose interpolations need Hydra's runtime or cl-bench's resolvers (and may resolve
+    otherwise today); ``paths.output_dir`` is the run dir. The model card then shows no interpolation."""
+    params_file = RunDir(run_dir).params
+    params = json.loads(params_file.read_text()) if params_file.is_file() else {}
+
+    def fill(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict):
+                fill(value, f"{dotted}.")
+            elif dotted in params:  # what the run resolved (an interpolation here may resolve otherwise now)
+                node[key] = params[dotted]
+            elif isinstance(value, str) and "${" in value and dotted == "paths.output_dir":
+                node[key] = str(run_dir)
+
+    fill(config, "")
+    return config
 
 
 def locate_run(path: str | Path) -> RunInfo:
@@ -458,6 +479,9 @@ def export(
     (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
     names = [_describe(module) for module in model]
     (out_dir / "README.md").write_text(model_card(info, settings, names, out_dir), encoding="utf-8")
+    from cl_bench.models.embedding_cache import respect_umask
+
+    respect_umask(out_dir)  # the weights are written 0600 (mkstemp): group-readable as the umask says
     if check:
         check_export(out_dir, info.model_dir, settings)
     return out_dir

@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 RESOURCE = "paper_results.yaml"
-_SPEC_KEYS = {"title", "source", "paper_setting", "paper_metric", "experiments", "metrics", "where", "assume", "points"}
+_SPEC_KEYS = {"title", "source", "paper_setting", "paper_metric", "experiments", "metrics", "where", "assume", "points",
+              "paper_run"}
 
 
 class ReferenceDataError(ValueError):
@@ -60,7 +61,7 @@ def run_value(run: Mapping[str, Any], key: str, assume: Mapping[str, Any] | None
     """
     column = key if key.startswith(("tags.", "metrics.")) else f"params.{key}"
     value = run.get(column)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "n/a":  # n/a: inert in that run
         return (assume or {}).get(key)
     return value
 
@@ -94,6 +95,8 @@ class AblationSpec:
     points: tuple[Point, ...]
     where: dict[str, Any] = field(default_factory=dict)
     assume: dict[str, Any] = field(default_factory=dict)
+    #: the paper's run: ``encoder``, ``steps``, ``batch`` (what a reproduction is compared on; may be empty)
+    paper_run: dict[str, Any] = field(default_factory=dict)
 
     @property
     def keys(self) -> list[str]:
@@ -166,6 +169,7 @@ def _spec(name: str, node: Any, where_from: str) -> AblationSpec:
         points=tuple(points),
         where=dict(node.get("where") or {}),
         assume=dict(node.get("assume") or {}),
+        paper_run=dict(node.get("paper_run") or {}),
     )
 
 

@@ -176,6 +176,7 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
             continue
         point = spec.point_of(run)
         used.append({
+            **{f"setting.{name}": _run_setting(run, name) for name in SETTING_KEYS},
             "run_id": run["run_id"],
             "run_name": run.get(RUN_NAME_TAG, ""),
             "parent_run_id": run.get(PARENT_TAG),
@@ -192,12 +193,13 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
     rows = []
     for label in order:
         group = used_runs[used_runs["point"] == label]
-        mean, std = _mean_std(group["value"])
-        sts_mean, sts_std = _mean_std(group["sts_avg"])
+        mean, std = _mean_std(_by_seed(group, "value"))
+        sts_mean, sts_std = _mean_std(_by_seed(group, "sts_avg"))
         figure = paper.get(label)
         rows.append({
             "point": label,
             "runs": len(group),
+            "seeds": len(_by_seed(group, "value")),
             "mean": mean,
             "std": std,
             **_ci_columns(group["value"]),
@@ -311,8 +313,9 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
         values = raw.map(lambda v: repr(v))
         if values.nunique() < 2:
             continue
-        if raw.isna().any() and key not in overridden and overridden:
-            continue  # logged by some runs only (inert in the others) and not swept by the user: no axis
+        acting = raw[raw.map(lambda v: v is not None and v != "n/a")]
+        if acting.map(repr).nunique() < 2 and key not in overridden:
+            continue  # the same wherever it acted (absent or n/a in the runs where it could not): no axis
         partition = tuple(pd.factorize(values)[0])
         by_partition.setdefault(partition, []).append(key)
     chosen = [min(keys, key=lambda k: (k not in overridden, k.count("."), len(k), k)) for keys in by_partition.values()]
@@ -764,10 +767,7 @@ def write_report(
     """
     known = load_ablations()
     if ablations:
-        unknown = [a for a in ablations if a not in known]
-        if unknown:
-            raise ReportError(f"--ablation: unknown {', '.join(unknown)}; valid: {', '.join(known)}")
-        specs, forced = [known[a] for a in ablations], True
+        specs, forced = resolve_ablations(ablations, known), True
     else:
         experiments = sorted(set(runs.get("tags.experiment", pd.Series(dtype=str)).dropna()))
         specs, forced = specs_for(experiments, known), False
@@ -844,6 +844,8 @@ def write_report(
             f"Reproduced: `{spec.metrics[0]}`; difference = reproduced − paper.",
             "",
             markdown_table(table),
+            "",
+            *[f"{line}  " for line in setting_lines(table)],
             "",
             f"![{spec.title}]({png_path.name})",
             "",
@@ -1046,6 +1048,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nSweep over {keys}: {report.sweep.metric}, mean ± std (runs)\n{markdown_sweep(report.sweep)}")
     for table in report.tables:
         print(f"\n{table.spec.title} ({table.spec.source})\n{markdown_table(table)}")
+        print("\n".join(setting_lines(table)))
     for name, why in report.unplaced.items():
         print(f"not in a table: {name}: {why}")
     print(f"\nreport: {out / 'report.md'} ({len(runs)} runs)")
@@ -1057,6 +1060,89 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reached:
             print(f"attached to MLflow parent run(s): {', '.join(reached)}")
     return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Paper comparisons: which table, on what setting, over which seeds
+# ------------------------------------------------------------------------------------------------
+#: what a run is compared to a paper's on: ``paper_run`` keys -> how a run records it
+SETTING_KEYS = ("encoder", "steps", "batch")
+
+
+def resolve_ablations(names: Sequence[str], known: dict[str, AblationSpec]) -> list[AblationSpec]:
+    """``--ablation`` values: a table's name (``dropout``) or an experiment preset's (``ablation_dropout``:
+    the tables whose runs that preset makes).
+
+    Raises:
+        ReportError: a name that is neither.
+    """
+    specs: list[AblationSpec] = []
+    for name in names:
+        found = [known[name]] if name in known else [s for s in known.values() if name in s.experiments]
+        if not found:
+            presets = sorted({e for s in known.values() for e in s.experiments})
+            raise ReportError(f"--ablation: unknown {name}; valid: {', '.join(known)} "
+                              f"(or an experiment preset: {', '.join(presets)})")
+        specs += [s for s in found if s not in specs]
+    return specs
+
+
+def _run_setting(run: dict[str, Any], name: str) -> Any:
+    """A run's encoder (``model.name_or_path``), steps trained (``steps``; older runs: ``train.max_steps``)
+    or batch (``batch_size``); None when not recorded."""
+    if name == "encoder":
+        value = run.get("params.model.name_or_path") or run.get("tags.encoder")
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    if name == "steps":
+        steps = run.get("metrics.steps")
+        if steps is not None and not math.isnan(float(steps)):
+            return int(steps)
+        planned = parse_value(run.get("params.train.max_steps"))
+        return int(planned) if isinstance(planned, int | float) and not isinstance(planned, bool) and planned > 0 else None
+    value = parse_value(run.get("params.batch_size"))
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _same_setting(name: str, ours: Any, paper: Any) -> bool:
+    if name == "encoder":  # a local folder of the same model counts: compare the last path part
+        return Path(str(ours)).name.lower() == Path(str(paper)).name.lower()
+    return values_equal(ours, paper)
+
+
+def setting_lines(table: AblationTable) -> list[str]:
+    """The encoder, steps and batch of the runs and of the paper, a warning when they differ, and a
+    note when seeds repeat within a point (those runs count as one replicate)."""
+    paper = table.spec.paper_run
+    lines, differ = [], []
+    ours_text, paper_text = [], []
+    for name in SETTING_KEYS:
+        values = sorted({str(v) for v in table.runs[f"setting.{name}"].dropna()}) if f"setting.{name}" in table.runs else []
+        ours_text.append(f"{name} {'/'.join(values) or '?'}")
+        paper_text.append(f"{name} {paper.get(name, '?') if paper.get(name) is not None else '?'}")
+        if paper.get(name) is not None and values and any(not _same_setting(name, v, paper[name]) for v in values):
+            differ.append(name)
+    lines.append(f"Setting: these runs: {', '.join(ours_text)}; the paper: {', '.join(paper_text)}.")
+    if differ:
+        lines.append(f"WARNING: {', '.join(differ)} differ from the paper's run: the paper column is a reference "
+                     "point, not a figure these runs should reach.")
+    repeats = []
+    for point in table.points.to_dict("records"):
+        if point["runs"] > point["seeds"]:
+            repeats.append(f"{point['point']} ({point['runs']} runs, {point['seeds']} distinct seeds)")
+    if repeats:
+        lines.append("Repeated seeds are one replicate (their runs averaged first): " + "; ".join(repeats) + ".")
+    return lines
+
+
+def _by_seed(group: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` with the runs of a repeated seed averaged into one value: a rerun of the same seed is
+    not an independent replicate (mean ± std are over distinct seeds). Runs without a seed count singly."""
+    if group.empty or "seed" not in group:
+        return group[column] if column in group else pd.Series(dtype=float)
+    seeded = group[group["seed"].notna()]
+    single = group[group["seed"].isna()][column]
+    merged = seeded.groupby(seeded["seed"].map(str))[column].mean()
+    return pd.concat([merged.reset_index(drop=True), single.reset_index(drop=True)], ignore_index=True)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -99,6 +99,10 @@ class RunDir:
         return self.results.is_file() or self.config.is_file()
 
 
+#: the param value of a key that could not act in this job of a sweep but acts in others
+INERT_VALUE = "n/a"
+
+
 @dataclass(frozen=True)
 class SweepDir:
     """A Hydra multirun's sweep directory (the jobs are its numbered subfolders)."""
@@ -107,7 +111,7 @@ class SweepDir:
 
     PARENT_RUN_ID = "mlflow_parent_run_id.txt"  # the sweep's MLflow parent run
     VARIED_KEYS = "varied_keys.json"  # the keys whose values differ among the sweep's jobs
-    PARTLY_INERT = "partly_inert_keys.json"  # params acting in some jobs only: logged by none
+    PARTLY_INERT = "partly_inert_keys.json"  # params acting in some jobs only: n/a in the others
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -125,8 +129,8 @@ class SweepDir:
         return self.path / self.PARTLY_INERT
 
     def partly_inert(self) -> list[str]:
-        """Params that act in some jobs of the sweep and not in others: no job logs them (they would
-        look swept), written before the first job starts."""
+        """Params that act in some jobs of the sweep and not in others: the others log them as
+        :data:`INERT_VALUE` (absent in some runs only, they would look swept), written before the first job starts."""
         import json
 
         return json.loads(self.partly_inert_file.read_text()) if self.partly_inert_file.is_file() else []

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import cli_env
 
-from cl_bench.report import load_run_dirs, main, swept_keys, sweep_summary
+from cl_bench.report import load_run_dirs, main, sweep_summary, swept_keys
 
 
 def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED") -> None:
@@ -32,8 +32,7 @@ def _grid(sweep: Path) -> None:
         for tau in (0.05, 0.1):
             for seed in (1, 2):
                 params = {"dropout": dropout, "loss.tau": tau, "seed": seed, "method.name": "simcse"}
-                if dropout > 0:
-                    params["method.fixed_dropout_mask"] = False
+                params["method.fixed_dropout_mask"] = False if dropout > 0 else "n/a"
                 _job(sweep, number, params, {"best_stsb_dev": 70 + 10 * dropout + tau + seed / 100, "stsb": 60.0})
                 number += 1
 
@@ -60,6 +59,14 @@ def test_a_key_logged_by_some_runs_only_is_no_axis(tmp_path: Path) -> None:
     extra = runs[runs["params.dropout"] == "0.1"].assign(**{"params.dropout": "0.2", "run_id": lambda f: f["run_id"] + "b"})
     runs = pd.concat([runs, extra], ignore_index=True)
     assert swept_keys(runs) == ["dropout", "loss.tau"]
+    # runs logged before the key was n/a lack it instead: no axis either
+    assert swept_keys(runs.assign(**{"params.method.fixed_dropout_mask": runs["params.method.fixed_dropout_mask"].replace(
+        "n/a", None)})) == ["dropout", "loss.tau"]
+    # a key whose acting values differ is an axis (the fixed-mask point of Table 3)
+    varied = runs.copy()
+    varied.loc[(varied["params.dropout"] == "0.1") & (varied["params.loss.tau"] == "0.1"),
+               "params.method.fixed_dropout_mask"] = "True"
+    assert "method.fixed_dropout_mask" in swept_keys(varied)
 
 
 def test_summary_with_parent_run_names_it(tmp_path: Path) -> None:
@@ -77,17 +84,19 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
          "train.progress_bar=false", "dropout=0,0.1,0.2", "hydra.sweep.dir=sweep"],
         cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    tail = proc.stdout.strip().splitlines()[-8:]
+    lines = proc.stdout.strip().splitlines()
+    tail = lines[max(i for i, line in enumerate(lines) if line.startswith("Sweep over")):]  # the last lines
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     parent = next(r for r in client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
                   if r.data.tags.get("sweep.parent") == "true")
     parent_id = parent.info.run_id
-    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1]
+    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1] and len(tail) == 9
     assert tail[-2].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-2].split()[-1]
     assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
     assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")
     assert "sweep_table.md" in {a.path for a in client.list_artifacts(parent_id)}
-    # method.fixed_dropout_mask cannot act at dropout 0: no child logs it, so nothing but dropout looks swept
+    # method.fixed_dropout_mask cannot act at dropout 0: n/a there, so every child logs the same keys
     children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
-    assert len(children) == 3 and not any("method.fixed_dropout_mask" in c for c in children)
-    assert {k for k in children[0] if len({str(c.get(k)) for c in children}) > 1} == {"dropout"}
+    assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]
+    assert len({frozenset(c) for c in children}) == 1
+    assert swept_keys(load_run_dirs(tmp_path / "sweep")) == ["dropout"]

@@ -68,6 +68,17 @@ def cache_key(identity: dict[str, Any], sentences: Sequence[str]) -> str:
     return hashlib.blake2b(blob.encode(), digest_size=20).hexdigest()
 
 
+def respect_umask(*paths: Path) -> None:
+    """Give files the mode a plain ``open`` would (0666 less the umask): ``mkstemp``, which
+    transformers' ``save_pretrained`` and :func:`atomic_write` use, makes them 0600, unreadable by
+    the group that shares a run or cache folder. Folders are walked."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in paths:
+        for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []):
+            os.chmod(file, 0o666 & ~mask)
+
+
 def atomic_write(path: Path, write: Any) -> None:
     """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +86,7 @@ def atomic_write(path: Path, write: Any) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
+        respect_umask(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

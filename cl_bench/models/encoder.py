@@ -415,7 +415,9 @@ class SentenceEncoder(nn.Module):
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
         settings.backends_used.add(backend)
-        log.info("encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
+        # a one-sentence encode (a probe, a check) is no news at INFO
+        log.log(logging.INFO if len(unique) > 1 else logging.DEBUG,
+                "encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
                  " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
@@ -487,18 +489,29 @@ class SentenceEncoder(nn.Module):
         """torch or ONNX Runtime, whichever measured faster with identical embeddings on this machine
         (:func:`cl_bench.models.inference.measured_auto_choice`; measured once per architecture)."""
         config = getattr(self.backbone, "config", None)
+        # dropout is off at evaluation: a dropout sweep's models time alike (one probe, not one per value)
+        shape = {k: v for k, v in (config.to_dict() if config is not None else {}).items() if "dropout" not in k}
         architecture = "|".join((
-            type(self.backbone).__name__, config.to_json_string() if config is not None else "",
+            type(self.backbone).__name__, json.dumps(shape, sort_keys=True, default=str),
             str(needs_hidden_states(self.pooler)),
         ))
         step = max(1, len(unique) // self.AUTO_PROBE_SENTENCES)
         probe = sorted(unique, key=len)[::step][: self.AUTO_PROBE_SENTENCES]
+        from cl_bench.models.onnx_backend import discard_export, export_path
+
+        made: list[Path] = []
 
         def measure() -> dict[str, float]:
             log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once on this machine)", len(probe))
+            path = export_path(self.backbone, self.tokenizer, settings.folder())
+            made.extend([] if path.is_file() else [path])
             return time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
 
-        return measured_auto_choice(architecture, settings.folder(), measure)
+        choice = measured_auto_choice(architecture, settings.folder(), measure)
+        if choice != "onnx":
+            for path in made:  # the probe's export is not kept when ONNX Runtime was not chosen
+                discard_export(path)
+        return choice
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings
@@ -572,6 +585,9 @@ class SentenceEncoder(nn.Module):
             **(extra_meta or {}),
         }
         (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+        from cl_bench.models.embedding_cache import respect_umask
+
+        respect_umask(out_dir)  # model.safetensors is written 0600 by transformers
 
     def _save_lora(self, out_dir: Path) -> None:
         """LoRA: the adapters only (peft format), the base config as trained (dropout, ``is_causal``) and

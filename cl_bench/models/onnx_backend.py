@@ -130,10 +130,22 @@ class OnnxBackbone:
         return SimpleNamespace(last_hidden_state=outputs[-1], hidden_states=tuple(outputs) if hidden_states else None)
 
 
+def export_path(backbone: nn.Module, tokenizer: Any, cache_folder: Path) -> Path:
+    """Where :func:`onnx_backbone` keeps ``backbone``'s export."""
+    return Path(cache_folder) / ONNX_SUBDIR / f"{export_key(backbone, graph_inputs(tokenizer))}.onnx"
+
+
+def discard_export(path: Path) -> None:
+    """Delete an export and its session (an ``auto`` probe's export when torch was chosen)."""
+    with _sessions_lock:
+        _sessions.pop(path, None)
+        path.unlink(missing_ok=True)
+
+
 def onnx_backbone(backbone: nn.Module, tokenizer: Any, cache_folder: Path) -> OnnxBackbone:
     """The ONNX Runtime session for ``backbone``'s current weights (exported on first use, then reused)."""
     input_names = graph_inputs(tokenizer)
-    path = Path(cache_folder) / ONNX_SUBDIR / f"{export_key(backbone, input_names)}.onnx"
+    path = export_path(backbone, tokenizer, cache_folder)
     with _sessions_lock:
         session = _sessions.get(path)
         if session is None:

@@ -140,8 +140,9 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
     """Compose every job of the sweep and run the pre-flight checks on each; returns the varied keys.
 
     ``partly_inert`` (when given) receives the params that act in some jobs and not in others (e.g.
-    ``method.fixed_dropout_mask`` in a sweep over ``dropout=0,0.1``): the jobs leave them out of
-    their params, so that MLflow and the report do not take a key the user did not sweep for an axis.
+    ``method.fixed_dropout_mask`` in a sweep over ``dropout=0,0.1``): the jobs where they cannot act
+    log them as ``n/a``, so every child has the same params and the report does not take a key for an
+    axis because some runs lack it.
 
     Raises:
         SystemExit(2): after printing ``cl-bench: error: job N (overrides): <key>: <why>``.

@@ -35,12 +35,13 @@ def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> 
     """Where the MLflow UI shows an experiment's runs table (or one run).
 
     A server URI is its own UI; a local store is what ``mlflow ui`` (default port 5000) serves.
-    ``workflowType=machine_learning`` opens MLflow 3's runs view rather than its GenAI traces page.
+    ``workflowType=machine_learning`` switches MLflow 3's UI to "Model training" (its runs table): in a
+    fresh browser it opens every experiment on the GenAI "Overview: Traces 0" page, whatever the
+    experiment's tags (checked in headless Chromium, ``tests/test_mlflow_ui.py``).
     """
     base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    if run_id:
-        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    page = f"runs/{run_id}" if run_id else "runs"
+    return f"{base}/#/experiments/{experiment_id}/{page}?workflowType=machine_learning"
 
 
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
@@ -217,6 +218,16 @@ class RunTracker:
         for key, value in tags.items():
             if self.run_id is not None:
                 self._mlflow("set_tag", self._client.set_tag, self.run_id, key, str(value)[:5000])
+
+    def ui_url(self) -> str | None:
+        """Where the MLflow UI shows this run (None without an MLflow run)."""
+        if self.run_id is None or self._client is None:
+            return None
+        try:
+            experiment_id = self._client.get_run(self.run_id).info.experiment_id
+        except Exception:  # noqa: BLE001 (a URL is a convenience)
+            return None
+        return ui_url(self.tracking_uri, experiment_id, self.run_id)
 
     @property
     def mlflow_ok(self) -> bool:

@@ -295,8 +295,13 @@ class Trainer:
             "fp32" if self.amp_dtype is None else str(self.amp_dtype).removeprefix("torch."),
         )
         progress = _progress(self.total_steps, tcfg.progress_bar and self.is_main, initial=state.step)
-        started = time.perf_counter()
+        started, first_step = time.perf_counter(), state.step
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        # log lines go above the bar (tqdm.write), never glued onto it
+        with_bar = logging_redirect_tqdm() if tcfg.progress_bar and self.is_main else contextlib.nullcontext()
         try:
+            with_bar.__enter__()
             while state.step < self.total_steps and not state.stopped_early:
                 for batch in self.epoch_batches():
                     terms = self.step(batch)
@@ -309,8 +314,10 @@ class Trainer:
                     state.batch_in_epoch = 0
         finally:
             progress.close()
-        log.info("trained %d steps in %.1fs; best %s=%.2f at step %d", state.step, time.perf_counter() - started,
-                 tcfg.select_metric, state.best_score, state.best_step)
+            with_bar.__exit__(None, None, None)
+        resumed = f" (steps {first_step + 1}-{state.step} in this process; {state.step} in all)" if first_step else ""
+        log.info("trained %d steps in %.1fs%s; best %s=%.2f at step %d", state.step - first_step,
+                 time.perf_counter() - started, resumed, tcfg.select_metric, state.best_score, state.best_step)
         # only rank 0 evaluates after training; train.final_weights=last keeps the last weights (SG-BERT's fit)
         if self.is_main and self.tcfg.final_weights == "best" and self.best_weights is not None:
             self.method.load_state_dict(self.best_weights)
@@ -370,7 +377,7 @@ class Trainer:
         if state.step % tcfg.log_steps == 0 or last:
             metrics = {f"train_{k}": float(v.detach()) for k, v in terms.items()}
             metrics["lr"] = self.scheduler.get_last_lr()[0]
-            progress.set_postfix(loss=f"{metrics['train_loss']:.4f}")
+            progress.set_postfix(loss=f"{metrics['train_loss']:.3g}")  # 3 significant digits: readable at 1e-4 too
             self.log_metrics(metrics, state.step)
         if (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or last:
             self.evaluate()
