@@ -44,6 +44,8 @@ OPTIONS = {
     "feature_cutoff": "feature_cutoff",
     "span_cutoff": "span_cutoff",
     "back_translation": "back_translation",
+    "negation": "negation",
+    "word_repetition": "word_repetition",
 }
 SENTENCES = [
     "A quick brown dog runs across the big green park, chasing a small ball.",

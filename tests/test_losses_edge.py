@@ -55,6 +55,7 @@ OPTIONS = [
     "debiased",
     "hard_negative",
     "supcon",
+    "mixcse",
 ]
 
 

@@ -18,7 +18,7 @@ PRESETS = Path(CONF_DIR) / "experiment"
 FP32_OFFICIAL = {
     "sg_opt_bert", "ablation_sg_opt_loss", "is_bert", "cert_bert", "cert_mochi", "quickthoughts_bert",
     "sbert_nli", "sbert_stsb", "sbert_triplet_nli", "memory_bank_wiki",
-    "mixcse_bert",
+    "mixcse_bert", "sncse_bert",
 }
 # Official scripts that train in fp16 mixed precision: the preset keeps cl-bench's default (auto), which
 # also runs on CPUs; train.precision=fp16 on CUDA matches them.
@@ -26,7 +26,7 @@ FP16_OFFICIAL = {
     "simcse_sup_bert", "ablation_batch_size", "ablation_hard_negative", "ablation_mlm_weight", "ablation_tau",
     "ablation_dropout", "ablation_pooling", "augmentation_comparison", "ablation_augmentation",
     "declutr_small", "barlow_twins_wiki", "byol_wiki", "swav_wiki", "angle_nli",
-    "esimcse_bert", "diffcse_bert",
+    "esimcse_bert", "diffcse_bert", "promptbert_bert",
 }
 CPU_ONLY = {"cpu_repro"}
 
