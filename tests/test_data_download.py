@@ -473,3 +473,27 @@ def test_main_job_offline_fails_at_once_with_one_line(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError, match=r"downloads are off \(HF_HUB_OFFLINE=1\)"):
         preflight(_main_job(tiny_bert, "mode=eval"))
+
+
+def test_fetch_goes_through_pooch_with_the_range_downloader(
+    server: _Server, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pooch
+
+    files = _serve_wikitext(server, data_dir)
+    calls: list[tuple[str, str | None, object]] = []
+    real = pooch.retrieve
+
+    def spy(url: str, known_hash: str | None, **kwargs: object) -> str:
+        calls.append((url, known_hash, kwargs["downloader"]))
+        return real(url, known_hash, **kwargs)
+
+    monkeypatch.setattr(pooch, "retrieve", spy)
+    server.cut_once["/wt2/README"] = 100
+    dest = tmp_path / "README"
+    sha = hashlib.sha256(files["README"]).hexdigest()
+    assert dl.fetch(f"{server.base}/wt2/README", dest, sha, progress=False) == sha
+    ((url, known, downloader),) = calls
+    assert known == f"sha256:{sha}" and isinstance(downloader, dl.RangeDownloader)
+    assert [r for p, r in server.requests if p == "/wt2/README"] == [None, "bytes=100-"]
+    assert dest.read_bytes() == files["README"] and not list(tmp_path.glob("*.part"))

@@ -9,8 +9,12 @@ STS sets under ``sts/``, the transfer sets under ``transfer/``, training corpora
 and NLI data under ``nli/``. What each source is, where it comes from, which files it yields and
 their SHA-256 checksums is recorded in ``manifest.json`` beside this module.
 
-Downloads are plain HTTP(S) GETs (``urllib``), written to ``<file>.part`` and resumed with
-``Range`` requests after a cut connection, with a tqdm progress bar. Where no published checksum
+Fetching, hash checks and archive extraction go through `pooch <https://www.fatiando.org/pooch>`_
+(``pooch.retrieve`` with ``known_hash``; ``pooch.Untar``/``pooch.Unzip``). pooch has no resume of a
+cut download, so its documented custom-downloader hook gets :class:`RangeDownloader`: the bytes go
+to ``<file>.part`` and a cut connection continues with an HTTP ``Range`` request, with a tqdm
+progress bar. What stays here is specific to cl-bench: the manifest, the data-root layout, the
+derived files (SNLI triples, wiki1m head), the offline rules and ``verify``/``list``. Where no published checksum
 exists (``sha256: null``: SimCSE's ``senteval.tar``, ``wiki1m_for_simcse.txt``,
 ``nli_for_simcse.csv``) the first successful download records the measured one in
 ``<root>/.cl_bench_data.json`` and ``verify`` says that it compares against that local record.
@@ -25,26 +29,25 @@ import argparse
 import contextlib
 import csv
 import datetime as _dt
-import errno
 import gzip
 import hashlib
-import http.client
 import io
 import json
 import os
 import shutil
-import socket
 import sys
 import tarfile
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+import pooch
+import requests
+import urllib3
 from tqdm import tqdm
 
 from cl_bench import __version__
@@ -58,7 +61,6 @@ DOWNLOADS_DIR = ".downloads"
 #: Held while a run fetches missing data on first use.
 DOWNLOAD_LOCK = ".cl_bench_download.lock"
 CHUNK = 1 << 16
-_OFFLINE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
 
 
 class DataDownloadError(RuntimeError):
@@ -216,13 +218,15 @@ def check_file(root: Path, rel: str, entry: dict[str, Any], record: dict[str, An
 
 
 # ------------------------------------------------------------------------------------------------
-# HTTP with resume
+# Fetching: pooch (hash check, atomic move into place) + a Range-aware downloader (resume)
 # ------------------------------------------------------------------------------------------------
-def _is_offline(reason: object) -> bool:
-    """DNS failure, refused or unreachable: nothing to retry, the host cannot be reached."""
-    if isinstance(reason, socket.gaierror | ConnectionRefusedError | socket.timeout | TimeoutError):
+def _is_offline(err: requests.RequestException) -> bool:
+    """No TCP connection at all (DNS failure, refused, unreachable, connect timeout): nothing to retry."""
+    if isinstance(err, requests.exceptions.ConnectTimeout):
         return True
-    return isinstance(reason, OSError) and reason.errno in _OFFLINE_ERRNOS
+    reason = err.args[0] if err.args else None
+    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError wraps the connect error
+    return isinstance(reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError)
 
 
 def _total_from_content_range(value: str | None) -> int | None:
@@ -233,48 +237,100 @@ def _total_from_content_range(value: str | None) -> int | None:
     return int(total) if total.isdigit() else None
 
 
-def _fetch_once(url: str, part: Path, timeout: float, progress: bool, desc: str) -> None:
-    """One GET into ``part`` (appending from its size with a Range request when it exists)."""
-    offset = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"User-Agent": f"cl-bench/{__version__}"})
-    if offset:
-        request.add_header("Range", f"bytes={offset}-")
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https only, from the manifest)
-    except urllib.error.HTTPError as err:
-        if err.code == 416 and offset:
-            # Range past the end: the part is already whole if the server's total says so.
-            if _total_from_content_range(err.headers.get("Content-Range")) == offset:
-                return
-            part.unlink()
-            raise _ConnectionCut("stale partial file discarded") from err
-        raise DataDownloadError(f"{url}: HTTP {err.code} {err.reason}") from err
-    except urllib.error.URLError as err:
-        if _is_offline(err.reason):
-            raise OfflineError(f"{url}: cannot connect ({err.reason})") from err
-        raise _ConnectionCut(str(err.reason)) from err
-    with response:
-        if offset and response.status == 206:
-            mode, start = "ab", offset
-            total = _total_from_content_range(response.headers.get("Content-Range"))
-        else:  # server ignored the Range header: start again
-            mode, start = "wb", 0
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-        written = start
-        with open(part, mode) as out, tqdm(
-            total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
-            disable=not progress, file=sys.stderr, leave=False,
-        ) as bar:
+@dataclass
+class RangeDownloader:
+    """A pooch downloader (``downloader(url, output_file, pooch)``) that resumes cut downloads.
+
+    pooch's own HTTP downloader starts over after a failure; this one keeps the bytes so far in
+    ``part`` (``<file>.part``) and continues with an HTTP ``Range`` request, both within one call
+    (``retries`` times) and across calls (the ``.part`` file stays when it gives up). When the
+    transfer is whole it moves ``part`` to pooch's temporary ``output_file``; pooch then checks the
+    hash and moves it into place (or deletes it on a mismatch).
+    """
+
+    part: Path
+    retries: int = 3
+    timeout: float = 30.0
+    progress: bool = True
+    digest: str | None = None  # SHA-256 of the finished transfer (also when no hash is published)
+
+    def __call__(self, url: str, output_file: str, pooch_instance: object = None) -> None:
+        """Fetch ``url`` into ``self.part`` (resuming), then move it to ``output_file``."""
+        for attempt in range(self.retries + 1):
             try:
-                while block := response.read(CHUNK):
-                    out.write(block)
-                    written += len(block)
-                    bar.update(len(block))
-            except (http.client.IncompleteRead, ConnectionError, TimeoutError) as err:
-                raise _ConnectionCut(f"connection lost after {written} bytes ({err})") from err
-        if total is not None and written < total:
-            raise _ConnectionCut(f"connection closed after {written} of {total} bytes")
+                self._get_once(url)
+                break
+            except _ConnectionCut as err:
+                if attempt == self.retries:
+                    have = self.part.stat().st_size if self.part.exists() else 0
+                    raise DataDownloadError(
+                        f"{url}: {err}; {have} bytes kept in {self.part} — run the same command again to resume"
+                    ) from err
+        self.digest = sha256_file(self.part)
+        os.replace(self.part, output_file)
+
+    def _get_once(self, url: str) -> None:
+        """One GET into ``part`` through :class:`pooch.HTTPDownloader`, from the part's size with ``Range``."""
+        offset = self.part.stat().st_size if self.part.exists() else 0
+        headers = {"User-Agent": f"cl-bench/{__version__}", **({"Range": f"bytes={offset}-"} if offset else {})}
+        expected: list[int] = []  # the whole file's size, when the response says it
+
+        def on_response(response: requests.Response, *args: object, **kwargs: object) -> requests.Response:
+            """requests' response hook: runs before pooch streams the body into ``out``."""
+            # Keep every byte of a cut transfer (urllib3 would drop its last partial chunk and raise):
+            # the length is checked below, and the next GET resumes exactly where the bytes end.
+            response.raw.enforce_content_length = False
+            if response.status_code == 206:
+                expected.extend(filter(None, [_total_from_content_range(response.headers.get("Content-Range"))]))
+            elif response.status_code == 200:
+                if offset:  # the server ignored the Range header: start again
+                    out.seek(0)
+                    out.truncate()
+                length = response.headers.get("Content-Length", "")
+                expected.extend([int(length)] if length.isdigit() else [])
+            return response
+
+        # total=1 until pooch sets the real one (pooch tests the bar's truth value first)
+        bar = tqdm(total=1, unit="B", unit_scale=True, unit_divisor=1024, desc=self.part.stem, disable=not self.progress,
+                   file=sys.stderr, leave=False)
+        get = pooch.HTTPDownloader(progressbar=bar if self.progress else False, chunk_size=CHUNK, headers=headers,
+                                   timeout=self.timeout, hooks={"response": on_response})
+        try:
+            with open(self.part, "ab") as out:
+                get(url, out, None)
+        except requests.HTTPError as err:
+            status = err.response.status_code if err.response is not None else None
+            if status == 416 and offset:
+                # Range past the end: the part is already whole if the server's total says so.
+                if _total_from_content_range(err.response.headers.get("Content-Range")) == offset:
+                    return
+                self.part.unlink()
+                raise _ConnectionCut("stale partial file discarded") from err
+            raise DataDownloadError(f"{url}: HTTP {status} {err.response.reason if status else err}") from err
+        except requests.RequestException as err:
+            if _is_offline(err):
+                raise OfflineError(f"{url}: cannot connect ({err})") from err
+            have = self.part.stat().st_size
+            raise _ConnectionCut(f"connection lost after {have} bytes ({type(err).__name__})") from err
+        finally:
+            bar.close()
+            if self.part.exists() and not self.part.stat().st_size:
+                self.part.unlink()  # nothing arrived: leave no empty part behind
+        have = self.part.stat().st_size
+        if expected and have < expected[0]:
+            raise _ConnectionCut(f"connection closed after {have} of {expected[0]} bytes")
+
+
+@contextlib.contextmanager
+def _quiet_pooch() -> Iterator[None]:
+    """pooch logs every download at INFO on stderr; cl-bench prints its own lines."""
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel("WARNING")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def fetch(
@@ -285,12 +341,12 @@ def fetch(
     timeout: float = 30.0,
     progress: bool = True,
 ) -> str:
-    """Download ``url`` to ``dest`` through ``dest.part``, resuming after cut connections.
+    """Download ``url`` to ``dest`` with :func:`pooch.retrieve`, resuming after cut connections.
 
     Args:
         url: http(s) URL.
         dest: final path; ``dest.part`` holds the bytes so far (a later call resumes from it).
-        expected_sha256: checked before ``dest`` is written; None = no published checksum.
+        expected_sha256: checked (by pooch) before ``dest`` is written; None = no published checksum.
         retries: resume attempts within this call after a cut connection.
         timeout: socket timeout in seconds.
         progress: show a tqdm progress bar on stderr.
@@ -305,26 +361,21 @@ def fetch(
             for the next call to resume).
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    for attempt in range(retries + 1):
-        try:
-            _fetch_once(url, part, timeout, progress, dest.name)
-            break
-        except _ConnectionCut as err:
-            if attempt == retries:
-                have = part.stat().st_size if part.exists() else 0
-                raise DataDownloadError(
-                    f"{url}: {err}; {have} bytes kept in {part} — run the same command again to resume"
-                ) from err
-    digest = sha256_file(part)
-    if expected_sha256 and digest != expected_sha256:
-        part.unlink()
+    downloader = RangeDownloader(dest.with_name(dest.name + ".part"), retries, timeout, progress)
+    known = f"sha256:{expected_sha256}" if expected_sha256 else None
+    try:
+        with _quiet_pooch():
+            # retry_if_failed stays 0: pooch would retry an offline host with sleeps; resume is ours.
+            pooch.retrieve(url, known, fname=dest.name, path=dest.parent, downloader=downloader)
+    except ValueError as err:  # pooch: hash mismatch (it has deleted the download)
+        if expected_sha256 is None or "hash" not in str(err):
+            raise
+        got = downloader.digest or "?"
         raise ChecksumError(
-            f"{dest.name}: checksum mismatch (sha256 {digest[:16]}…, expected {expected_sha256[:16]}…): "
+            f"{dest.name}: checksum mismatch (sha256 {got[:16]}…, expected {expected_sha256[:16]}…): "
             f"the download from {url} is corrupt and was removed; run the download again"
-        )
-    part.replace(dest)
-    return digest
+        ) from err
+    return downloader.digest or sha256_file(dest)  # no digest: pooch found dest already in place
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,11 +418,26 @@ def _write_stream(src: IO[bytes], target: Path, gzip_it: bool) -> None:
     tmp.replace(target)
 
 
+def _archive_members(archive: Path) -> tuple[type[pooch.Untar] | type[pooch.Unzip], list[str]]:
+    """pooch's extractor for the archive and its regular-file member names."""
+    try:
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive, "r:*") as tar:
+                return pooch.Untar, [m.name for m in tar if m.isfile()]
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                return pooch.Unzip, [i.filename for i in zf.infolist() if not i.is_dir()]
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, gzip.BadGzipFile) as err:
+        raise DataDownloadError(f"{archive}: damaged archive ({err}); delete it and download again") from err
+    raise DataDownloadError(f"{archive}: not a tar or zip archive; delete it and download again")
+
+
 def extract_archive(archive: Path, root: Path, rules: Sequence[dict[str, Any]]) -> list[str]:
     """Extract a tar (plain, .gz, .bz2, .xz) or zip archive into the data root's layout.
 
-    Only regular files that :func:`map_member` places are written; nothing is written outside
-    ``root``.
+    pooch's ``Untar``/``Unzip`` extract only the members :func:`map_member` places (so nothing
+    outside ``root`` is ever written: ``..`` and absolute names are not placed) into a scratch
+    folder under ``<root>/.downloads``; each is then moved (or gzipped) to its place.
 
     Returns:
         Root-relative paths written.
@@ -379,28 +445,27 @@ def extract_archive(archive: Path, root: Path, rules: Sequence[dict[str, Any]]) 
     Raises:
         DataDownloadError: not a tar or zip archive, or it is damaged.
     """
+    extractor, names = _archive_members(archive)
+    placed = {name: where for name in names if (where := map_member(name, rules))}
+    scratch = root / DOWNLOADS_DIR / (archive.name + ".extract")
+    shutil.rmtree(scratch, ignore_errors=True)
     written: list[str] = []
     try:
-        if tarfile.is_tarfile(archive):
-            with tarfile.open(archive, "r:*") as tar:
-                for member in tar:
-                    placed = map_member(member.name, rules) if member.isfile() else None
-                    if placed:
-                        with tar.extractfile(member) as src:  # type: ignore[union-attr]
-                            _write_stream(src, root / placed[0], placed[1])
-                        written.append(placed[0])
-        elif zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    placed = None if info.is_dir() else map_member(info.filename, rules)
-                    if placed:
-                        with zf.open(info) as src:
-                            _write_stream(src, root / placed[0], placed[1])
-                        written.append(placed[0])
-        else:
-            raise DataDownloadError(f"{archive}: not a tar or zip archive; delete it and download again")
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, gzip.BadGzipFile) as err:
+        with _quiet_pooch():
+            extractor(members=list(placed), extract_dir=str(scratch.resolve()))(str(archive), "download", None)
+        for name, (rel, gzip_it) in placed.items():
+            src = scratch / name
+            if gzip_it:
+                with open(src, "rb") as fh:
+                    _write_stream(fh, root / rel, gzip_it=True)
+            else:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, root / rel)
+            written.append(rel)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise DataDownloadError(f"{archive}: damaged archive ({err}); delete it and download again") from err
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return written
 
 
