@@ -204,6 +204,14 @@ def _check_method_on_decoder(method: Any, augmentation: Any, kind: str) -> None:
     if method is not None and float(method.get("mlm_weight", 0.0) or 0.0) > 0:
         raise BackboneOptionError(
             f"method.mlm_weight: {kind} is a decoder and has no masked-LM head for the MLM term; set method.mlm_weight=0")
+    if method is not None and "generator" in method:  # DiffCSE: a masked-LM generator and a token-level discriminator
+        raise BackboneOptionError(
+            f"method={method.get('name', 'diffcse')}: its generator fills [MASK] tokens and its discriminator copies the "
+            f"encoder as a BERT-shaped token classifier; decoder {kind} has no masked-LM form")
+    if method is not None and "[MASK]" in str(method.get("template", "")):  # PromptBERT, SNCSE
+        raise BackboneOptionError(
+            f"method={method.get('name')}: its templates are pooled at [MASK], a token decoder {kind} has not; "
+            "use pooler=prompt_last (PromptEOL) with method=simcse instead")
     if augmentation is not None:
         aug_name = getattr(augmentation, "name", None) or augmentation.__name__
         if getattr(augmentation, "embedding_level", False):
