@@ -321,6 +321,12 @@ def check_prompt_options(cfg: DictConfig) -> None:
     pooler = str(cfg.pooler.name)
     if cfg.mode == "train" and getattr(method_class(cfg), "own_prompts", False):
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
+    if cfg.mode == "train" and not getattr(method_class(cfg), "takes_prompts", True):
+        name = cfg.method.get("name")
+        if pooler in ("mask", "prompt_last"):
+            raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")
+        if model.prompt or model.view_prompts:
+            raise ConfigError(f"model.prompt: method={name} builds its views from token ids and applies no prompt")
     try:
         if model.prompt:  # "" = none (a prompt pooler then uses its default template)
             check_prompt(str(model.prompt), "model.prompt", pooler)

@@ -47,6 +47,7 @@ class ESimCSE(MomentumMethod):
     """
 
     name = "esimcse"
+    takes_prompts = False  # word repetition edits token ids (the official bpe rule): no prompt layout to pool
     uses = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds = ("pair",)
     summary = "ESimCSE: word-repetition positive (augmentation=word_repetition), momentum-encoder queue of extra negatives"
