@@ -33,8 +33,9 @@ def _render(url: str, out: Path) -> str:
 
 
 @pytest.mark.slow  # an MLflow server and Chromium (~1-3 min)
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (Debian: apt-get install chromium)")
 def test_printed_url_opens_on_the_runs_table(tmp_path: Path) -> None:
+    if CHROMIUM is None:
+        pytest.fail("no Chromium: install it with `apt-get install chromium` (Debian) to run this browser check")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment_id = ensure_experiment(uri, "cl-bench")
     client = mlflow.MlflowClient(uri)

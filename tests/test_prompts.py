@@ -26,10 +26,9 @@ from cl_bench.models.prompts import (
     with_period,
 )
 
-MINILM = Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2"
-if not MINILM.is_dir():
-    MINILM = Path("/work/shared/models/all-MiniLM-L6-v2")
-needs_minilm = pytest.mark.skipif(not MINILM.is_dir(), reason="all-MiniLM-L6-v2 not found in ../shared/models")
+from conftest import minilm_path
+
+MINILM = minilm_path()  # fails (never skips) with the way to point at it when ../shared is missing
 TEMPLATE = 'This sentence of "[X]" means [MASK].'
 
 
@@ -47,7 +46,6 @@ def minilm():
 
 
 # ----- token ids and positions ---------------------------------------------------------------------
-@needs_minilm
 def test_template_ids_and_mask_position_by_hand(tokenizer) -> None:
     layout = PromptLayout.build(tokenizer, TEMPLATE)
     features = tokenize_with_prompts(tokenizer, ["A man plays guitar", "hi"], [layout, layout], 32)
@@ -64,7 +62,6 @@ def test_template_ids_and_mask_position_by_hand(tokenizer) -> None:
     assert layout.length == 10  # PromptBERT's template_len: [CLS] + 4 + 4 + [SEP]
 
 
-@needs_minilm
 def test_ids_equal_the_official_construction(tokenizer) -> None:
     """Prompt-BERT train.py builds bs+sentence+es from run.sh's template notation; evaluation.py tokenizes
     the filled-in string with a '.' appended. Both equal cl-bench's ids (the latter with prompt_period)."""
@@ -89,7 +86,6 @@ def test_ids_equal_the_official_construction(tokenizer) -> None:
             assert mine["input_ids"][0] == expected
 
 
-@needs_minilm
 def test_left_padding_tokenizer_gets_the_offsets(tokenizer) -> None:
     import copy
 
@@ -140,7 +136,6 @@ def test_last_token_index_right_and_left_padding() -> None:
 
 
 # ----- encoder: mask pooler, include_prompt, view prompts --------------------------------------------
-@needs_minilm
 def test_mask_pooler_reads_the_mask_state(minilm) -> None:
     sentences = ["A man plays guitar", "hi"]
     features = minilm.tokenize(sentences)
@@ -154,7 +149,6 @@ def test_mask_pooler_reads_the_mask_state(minilm) -> None:
     assert torch.allclose(torch.from_numpy(minilm.encode(sentences)), pooled, atol=1e-5)
 
 
-@needs_minilm
 def test_include_prompt_false_equals_sentence_transformers() -> None:
     """E5-style prefix + mean pooling without the prompt's tokens, as sentence-transformers computes it."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -172,7 +166,6 @@ def test_include_prompt_false_equals_sentence_transformers() -> None:
     assert not torch.allclose(reference, with_prompt, atol=1e-3)
 
 
-@needs_minilm
 def test_view_prompts_wrap_each_group(tokenizer) -> None:
     encoder = build_encoder(str(MINILM), pooler="avg", view_prompts=["query: ", "passage: "])
     views = tokenize_groups(encoder, (["a dog"], ["a cat"], ["a cow"]))
@@ -181,7 +174,6 @@ def test_view_prompts_wrap_each_group(tokenizer) -> None:
 
 
 # ----- PromptBERT's template denoising -------------------------------------------------------------
-@needs_minilm
 def test_template_denoising_by_hand(minilm, tokenizer) -> None:
     """The template alone, its suffix positions shifted by the sentence length k, read at [MASK]."""
     minilm.eval()
@@ -199,7 +191,6 @@ def test_template_denoising_by_hand(minilm, tokenizer) -> None:
         assert not torch.allclose(delta[0], delta[1])
 
 
-@needs_minilm
 def test_promptbert_subtracts_each_rows_template_state(tokenizer) -> None:
     from cl_bench.losses.infonce import info_nce
     from cl_bench.methods.promptbert import PromptBERT
@@ -288,7 +279,6 @@ def test_negation_file_and_fallback(tmp_path: Path) -> None:
         Negation(source="file", file=str(tmp_path / "missing.txt"))
 
 
-@needs_minilm
 def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     """train_SNCSE.py l.505-534: ' .' appended, each input cut to max_seq_length with its template."""
     from cl_bench.methods.sncse import SNCSE
