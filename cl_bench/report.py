@@ -538,7 +538,7 @@ def load_controls(tracking_uri: str, refs: Sequence[str], metric: str) -> pd.Dat
         name = tags.get("mlflow.runName", run.info.run_id)
         rows.append({
             "run_id": run.info.run_id, "run_name": name, "point": f"control: {name}",
-            "encoder": tags.get("encoder", ""), "pooler": tags.get("pooler", ""), "metric": used,
+            "encoder": tags.get("encoder", ""), "pooler": tags.get("eval.pooler", tags.get("pooler", "")), "metric": used,
             "value": metrics.get(used, math.nan), "sts_avg": metrics.get("sts_avg", math.nan),
             **{k: v for k, v in tags.items() if k.startswith("provenance.")},
         })

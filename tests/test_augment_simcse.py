@@ -118,11 +118,13 @@ def test_every_augmentation_trains_a_simcse_step(option, both_views, tiny_bert, 
     assert torch.isfinite(out["loss"])
     grads = [p.grad for p in method.encoder.parameters() if p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)
-    first, second = method.make_views(BATCH)
+    # Several draws: some rules (ESimCSE's word repetition) may legitimately leave one sentence set unchanged once.
+    draws = [method.make_views(BATCH) for _ in range(5)]
     if method.augmentation.embedding_level or option in ("none", "dropout"):
-        assert first == second == BATCH  # text untouched; cutoff acts inside the encoder
+        assert all(first == second == BATCH for first, second in draws)  # text untouched; cutoff acts in the encoder
     else:
-        assert second != BATCH and (first != BATCH) == both_views
+        assert any(second != BATCH for _, second in draws)
+        assert any(first != BATCH for first, _ in draws) == both_views
 
 
 @pytest.mark.parametrize("option", LOSSES)

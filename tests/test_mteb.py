@@ -15,6 +15,7 @@ from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import paired_cosine_distances
 
 from cl_bench.eval import mteb as em
+from cl_bench.models import inference
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 from cl_bench.models.inference import encoding_settings
 
@@ -112,6 +113,8 @@ def test_mteb_tasks_encode_with_eval_backend_precision_and_cache(
         return original(self, unique, batch_size, backend, settings)
 
     monkeypatch.setattr(SentenceEncoder, "_encode_distinct", counting)
+    # bf16 is refused on CPUs without bf16 units (test_encoding_backends checks that); here it must act anywhere
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))
     cache = tmp_path / "cache"
     scores = {}
     for backend, precision in (("torch", "fp32"), ("onnx", "fp32"), ("torch", "bf16")):

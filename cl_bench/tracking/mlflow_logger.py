@@ -194,7 +194,9 @@ class RunTracker:
                     provenance: dict[str, str] | None = None) -> Path:
         """Write results.json (always, first), then log the figures as MLflow metrics and artifact.
 
-        A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes a tag.
+        A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes the tag
+        ``eval.<key>`` (``eval.pooler``): the bare ``pooler`` tag is the config group's, absent where
+        the group cannot act (IS-BERT pools with its own CNN).
         ``provenance`` (what the figures were measured with, :mod:`cl_bench.provenance`) goes into
         results.json under ``provenance`` and to MLflow as tags ``provenance.<field>``.
         """
@@ -202,7 +204,7 @@ class RunTracker:
         _write_json(path, {**results, **({"provenance": provenance} if provenance else {})})
         texts = {k: v for k, v in results.items() if isinstance(v, str)}
         self.log_metrics({k: v for k, v in results.items() if k not in texts}, step)
-        self.set_tags(texts)
+        self.set_tags({f"eval.{k}": v for k, v in texts.items()})
         if provenance:
             self.set_tags({f"provenance.{k}": v for k, v in provenance.items()})
         self.log_artifact(path)
