@@ -43,7 +43,7 @@ class LoraOptions:
 
 @dataclass
 class ModelConfig:
-    name_or_path: str = "bert-base-uncased"
+    name_or_path: str = "bert-base-uncased"  # hub id or local Hugging Face directory (model=NAME presets set it)
     max_length: int = 32  # training truncation; evaluation never truncates below the model limit
     dropout: float = MISSING  # interpolated from the top-level `dropout`
     prompt: str = ""  # prefix ("query: ") or [X] template around every sentence, training and evaluation (cl_bench/models/prompts.py)
@@ -58,41 +58,41 @@ class ModelConfig:
 
 @dataclass
 class PoolerConfig:
-    name: str = "cls"
+    name: str = "cls"  # pooler=NAME: cls, cls_before_pooler, avg, avg_top2, avg_first_last (cl_bench/models/poolers.py)
     mlp_only_train: bool = True  # SimCSE --mlp_only_train: MLP in training only
     first_layer: int = 1  # avg_first_last: hidden_states index of "first": 0 = embedding output (SimCSE paper), 1 = first transformer layer (SimCSE >= 206d7ae)
 
 
 @dataclass
 class DataConfig:
-    name: str = "wiki1m"
-    train_file: str = MISSING
+    name: str = "wiki1m"  # the data=NAME option that set the corpus
+    train_file: str = MISSING  # the training corpus file (data=NAME sets it under paths.data_dir; the method's reader reads it)
     limit: int | None = None  # use only the first `limit` items of the corpus
 
 
 @dataclass
 class TrainConfig:
     batch_size: int = MISSING  # interpolated from the top-level `batch_size`
-    lr: float = 3e-5
-    epochs: int = 1
+    lr: float = 3e-5  # peak learning rate (AdamW, linear schedule)
+    epochs: int = 1  # passes over the corpus (train.max_steps > 0 overrides)
     max_steps: int = -1  # > 0 stops after this many optimizer steps (overrides epochs)
-    warmup_ratio: float = 0.0
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
+    warmup_ratio: float = 0.0  # fraction of the steps with a linear warm-up
+    weight_decay: float = 0.0  # AdamW weight decay
+    adam_beta1: float = 0.9  # AdamW beta1
+    adam_beta2: float = 0.999  # AdamW beta2
+    adam_eps: float = 1e-8  # AdamW epsilon
     adam_bias_correction: bool = True  # false: transformers' AdamW(correct_bias=False), as IS-BERT and DeCLUTR (cl_bench/train/optim.py)
     max_grad_norm: float = 1.0  # HF Trainer default used by SimCSE; 0 disables clipping
     eval_steps: int = 125  # evaluate on the dev metric every N steps (0 = only at the end)
-    log_steps: int = 10
+    log_steps: int = 10  # log train_loss and lr every N steps
     select_metric: str = "stsb_dev"  # dev metric that picks the best checkpoint
-    save_best: bool = True
+    save_best: bool = True  # write the best weights to best_model/ (Hugging Face format)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
     compile: bool = False  # torch.compile the trained encoder (cl_bench.train.loop.compile_encoder)
     num_workers: int = 0  # DataLoader worker processes preparing batches (augmentation, tokenisation)
     num_threads: int | None = None  # torch CPU threads (None = torch default)
-    progress_bar: bool = True
+    progress_bar: bool = True  # tqdm progress bar of the training steps
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
     nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
@@ -129,31 +129,31 @@ class EvalConfig:
 
 @dataclass
 class LoggerConfig:
-    enabled: bool = True
+    enabled: bool = True  # false (logger=none): no MLflow; the run directory still gets every file
     tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db
-    experiment_name: str = "cl-bench"
-    run_name: str | None = None
-    system_metrics: bool = False
+    experiment_name: str = "cl-bench"  # MLflow experiment
+    run_name: str | None = None  # None: named by what differs (a sweep child: the swept values)
+    system_metrics: bool = False  # MLflow system metrics (CPU, memory, GPU)
 
 
 @dataclass
 class PathsConfig:
-    data_dir: str = MISSING
-    output_dir: str = MISSING
+    data_dir: str = MISSING  # data root (sts/, transfer/, corpus/, nli/): $CL_BENCH_DATA, else ~/.cache/cl-bench/data
+    output_dir: str = MISSING  # the run directory (Hydra's)
 
 
 @dataclass
 class CLBenchConfig:
-    mode: str = "train"
-    seed: int = 42
+    mode: str = "train"  # train (then evaluate) | eval (evaluate model.name_or_path)
+    seed: int = 42  # seeds torch, numpy, random and the data order
     seeds: int = 1  # replicates per grid point (cl_bench/seeds.py expands it into a seed list)
     dropout: float = 0.1  # shortcut: hidden and attention dropout of the encoder
     batch_size: int = 64  # shortcut: train.batch_size
     model: ModelConfig = field(default_factory=ModelConfig)
     pooler: PoolerConfig = field(default_factory=PoolerConfig)
-    method: dict[str, Any] = field(default_factory=dict)
-    augmentation: dict[str, Any] = field(default_factory=dict)
-    loss: dict[str, Any] = field(default_factory=dict)
+    method: dict[str, Any] = field(default_factory=dict)  # method=NAME: its keys (see Methods)
+    augmentation: dict[str, Any] = field(default_factory=dict)  # augmentation=NAME: its keys
+    loss: dict[str, Any] = field(default_factory=dict)  # loss=NAME: its keys (loss.tau, ...)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -1,0 +1,65 @@
+"""The documentation site: generated reference pages are current, the strict MkDocs build passes and fails on
+a broken internal link, the README stays a short entry point."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cl_bench import docs_gen
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict`` of the site whose mkdocs.yml is in ``root`` (no -q: it hides the warnings)."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                           "-d", str(site)], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_generated_reference_pages_equal_what_the_registry_gives_now() -> None:
+    generated = docs_gen.generate()
+    assert docs_gen.stale(generated) == [], "run `python -m cl_bench.docs_gen` and commit the pages"
+    methods = {row["method"] for row in docs_gen.catalog.method_rows()}
+    pages = {p.stem for p in (REPO / "docs/methods").glob("*.md")} - {"index", "recipes"}
+    assert pages == methods  # one page per method, and no page of a method that is gone
+    reference = (REPO / "docs/reference/losses.md").read_text()
+    assert all(f"[`{name}`]" in reference for name in docs_gen.catalog.options("loss"))
+    assert "| `train.gradcache_chunk` | `int` | `0` |" in (REPO / "docs/reference/configuration.md").read_text()
+
+
+def test_a_changed_registry_makes_the_check_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", fake_docs)
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    monkeypatch.setattr(docs_gen, "DOCS", fake_docs)
+    monkeypatch.setattr(docs_gen, "MKDOCS_YML", tmp_path / "mkdocs.yml")
+    monkeypatch.setattr(docs_gen, "REPO", tmp_path)
+    page = fake_docs / "reference/poolers.md"
+    page.write_text(page.read_text().replace("avg_top2", "avg_top3"))
+    assert docs_gen.main(["--check"]) == 1
+    assert docs_gen.main([]) == 0 and docs_gen.main(["--check"]) == 0  # regenerating repairs it
+
+
+def test_strict_docs_build_passes() -> None:
+    result = _build(REPO, REPO / ".pytest_site")
+    shutil.rmtree(REPO / ".pytest_site", ignore_errors=True)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
+@pytest.mark.parametrize("link", ["[a missing page](no-such-page.md)", "[a missing anchor](benchmarks.md#no-such-section)"])
+def test_a_broken_internal_link_fails_the_build(tmp_path: Path, link: str) -> None:
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    with open(tmp_path / "docs/getting-started.md", "a") as fh:
+        fh.write(f"\n{link}\n")
+    result = _build(tmp_path, tmp_path / "site")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out[-2000:]
+    assert "Aborted with 1 warnings in strict mode" in out and "getting-started.md" in out
