@@ -63,3 +63,24 @@ def test_a_broken_internal_link_fails_the_build(tmp_path: Path, link: str) -> No
     out = result.stdout + result.stderr
     assert result.returncode != 0, out[-2000:]
     assert "Aborted with 1 warnings in strict mode" in out and "getting-started.md" in out
+
+
+def test_readme_is_a_short_entry_point_whose_links_resolve() -> None:
+    import re
+
+    from markdown.extensions.toc import slugify
+
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", readme), "dated measurements belong on docs/benchmarks.md"
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    assert 'python -m pytest -m "not slow"\n' in blocks  # CI (.ci/run) runs exactly this command
+    assert any(b.startswith('pip install torch==') and "cl-bench method=simcse loss.tau=0.05" in b for b in blocks)
+    links = re.findall(r"\]\(((?:docs/)[^)#\s]*)(?:#([^)\s]+))?\)", readme)
+    assert len(links) >= 15
+    for target, anchor in links:
+        path = REPO / target
+        assert path.is_file(), target
+        if anchor:
+            headings = re.findall(r"^#+ (.+?)(?: \{#([^}]+)\})?$", path.read_text(), re.M)
+            assert anchor in {custom or slugify(text, "-") for text, custom in headings}, f"{target}#{anchor}"
