@@ -189,7 +189,7 @@ def test_presets_compose_and_validate(preset: str, method: str, loss: str, tiny_
         assert cfg.loss.tau == 0.07 and cfg.method.queue_size == 6720  # the rest is cert_bert
     if preset.startswith("sbert"):
         assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_ratio, cfg.pooler.name) == (16, 2e-5, 0.1, "avg")
-    # the cited values of each header (README "Presets for Barlow Twins, BYOL, SwAV and the memory bank")
+    # the cited values of each header (docs/methods/recipes.md "Presets for Barlow Twins, BYOL, SwAV and the memory bank")
     if preset == "barlow_twins_wiki":  # SCD's command and projector
         assert (list(cfg.method.projector), cfg.loss.lambd, cfg.train.batch_size, cfg.train.lr, cfg.model.max_length,
                 cfg.train.eval_steps) == ([4096, 4096, 4096], 0.012, 192, 3e-5, 32, 250)

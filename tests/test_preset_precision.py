@@ -1,5 +1,5 @@
 """Every training preset says in which precision its official code trained, and the presets of papers whose
-official code trained in fp32 train in fp32 on every device (README "Recipes as the official code ran them").
+official code trained in fp32 train in fp32 on every device (docs/methods/recipes.md, "Training precision of the official runs").
 """
 
 from __future__ import annotations
