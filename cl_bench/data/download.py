@@ -26,7 +26,6 @@ file by hand: a file already at that place is used without any network access.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import datetime as _dt
 import gzip
@@ -39,12 +38,13 @@ import tarfile
 import urllib.parse
 import zipfile
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import pooch
+from filelock import FileLock
 
 from cl_bench.cache_dirs import cache_root
 from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's API)
@@ -690,7 +690,7 @@ def ensure_data(
         raise DataDownloadError(f"{key}: {where} and {unreachable}: fetch it with {command} on a connected "
                                 f"machine, or offline {offline_use}")
     root.mkdir(parents=True, exist_ok=True)
-    with _exclusive(root / DOWNLOAD_LOCK):  # the jobs of a parallel sweep fetch once, not side by side
+    with FileLock(root / DOWNLOAD_LOCK):  # the jobs of a parallel sweep fetch once, not side by side
         if all((root / rel).is_file() for _, rel, _ in missing):
             return []  # another job fetched it meanwhile
         log(f"cl-bench: first use: fetching {', '.join(names)} into {root} (as {command} does)")
@@ -699,22 +699,6 @@ def ensure_data(
         except DataDownloadError as err:
             raise DataDownloadError(f"{key}: {str(err).splitlines()[0]}") from err
     return [name for name, state in done.items() if state in ("downloaded", "built")]
-
-
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (``flock``) while the block runs; no lock where fcntl is missing."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: parallel first uses may fetch twice (each through its own .part files)
-        yield
-        return
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # ------------------------------------------------------------------------------------------------
