@@ -36,7 +36,7 @@ Fitting follows the official run (``run_siamese.py`` with ``--flow=1 --flow_loss
 The rest as the official flags: gradient norm clipped at 1, 1 epoch (``--num_train_epochs``), 32
 pairs (64 sentences) a batch (``--train_batch_size``), seed 1234. Batches are drawn from the
 shuffled sentences rather than from shuffled pairs; inputs are truncated only at the model's limit
-(the official script at 64 tokens; see the README).
+(the official script at 64 tokens; see docs/evaluation.md).
 """
 
 from __future__ import annotations

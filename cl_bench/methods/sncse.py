@@ -73,7 +73,7 @@ class SNCSE(PromptTemplateMethod):
         """Views 1, 2 and the soft negatives, each cut so the whole input fits ``model.max_length``."""
         texts = [with_period(s, "sncse", training=True) for s in items]
         # the augmentation sees the corpus sentence (a file source is keyed by it); the official code looked
-        # its negation up by the period-appended text (README: what differs)
+        # its negation up by the period-appended text (docs/methods/recipes.md: what differs)
         negations = [with_period(s, "sncse", training=True) for s in self.augmentation.augment_text(items, rng)]
         first, second = (self.encoder.prompt_layout(self.encoder.view_prompt(g)) for g in (0, 1))
         layouts = [first] * len(texts) + [second] * (2 * len(texts))
