@@ -88,6 +88,8 @@ def test_readme_is_a_short_entry_point_whose_links_resolve() -> None:
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", readme), "dated measurements belong on docs/benchmarks.md"
     blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
     assert 'python -m pytest -m "not slow"\n' in blocks  # CI (.ci/run) runs exactly this command
+    ci = (REPO / ".ci/run").read_text().splitlines()
+    assert 'python -m pytest -m "not slow"' in ci and 'pip install -e ".[dev,mteb]"' in ci  # README's commands
     assert any(b.startswith('pip install torch==') and "cl-bench method=simcse loss.tau=0.05" in b for b in blocks)
     links = re.findall(r"\]\(((?:docs/)[^)#\s]*)(?:#([^)\s]+))?\)", readme)
     assert len(links) >= 15
