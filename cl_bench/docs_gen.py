@@ -137,12 +137,50 @@ def method_pages() -> dict[str, str]:
         else:
             page.append("No experiment preset selects this method; its defaults above are its recipe "
                         "(see [Recipes as the official code ran them](recipes.md)).\n")
+        page.extend(_official_code_rows(name, its_presets))
         pages[f"methods/{name}.md"] = "\n".join(page)
     pages["reference/methods.md"] = (
         HEADER + "# Methods\n\n`cl-bench list` prints the same registry. One page per method under "
         "[Methods](../methods/index.md).\n\n" + "\n".join(table) + "\n"
     )
     return pages
+
+
+def _official_code_rows(method: str, presets: list[str]) -> list[str]:
+    """The rows of docs/methods/recipes.md's "what differs" tables about this method or its presets.
+
+    recipes.md is written by hand (the official files and lines were read by people); each method page repeats
+    the rows that name ``method=<name>`` or one of its presets, so a reader finds its official code and what
+    differs on the method's own page. Regenerate after editing recipes.md (the docs test says so).
+    """
+    recipes = DOCS / "methods" / "recipes.md"
+    if not recipes.is_file():
+        return []
+    names = [f"`{p}`" for p in presets] + [f"`method={method}`", f"`method={method} ", f"`{method}`"]
+    out: list[str] = []
+    header: list[str] = []
+    shown: list[str] | None = None
+    for line in recipes.read_text().splitlines():
+        if not line.startswith("|"):
+            header = []
+            continue
+        if not header:
+            header = [line]
+            continue
+        if line.startswith("|---"):
+            header.append(line)
+            continue
+        first = line.split(" | ", 1)[0]
+        if "differs" in header[0] and any(n in first for n in names):
+            if shown is not header:  # first row from this table: its header (and a blank line between tables)
+                out += ([""] if out else []) + header
+                shown = header
+            out.append(line)
+    if not out:
+        return []
+    return ["## Official code and what differs\n",
+            "From [Recipes as the official code ran them](recipes.md): the official files and lines as read, "
+            "the switches that follow them, and what still differs and why.\n", *out, ""]
 
 
 def option_page(group: str, title: str, intro: str, kinds: bool = False) -> str:

@@ -32,6 +32,8 @@ def test_generated_reference_pages_equal_what_the_registry_gives_now() -> None:
     reference = (REPO / "docs/reference/losses.md").read_text()
     assert all(f"[`{name}`]" in reference for name in docs_gen.catalog.options("loss"))
     assert "| `train.gradcache_chunk` | `int` | `0` |" in (REPO / "docs/reference/configuration.md").read_text()
+    diffcse = (REPO / "docs/methods/diffcse.md").read_text()  # its official code and what differs, from recipes.md
+    assert "## Official code and what differs" in diffcse and "| `diffcse_bert` (`method=diffcse`) | voidism/DiffCSE" in diffcse
 
 
 def test_a_changed_registry_makes_the_check_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
