@@ -131,6 +131,18 @@ def default_loss(method: str) -> str | None:
     return None
 
 
+def default_augmentation(method: str) -> str:
+    """The augmentation ``method=NAME`` brings when none is chosen: its YAML's
+    ``override /augmentation@_group_: NAME`` defaults entry, else the global default (``dropout``)."""
+    path = options("method").get(method)
+    for entry in read_yaml(path).get("defaults", []) if path is not None else []:
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if str(key).startswith("override /augmentation"):
+                    return str(value)
+    return "dropout"
+
+
 def method_rows() -> list[dict[str, str]]:
     """One row per method: name, groups and keys it uses, default loss, loss kinds, summary."""
     rows = []
@@ -141,12 +153,13 @@ def method_rows() -> list[dict[str, str]]:
         except (ImportError, AttributeError, ValueError) as err:
             rows.append({"method": name, "summary": f"cannot import {node.get('_target_')}: {err}"})
             continue
-        keys = [k for k in node if not str(k).startswith("_") and k != "name"]
+        keys = [k for k in node if not str(k).startswith("_") and k not in ("name", "defaults")]
         rows.append({
             "method": name,
             "uses": ", ".join(g for g in ("loss", "augmentation", "pooler") if g in cls.uses) or "-",
             "losses": f"{'/'.join(cls.loss_kinds)}: {', '.join(losses_of_kinds(cls.loss_kinds))}",
             "default_loss": default_loss(name) or "-",
+            "default_augmentation": default_augmentation(name) if "augmentation" in cls.uses else "-",
             "keys": ", ".join(f"method.{k}" for k in keys) or "-",
             "summary": getattr(cls, "summary", "") or summary_line(path),
         })
@@ -171,7 +184,7 @@ def listing() -> str:
     lines = ["METHODS  (every method also uses: dropout, batch_size, seed, model.*, data, train.*, eval.*)"]
     for row in method_rows():
         lines.append(f"  {row['method']}: {row['summary']}")
-        for field in ("uses", "default_loss", "losses", "keys"):
+        for field in ("uses", "default_loss", "default_augmentation", "losses", "keys"):
             if field in row:
                 lines.append(f"      {field.replace('_', ' ')}: {row[field]}")
     lines += eval_task_lines()

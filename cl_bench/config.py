@@ -479,7 +479,8 @@ def run_setting(cfg: DictConfig, cls: Any) -> Any:
         loss_inputs = frozenset(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
     dropout = cfg.model.get("dropout")
     return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
-                      None if dropout is None else float(dropout), loss_inputs)
+                      None if dropout is None else float(dropout), loss_inputs,
+                      pooler=str(cfg.pooler.name), mlp_only_train=bool(cfg.pooler.mlp_only_train))
 
 
 def inert_keys(cfg: DictConfig) -> dict[str, str]:
@@ -618,9 +619,8 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         check_target_node(cfg.method, "method", skip=("name",))
         try:
             cls.check_config(_values(cfg.method))
-            check_setting = getattr(cls, "check_setting", None)
-            if check_setting is not None:  # the method's needs of the run's other choices (SNCSE: a text augmentation)
-                check_setting(run_setting(cfg, cls))
+            # the method's needs of the run's other choices (SNCSE: a text augmentation; DiffCSE: its projector's pooler)
+            cls.check_setting(_values(cfg.method), run_setting(cfg, cls))
         except ValueError as err:
             raise ConfigError(str(err)) from err
         check_matryoshka(cfg)

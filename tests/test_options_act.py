@@ -340,6 +340,7 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=is_bert", "model.prompt=query: "], "model.prompt"),
         (["method=esimcse", "method.neg_size=0", "method.momentum=0.9"], "method.momentum"),
         (["method=diffcse", "method.lambda_weight=0", "method.mask_ratio=0.2"], "method.mask_ratio"),
+        (["method=diffcse", "method.generator=null", "pooler=avg", "method.projector=mlp"], "method.projector"),
     ],
 )
 def test_inert_key_overrides_are_rejected_naming_the_key(
@@ -606,3 +607,41 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
                 assert error is None, (method, loss, error)
             else:
                 assert error and error.startswith("method.guide: ") and "\n" not in error, (method, loss, error)
+
+
+def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
+    """DiffCSE: every pooler x ``method.projector`` x ``pooler.mlp_only_train``, both keys given: rejected before
+    any model loads with one line (the projector with a pooler other than cls, where it cannot act; the
+    BatchNorm projector kept at test, which a saved encoder cannot hold), or accepted and acting (one step
+    of a tiny model; the BatchNorm projector exactly where it was asked for)."""
+    from cl_bench.methods.diffcse import PROJECTORS, BatchNormProjector
+    from cl_bench.train import loop
+
+    base = _method_config("diffcse", data_dir, tiny_bert, corpus_files[0])
+    accepted = 0
+    for pooler, projector, mlp_only_train in itertools.product(POOLERS, PROJECTORS, (True, False)):
+        cfg = _with_option(base, "pooler", pooler)
+        with open_dict(cfg):
+            cfg.method.projector, cfg.pooler.mlp_only_train = projector, mlp_only_train
+        pooler_alone = _verdict(_with_option(base, "pooler", pooler), [f"pooler={pooler}"])
+        overrides = [f"pooler={pooler}", f"method.projector={projector}", f"pooler.mlp_only_train={mlp_only_train}"]
+        error = _verdict(cfg, overrides)
+        if pooler_alone is not None:
+            expected = pooler_alone
+        elif pooler != "cls":
+            expected = f"method.projector: has no effect on this run: only pooler=cls has DiffCSE's projector (pooler={pooler})"
+        elif projector == "batchnorm" and not mlp_only_train:
+            expected = ("pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only "
+                        "(official --mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp")
+        else:
+            expected = None
+        assert error == expected, (pooler, projector, mlp_only_train, error)
+        if expected is None:
+            accepted += 1
+            torch.manual_seed(0)
+            built = loop.build_method(cfg, torch.device("cpu"))
+            assert isinstance(built.projector, BatchNormProjector) == (projector == "batchnorm"), (projector, mlp_only_train)
+            built.train()
+            items = built.read_corpus(cfg.data.train_file)
+            assert torch.isfinite(built.training_step(next(iter(built.batches(items, 4, torch.Generator()))))["loss"])
+    assert accepted == 3  # pooler=cls: batchnorm + mlp_only_train, mlp either way

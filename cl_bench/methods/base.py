@@ -63,6 +63,7 @@ class RunSetting:
         loss_kind: the configured loss's kind (``cl_bench.losses.loss_kind``; None without a loss).
         dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
         loss_inputs: the keyword inputs the configured loss accepts (e.g. ``ignore``, GISTEmbed's mask).
+        pooler: the pooler group's ``name``; mlp_only_train: its ``mlp_only_train`` (DiffCSE's projector).
     """
 
     augmentation: type | None = None
@@ -70,6 +71,8 @@ class RunSetting:
     loss_kind: str | None = None
     dropout: float | None = None
     loss_inputs: frozenset[str] = frozenset()
+    pooler: str = ""  # ``pooler.name`` (a method that sets its own pooler may ignore it)
+    mlp_only_train: bool | None = None  # ``pooler.mlp_only_train``
 
     @property
     def augmentation_name(self) -> str:
@@ -205,6 +208,15 @@ class Method(nn.Module, abc.ABC):
         reason (e.g. the MLM probability when the MLM weight is 0, a text-view switch under
         ``augmentation=dropout``). Overriding one of them is rejected; they are left out of the params."""
         return {}
+
+    @classmethod
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
+        """Reject, before any model loads, method values that cannot work with the run's other choices
+        (``setting``): e.g. SNCSE without a text augmentation, DiffCSE's BatchNorm projector kept at test.
+
+        Raises:
+            ValueError: one line starting with the key or group to change.
+        """
 
     def __init__(self, context: MethodContext) -> None:
         super().__init__()

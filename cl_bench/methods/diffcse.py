@@ -117,11 +117,22 @@ class DiffCSE(Method):
             check_generator_reachable(str(values["generator"]))
 
     @classmethod
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
+        """The BatchNorm projector is training-only (the saved encoder cannot hold it): with ``pooler=cls`` it
+        needs ``pooler.mlp_only_train=true`` (checked here, before the model and the generator load)."""
+        if setting.pooler == "cls" and values.get("projector", "batchnorm") == "batchnorm" and setting.mlp_only_train is False:
+            raise ValueError("pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only "
+                             "(official --mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp")
+
+    @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        if float(values.get("lambda_weight", 0.005) or 0) != 0:
-            return {}
-        why = "method.lambda_weight is 0 (no ELECTRA term); set method.lambda_weight > 0"
-        return {"generator": why, "mask_ratio": why}
+        inert = {}
+        if setting.pooler and setting.pooler != "cls":  # embed() skips the projector on other poolers
+            inert["projector"] = f"only pooler=cls has DiffCSE's projector (pooler={setting.pooler})"
+        if float(values.get("lambda_weight", 0.005) or 0) == 0:
+            why = "method.lambda_weight is 0 (no ELECTRA term); set method.lambda_weight > 0"
+            inert.update({"generator": why, "mask_ratio": why})
+        return inert
 
     def __init__(
         self,

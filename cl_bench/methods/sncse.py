@@ -53,7 +53,7 @@ class SNCSE(PromptTemplateMethod):
         check_templates(values, ("template", "second_template"))
 
     @classmethod
-    def check_setting(cls, setting: RunSetting) -> None:
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
         """The augmentation makes the soft negatives, so it must rewrite text."""
         if setting.augmentation is None or not rewrites_text(setting.augmentation):
             raise ValueError(f"augmentation={setting.augmentation_name}: method=sncse makes its soft negatives with a "
