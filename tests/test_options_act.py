@@ -607,3 +607,11 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
                 assert error is None, (method, loss, error)
             else:
                 assert error and error.startswith("method.guide: ") and "\n" not in error, (method, loss, error)
+
+
+def test_a_shortcut_copy_set_directly_is_logged_with_the_value_that_acted(tiny_bert: Path, data_dir: Path) -> None:
+    """``train.batch_size=8`` (not the ``batch_size`` shortcut) trains with 8: the params say 8, not the shortcut's 64."""
+    params = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}", "train.batch_size=8",
+                                               "model.dropout=0.2"]))
+    assert params["batch_size"] == 8 and params["dropout"] == 0.2
+    assert "train.batch_size" not in params and "model.dropout" not in params
