@@ -109,10 +109,10 @@ def _coverage(kind: str) -> float:
         else:
             index = np.arange(SAMPLE)
             if kind == "unpaired":  # A's pairs and B's pairs resampled independently
-                def statistic(i: np.ndarray, j: np.ndarray) -> float:
+                def statistic(i: np.ndarray, j: np.ndarray, sa=sa, sb=sb, g=g) -> float:  # noqa: ANN001
                     return spearman100(sa[i], g[i]) - spearman100(sb[j], g[j])
             else:  # "gold apart": systems' pairs and gold scores resampled separately
-                def statistic(i: np.ndarray, j: np.ndarray) -> float:
+                def statistic(i: np.ndarray, j: np.ndarray, sa=sa, sb=sb, g=g) -> float:  # noqa: ANN001
                     return spearman100(sa[i], g[j]) - spearman100(sb[i], g[j])
             ci = bootstrap((index, index), statistic, paired=False, vectorized=False, n_resamples=RESAMPLES,
                            method="percentile", rng=np.random.default_rng(replicate)).confidence_interval
