@@ -27,6 +27,7 @@ from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
 from cl_bench.config import ConfigError, register_schemas, validate
 from cl_bench.rundir import RunDir
+from cl_bench.tracking.names import RUN_NAME_CHARS
 
 log = logging.getLogger("cl_bench")
 
@@ -257,26 +258,30 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
     if hydra_cfg.mode == RunMode.MULTIRUN:  # replicates share a point: the MLflow UI groups them by this tag
-        tags["point"] = run_name(cfg, hydra_cfg, exclude=("seed", "seeds")) if "seed" not in inert else None
+        tags["point"] = run_name(cfg, hydra_cfg, exclude=("seed", "seeds"), limit=None) if "seed" not in inert else None
     acting = {k: str(v) for k, v in tags.items() if v is not None and k not in inert}
     return {**acting, **{k: v for k, v in environment_tags(device).items() if v not in (None, "None")}}
 
 
-def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = ()) -> str:
+def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = (), limit: int | None = RUN_NAME_CHARS) -> str:
     """The MLflow run name: what tells this run apart from its neighbours in the runs table.
 
     A sweep child: the values of the keys the sweep varies (``dropout=0 tau=0.1``; the method first when
-    the sweep varies it); a single run: the method and its command-line overrides. Keys are shown by
-    their last part. ``exclude``: keys left out (``seed``: the name of the point a replicate belongs to).
+    the sweep varies it); a single run: the method and its command-line overrides less the housekeeping
+    ones (``train.num_threads``, ``eval.cache``: :data:`cl_bench.tracking.names.HOUSEKEEPING`). Keys are
+    shown by their last part, a config group by its choice (``+experiment/points=dropout_0.1`` ->
+    ``dropout_0.1``). ``exclude``: keys left out (``seed``: the name of the point a replicate belongs to).
+    Shortened to ``limit`` characters, the width MLflow's runs table shows (:func:`fit_run_name`).
     """
     from cl_bench.config import override_keys
     from cl_bench.rundir import SweepDir
+    from cl_bench.tracking.names import HOUSEKEEPING, fit_run_name
 
     head = str(cfg.method.get("name", "")) if cfg.mode == "train" else f"eval {Path(str(cfg.model.name_or_path)).name}"
     overrides = dict(
         (o.split("=", 1)[0].lstrip("+~"), o.split("=", 1)[1]) for o in hydra_cfg.overrides.task if "=" in o
     )
-    shown = list(overrides)
+    shown, varied = list(overrides), None
     if hydra_cfg.mode == RunMode.MULTIRUN:
         varied = SweepDir(hydra_cfg.sweep.dir).varied_keys()
         if varied is not None:
@@ -285,9 +290,11 @@ def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = ()) -> st
             shown = [k for k in shown if k in varied]
             head = head if "method" in varied else ""
     else:
-        shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")]
-    parts = [f"{k.split('.')[-1].split('/')[-1]}={overrides[k]}" for k in shown if k != "method" and k not in exclude]
-    return " ".join(p for p in [head, *parts] if p) or hydra_cfg.job.name
+        shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")
+                 and k not in HOUSEKEEPING and k.split(".")[0] not in HOUSEKEEPING]
+    parts = [(None, overrides[k].split("/")[-1]) if _is_group(k) else (k.split(".")[-1], overrides[k])
+             for k in shown if k != "method" and k not in exclude]
+    return fit_run_name(head, parts, limit, keys_named_elsewhere=varied is not None) or hydra_cfg.job.name
 
 
 def _parent_run_id(hydra_cfg: Any) -> str | None:

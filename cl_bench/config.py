@@ -703,6 +703,9 @@ def acting_params(cfg: DictConfig) -> dict[str, Any]:
     import pandas as pd
 
     flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=True), sep=".").iloc[0].to_dict()
+    for copy, shortcut in SHORTCUT_COPIES.items():  # the value that acted: `train.batch_size=8` given directly
+        if copy in flat and shortcut in flat:      # (not through the shortcut) is logged as batch_size 8
+            flat[shortcut] = flat[copy]
     inert = inert_keys(cfg)
     return {
         k: v for k, v in flat.items()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -92,6 +92,16 @@ def _figures(flat: _Flat, group: np.ndarray, gold: np.ndarray, systems: Sequence
     return out
 
 
+class BootstrapOptions(TypedDict, total=False):
+    """How :func:`paired_bootstrap` resamples (its keyword arguments; :func:`compare` passes them on)."""
+
+    n_resamples: int
+    confidence: float
+    method: str
+    seed: int
+    aggregation: str
+
+
 def paired_bootstrap(
     a: Sequence[PairScores],
     b: Sequence[PairScores],
@@ -157,15 +167,24 @@ def seed_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 
     NaNs when a side has fewer than two seeds.
     """
+    a_, b_, result = _welch_result(a, b)
+    if result is not None:
+        return float(result.statistic), float(result.pvalue)
+    if len(a_) < 2 or len(b_) < 2:
+        return math.nan, math.nan
+    # no seed variance at all: t is undefined
+    return (math.nan, 1.0) if a_[0] == b_[0] else (math.copysign(math.inf, a_[0] - b_[0]), 0.0)
+
+
+def _welch_result(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float], Any]:
+    """The two sides without NaNs and ``scipy.stats.ttest_ind(equal_var=False)`` on them (None where it is
+    undefined: fewer than two seeds a side, or no seed variance on either side)."""
     from scipy.stats import ttest_ind
 
     a_, b_ = [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)]
-    if len(a_) < 2 or len(b_) < 2:
-        return math.nan, math.nan
-    if np.ptp(a_) == 0 and np.ptp(b_) == 0:  # no seed variance at all: t is undefined
-        return (math.nan, 1.0) if a_[0] == b_[0] else (math.copysign(math.inf, a_[0] - b_[0]), 0.0)
-    result = ttest_ind(a_, b_, equal_var=False)
-    return float(result.statistic), float(result.pvalue)
+    if len(a_) < 2 or len(b_) < 2 or (np.ptp(a_) == 0 and np.ptp(b_) == 0):
+        return a_, b_, None
+    return a_, b_, ttest_ind(a_, b_, equal_var=False)
 
 
 def per_seed_figures(runs: Sequence[PairScores], tasks: Sequence[str], aggregation: str = "all") -> pd.DataFrame:
@@ -183,16 +202,18 @@ def compare(
     a: Sequence[PairScores],
     b: Sequence[PairScores],
     tasks: Sequence[str] | None = None,
-    n_resamples: int = 1000,
-    confidence: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
+    **options: Unpack[BootstrapOptions],
 ) -> pd.DataFrame:
     """:func:`paired_bootstrap`'s table plus, per row, Welch's test over seeds (``welch_t``, ``welch_p``;
-    NaN unless both sides have two seeds or more) and the seed counts ``n_a``, ``n_b``."""
-    table = paired_bootstrap(a, b, tasks, n_resamples, confidence, method, seed)
+    NaN unless both sides have two seeds or more) and the seed counts ``n_a``, ``n_b``.
+
+    ``options`` are :func:`paired_bootstrap`'s (its defaults); the per-seed figures Welch's test
+    compares use the same ``aggregation``.
+    """
+    table = paired_bootstrap(a, b, tasks, **options)
     names = [t for t in table["task"] if t != AVERAGE]
-    seeds_a, seeds_b = per_seed_figures(a, names), per_seed_figures(b, names)
+    aggregation = options.get("aggregation", "all")
+    seeds_a, seeds_b = per_seed_figures(a, names, aggregation), per_seed_figures(b, names, aggregation)
     tests = [seed_test(list(seeds_a[t]), list(seeds_b[t])) for t in table["task"]]
     return table.assign(n_a=len(a), n_b=len(b), welch_t=[t for t, _ in tests], welch_p=[p for _, p in tests])
 
@@ -218,12 +239,9 @@ METRIC_TASKS = {"best_stsb_dev": "stsb_dev", "stsb_dev": "stsb_dev", "sts_avg": 
 
 def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """Welch's test of mean(a) − mean(b) over seeds: (CI low, CI high, two-sided p); NaNs below two seeds a side."""
-    from scipy.stats import ttest_ind
-
-    a_, b_ = [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)]
-    if len(a_) < 2 or len(b_) < 2 or (np.ptp(a_) == 0 and np.ptp(b_) == 0):
+    a_, b_, result = _welch_result(a, b)
+    if result is None:
         return math.nan, math.nan, seed_test(a_, b_)[1]
-    result = ttest_ind(a_, b_, equal_var=False)
     ci = result.confidence_interval(confidence)
     return float(ci.low), float(ci.high), float(result.pvalue)
 

@@ -645,3 +645,11 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
             items = built.read_corpus(cfg.data.train_file)
             assert torch.isfinite(built.training_step(next(iter(built.batches(items, 4, torch.Generator()))))["loss"])
     assert accepted == 3  # pooler=cls: batchnorm + mlp_only_train, mlp either way
+
+
+def test_a_shortcut_copy_set_directly_is_logged_with_the_value_that_acted(tiny_bert: Path, data_dir: Path) -> None:
+    """``train.batch_size=8`` (not the ``batch_size`` shortcut) trains with 8: the params say 8, not the shortcut's 64."""
+    params = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}", "train.batch_size=8",
+                                               "model.dropout=0.2"]))
+    assert params["batch_size"] == 8 and params["dropout"] == 0.2
+    assert "train.batch_size" not in params and "model.dropout" not in params

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ from cl_bench.catalog import CONF_DIR
 from cl_bench.config import ConfigError, validate
 from cl_bench.seeds import expand_seeds
 
-ABLATIONS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("ablation_*.yaml"))
+#: every preset that launches a grid by itself (the ablation_* presets, augmentation_comparison, cpu_repro)
+ABLATIONS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")
+                   if p.stem.startswith("ablation_") or "mode: MULTIRUN" in p.read_text())
 
 
 def _extra(argv: list[str]) -> list[str]:
@@ -68,3 +71,18 @@ def test_rejected_where_it_cannot_act(data_dir: Path, tiny_bert: Path) -> None:
                             capture_output=True, text=True, env=cli_env(data_dir), timeout=300)
     assert result.returncode != 0
     assert "seeds: has no effect on this run" in result.stderr
+
+
+def test_the_grid_presets_are_found() -> None:
+    assert {"ablation_dropout", "ablation_sg_opt_loss", "augmentation_comparison", "cpu_repro"} <= set(ABLATIONS)
+
+
+@pytest.mark.parametrize("experiment", ABLATIONS)
+def test_every_ablation_preset_says_how_many_seeds_its_paper_used(experiment: str) -> None:
+    """A ``# Seeds:`` comment in the preset's header gives the paper's number of runs per point and the
+    ``seeds=N`` command for replicates."""
+    header = (CONF_DIR / "experiment" / f"{experiment}.yaml").read_text().split("\ndefaults:")[0]
+    assert "# Seeds:" in header, experiment
+    seeds = header.split("# Seeds:", 1)[1]
+    assert re.search(r"\b(one|\d+) runs?\b", seeds), (experiment, seeds[:200])
+    assert f"experiment={experiment} seeds=" in " ".join(seeds.replace("#", " ").split()), experiment

@@ -109,10 +109,10 @@ def _coverage(kind: str) -> float:
         else:
             index = np.arange(SAMPLE)
             if kind == "unpaired":  # A's pairs and B's pairs resampled independently
-                def statistic(i: np.ndarray, j: np.ndarray) -> float:
+                def statistic(i: np.ndarray, j: np.ndarray, sa=sa, sb=sb, g=g) -> float:  # noqa: ANN001
                     return spearman100(sa[i], g[i]) - spearman100(sb[j], g[j])
             else:  # "gold apart": systems' pairs and gold scores resampled separately
-                def statistic(i: np.ndarray, j: np.ndarray) -> float:
+                def statistic(i: np.ndarray, j: np.ndarray, sa=sa, sb=sb, g=g) -> float:  # noqa: ANN001
                     return spearman100(sa[i], g[j]) - spearman100(sb[i], g[j])
             ci = bootstrap((index, index), statistic, paired=False, vectorized=False, n_resamples=RESAMPLES,
                            method="percentile", rng=np.random.default_rng(replicate)).confidence_interval
@@ -180,8 +180,12 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("ablation_dropout")
-    children = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` != 'true'")
-    children = [r for r in children if r.data.tags.get("mlflow.parentRunId")]
+    # the children: a filter `tags.sweep.parent != 'true'` would return none (MLflow's tag filters drop the
+    # runs that lack the tag, and only the parent has it), so the parent's id tells them apart
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` = 'true'")
+    children = client.search_runs([experiment.experiment_id],
+                                  f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    assert len(children) == 6
     by_point: dict[str, list[str]] = {}
     for run in children:
         by_point.setdefault(run.data.tags["point"], []).append(run.data.params["seed"])
@@ -204,8 +208,9 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     assert table.loc["dropout=0", "p_ref"] == pytest.approx(ttest_ind(seeds["dropout=0"], seeds["dropout=0.1"],
                                                                       equal_var=False).pvalue)
     text = (tmp_path / "report" / "report.md").read_text()
+    # the paper comparison's setting line: the batch that trained (train.batch_size=8), not the shortcut's 64
+    assert "steps 2, batch 8;" in report.stdout
     assert "95% CI (t)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
-    (parent,) = client.search_runs([experiment.experiment_id], "tags.`sweep.parent` = 'true'")
     attached = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report.md", "sweep.csv", "runs.csv", "sweep.png"} <= attached
 
@@ -225,6 +230,15 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     assert printed.loc[0, "a"] == pytest.approx(json.loads((Path(run_a.data.tags["run_dir"]) / "results.json")
                                                            .read_text())["stsb"], abs=1e-9)
     assert f"{printed.loc[0, 'difference']:+.2f}" in compared.stdout
+    # a run against itself, by its MLflow id: exactly 0, CI [0, 0]
+    itself = subprocess.run(
+        [shutil.which("cl-bench-report"), "--compare", run_a.info.run_id, run_a.info.run_id, "--resamples", "50",
+         "--out", "cmp_self", "--tracking-uri", uri],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert itself.returncode == 0, itself.stderr[-3000:]
+    saved = pd.read_csv(tmp_path / "cmp_self" / "compare.csv")
+    assert (saved[["difference", "ci_low", "ci_high"]] == 0).all().all() and len(saved) == 2
     # point labels of the sweep: three seeds a side, so Welch's test too
     compared = subprocess.run(
         [shutil.which("cl-bench-report"), "--experiment", "ablation_dropout", "--compare", "dropout=0", "dropout=0.1",

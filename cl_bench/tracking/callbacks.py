@@ -61,7 +61,8 @@ class MLflowSweepCallback(Callback):
             overrides = " ".join(config.hydra.overrides.task)
             run = client.create_run(
                 experiment_id,
-                run_name=f"sweep: {' × '.join(varied) or sweep_dir.name}",
+                # keys by their last part, as the children's names show them (they fit the runs table)
+                run_name=f"sweep: {' × '.join(k.split('.')[-1].split('/')[-1] for k in varied) or sweep_dir.name}",
                 tags={"sweep": str(sweep_dir), "sweep.overrides": overrides[:5000], "sweep.parent": "true"},
             )
         except Exception as err:
