@@ -262,9 +262,8 @@ def fit_grid_sequential(
 
 
 # ------------------------------------------------------------------------------------------------
-# All models of a grid at once
+# All models at once
 # ------------------------------------------------------------------------------------------------
-@one_torch_thread()
 def fit_grid(
     x: np.ndarray,
     y: np.ndarray,
@@ -274,15 +273,22 @@ def fit_grid(
     config: ClassifierConfig,
     seed: int = SENTEVAL_SEED,
 ) -> GridResult:
-    """Train SentEval's model for every (split, L2) pair together; same models as
-    :func:`fit_grid_sequential` up to float rounding of the batched matmuls.
+    """Train SentEval's model for every (split, L2) pair in one batched program, on all of torch's
+    threads; the models of :func:`fit_grid_sequential` up to float rounding of the batched matmuls.
 
-    Models of one split see the same minibatches; all splits advance in lock-step through their
-    epochs (a split whose epoch has fewer minibatches skips the extra steps). Once every model of a
-    split has stopped, the split leaves the batch.
+    Every model keeps SentEval's own data order (its split's rows in the permutations a fresh
+    ``RandomState(seed)`` draws), its own optimiser state and its own stopping state; a stopped
+    model's parameters freeze while the others train on. The models of a split see the same
+    minibatches, so they share one gathered batch and one matmul (weights of split ``s``: the
+    column blocks of ``weight[s]``). All splits step through their epochs in lock-step; within an
+    epoch, split ``s`` takes its ``ceil(n_train / batch_size)`` minibatches with SentEval's
+    boundaries, so splits are kept in decreasing order of size and the splits still in their epoch
+    at a step are a prefix of the batch (views, no copies). The bias is the weight of a constant
+    feature 1 (SentEval's weight decay acts on it as on the weights). A split leaves the batch once
+    all its models have stopped.
 
     Args:
-        x: (N, D) float32 features.
+        x: (N, D) features (trained in float32, as SentEval).
         y: (N,) labels in ``0 .. n_classes - 1``.
         splits: the data splits (a split's models share data and data order).
         l2s: the L2 penalties tried on every split (R,), or per split (S, R).
@@ -291,115 +297,122 @@ def fit_grid(
         seed: SentEval's seed.
     """
     l2_table = np.broadcast_to(np.asarray(l2s, dtype=np.float64), (len(splits), np.shape(l2s)[-1]))
-    n_splits, n_l2, dim, batch = len(splits), l2_table.shape[1], x.shape[1], config.batch_size
+    n_l2, dim, batch, classes = l2_table.shape[1], x.shape[1], config.batch_size, n_classes
     resolved = [_resolve(split, seed) for split in splits]
+    n_train = np.array([len(train) for train, _, _ in resolved])
+    # splits in decreasing size: those with a j-th minibatch in an epoch are the first ones
+    by_size = np.argsort(-n_train, kind="stable")
+    resolved = [resolved[s] for s in by_size]
+    totals = [len(splits[s].train) for s in by_size]
+    n_train = n_train[by_size]
+    n_splits, width = len(splits), n_l2 * classes
     permutations = _Permutations(seed)
     features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    features = torch.cat([features, torch.ones(len(features), 1)], 1)  # (N, D + 1): the bias's feature
     labels = torch.from_numpy(np.asarray(y)).long()
-    init_weight, init_bias = initial_linear(dim, n_classes, seed)
-    # Model (s, r) is column block r of weight[s]: logits of a split's minibatch = one bmm.
-    weight = init_weight.T.repeat(n_splits, 1, n_l2).contiguous()  # (S, D, R*C)
-    bias = init_bias.repeat(n_splits, 1, n_l2).contiguous()  # (S, 1, R*C)
-    l2 = torch.tensor(l2_table, dtype=torch.float32).repeat_interleave(n_classes, dim=1)  # (S, R*C)
-    first_w, second_w = torch.zeros_like(weight), torch.zeros_like(weight)
-    first_b, second_b = torch.zeros_like(bias), torch.zeros_like(bias)
-    steps = np.zeros(n_splits, dtype=np.int64)
-    l2_w = l2.unsqueeze(1)  # (S, 1, R*C), broadcast over D
+    init_weight, init_bias = initial_linear(dim, classes, seed)
+    weight = torch.cat([init_weight.T, init_bias[None]]).repeat(n_splits, 1, n_l2)  # (S, D + 1, R*C)
+    decay = torch.tensor(l2_table[by_size], dtype=torch.float32).repeat_interleave(classes, 1)[:, None]  # (S, 1, R*C)
+    first, second = torch.zeros_like(weight), torch.zeros_like(weight)
+    best = weight.clone()  # every split's kept models; weight & co. hold the active splits only
     best_accuracy = np.full((n_splits, n_l2), -1.0)
-    best_weight = weight.clone()
-    best_bias = bias.clone()
     stopped = np.zeros((n_splits, n_l2), dtype=bool)
     non_improvements = np.zeros((n_splits, n_l2), dtype=np.int64)
-    n_train = np.array([len(train) for train, _, _ in resolved])
-    valid_rows = [torch.from_numpy(valid).long() for _, valid, _ in resolved]
+    steps = np.zeros(n_splits, dtype=np.int64)
     active = np.arange(n_splits)
     epoch = 0
     while epoch <= config.max_epoch and len(active):
+        # per-model step factor: 0 freezes a stopped model
+        running = torch.from_numpy(~stopped[active]).float().repeat_interleave(classes, 1)[:, None]
         for index in range(epoch, epoch + config.epoch_size):
-            # Each active split's rows in this epoch's order, padded to whole minibatches.
-            n_batches = -(-n_train[active] // batch)
-            width = int(n_batches.max()) * batch
-            rows = np.zeros((len(active), width), dtype=np.int64)
-            weights = np.zeros((len(active), width), dtype=np.float32)
-            for a, s in enumerate(active):
-                train, _, holdout = resolved[s]
-                order = permutations.epoch(len(splits[s].train), holdout, n_train[s], index)
-                rows[a, : n_train[s]] = train[order]
-                # mean cross-entropy over each minibatch (the last one may be short)
-                sizes = np.minimum(batch, n_train[s] - np.arange(0, n_train[s], batch))
-                weights[a, : n_train[s]] = np.repeat(1.0 / sizes, sizes)
-            rows_t, weights_t = torch.from_numpy(rows), torch.from_numpy(weights)
-            # one-hot labels scaled by the minibatch weights (zero on padding)
-            targets = torch.zeros(len(active), width, n_classes)
-            targets.scatter_(2, labels[rows_t].unsqueeze(2), weights_t.unsqueeze(2))
-            act = torch.from_numpy(active)
-            w, b = weight[act], bias[act]
-            fw, sw, fb, sb = first_w[act], second_w[act], first_b[act], second_b[act]
-            lw = l2_w[act]
-            for j in range(int(n_batches.max())):
-                live = np.flatnonzero(n_batches > j)
-                every = len(live) == len(active)
-                sel = slice(None) if every else torch.from_numpy(live)
-                idx = rows_t[sel, j * batch : (j + 1) * batch]
-                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim)  # (A, B, D)
-                logits = torch.baddbmm(b[sel], xb, w[sel]).view(*idx.shape, n_l2, n_classes)
-                # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size
-                logits = (logits - logits.amax(-1, keepdim=True)).exp_()
-                probs = logits.div_(logits.sum(-1, keepdim=True))
+            rows, scale, targets, n_batches = _epoch_batches(
+                [resolved[s] for s in active], [totals[s] for s in active], permutations, index, labels, classes, config
+            )
+            live = (n_batches[None, :] > np.arange(n_batches[0])[:, None]).sum(1)  # splits stepping at j
+            for j, n_live in enumerate(live):
+                w, f, q = weight[:n_live], first[:n_live], second[:n_live]
                 cols = slice(j * batch, (j + 1) * batch)
-                delta = probs.mul_(weights_t[sel, cols, None, None]).sub_(targets[sel, cols, None]).view(*idx.shape, -1)
-                grad_w = torch.bmm(xb.transpose(1, 2), delta)  # (A, D, R*C)
-                grad_b = delta.sum(1, keepdim=True)
-                steps[active[live]] += 1
-                step = steps[active[live]]
-                for param, grad, first, second, decay in (
-                    (w, grad_w, fw, sw, lw),
-                    (b, grad_b, fb, sb, lw),
-                ):
-                    p, f, q = (param, first, second) if every else (param[sel], first[sel], second[sel])
-                    g = grad + decay[sel] * p
-                    if config.optim == "adam":  # torch.optim.Adam's single-tensor step
-                        f.lerp_(g, 1 - 0.9)
-                        q.mul_(0.999).addcmul_(g, g, value=1 - 0.999)
-                        neg_step_size = torch.from_numpy(-1e-3 / (1 - 0.9**step)).float().view(-1, 1, 1)
-                        correction = torch.from_numpy((1 - 0.999**step) ** 0.5).float().view(-1, 1, 1)
-                        # addcdiv_(f, denom, value=-step_size) with a step size per model
-                        p.add_(neg_step_size * f / (q.sqrt() / correction).add_(1e-8))
-                    else:  # torch.optim.RMSprop's (alpha 0.99, lr 1e-2, no momentum)
-                        q.mul_(0.99).addcmul_(g, g, value=1 - 0.99)
-                        p.addcdiv_(g, q.sqrt().add_(1e-8), value=-1e-2)
-                    if not every:
-                        param[sel], first[sel], second[sel] = p, f, q
-            weight[act], bias[act] = w, b
-            first_w[act], second_w[act], first_b[act], second_b[act] = fw, sw, fb, sb
+                idx = rows[:n_live, cols]
+                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim + 1)  # (L, B, D + 1)
+                logits = torch.bmm(xb, w).view(*idx.shape, n_l2, classes)
+                # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size (0 on padding)
+                delta = torch.softmax(logits, -1).mul_(scale[:n_live, cols, None, None])
+                delta = delta.sub_(targets[:n_live, cols, None]).view(*idx.shape, width)
+                grad = torch.bmm(xb.transpose(1, 2), delta).add_(decay[:n_live] * w)  # (L, D + 1, R*C)
+                steps[active[:n_live]] += 1
+                if config.optim == "adam":  # torch.optim.Adam's single-tensor step, one step count per split
+                    step = steps[active[:n_live]]
+                    f.lerp_(grad, 1 - 0.9)
+                    q.mul_(0.999).addcmul_(grad, grad, value=1 - 0.999)
+                    step_size = torch.from_numpy(-1e-3 / (1 - 0.9**step)).float()[:, None, None] * running[:n_live]
+                    correction = torch.from_numpy((1 - 0.999**step) ** 0.5).float()[:, None, None]
+                    w.addcdiv_(step_size * f, (q.sqrt() / correction).add_(1e-8))
+                else:  # torch.optim.RMSprop's (alpha 0.99, lr 1e-2, no momentum)
+                    q.mul_(0.99).addcmul_(grad, grad, value=1 - 0.99)
+                    w.addcdiv_(grad * (-1e-2 * running[:n_live]), q.sqrt().add_(1e-8))
         epoch += config.epoch_size
-        still = []
-        for s in active:
-            with torch.no_grad():
-                logits = features[valid_rows[s]] @ weight[s] + bias[s]
-            predicted = logits.view(-1, n_l2, n_classes).argmax(-1)
-            correct = (predicted == labels[valid_rows[s], None]).sum(0).numpy()
-            accuracy = correct / len(valid_rows[s])
-            for r in range(n_l2):
-                if stopped[s, r]:
-                    continue
-                if accuracy[r] > best_accuracy[s, r]:
-                    best_accuracy[s, r] = accuracy[r]
-                    cols = slice(r * n_classes, (r + 1) * n_classes)
-                    best_weight[s, :, cols] = weight[s, :, cols]
-                    best_bias[s, :, cols] = bias[s, :, cols]
-                elif non_improvements[s, r] >= config.tenacity:
-                    stopped[s, r] = True
-                else:
-                    non_improvements[s, r] += 1
-            if not stopped[s].all():
-                still.append(s)
-        active = np.array(still, dtype=np.int64)
+        accuracy = np.stack([_valid_accuracy(features, labels, resolved[s][1], weight[a], classes)
+                             for a, s in enumerate(active)])
+        going = ~stopped[active]
+        improved = going & (accuracy > best_accuracy[active])
+        give_up = going & ~improved & (non_improvements[active] >= config.tenacity)
+        best_accuracy[active] = np.where(improved, accuracy, best_accuracy[active])
+        non_improvements[active] += going & ~improved & ~give_up
+        stopped[active] |= give_up
+        keep_cols = torch.from_numpy(improved).repeat_interleave(classes, 1)[:, None]
+        best[active] = torch.where(keep_cols, weight, best[active])
+        still = ~stopped[active].all(1)
+        if not still.all():  # splits whose models have all stopped leave the batch
+            kept = torch.from_numpy(np.flatnonzero(still))
+            weight, first, second, decay = weight[kept], first[kept], second[kept], decay[kept]
+            active = active[still]
+    back = np.argsort(by_size)
+    best = best[torch.from_numpy(back)].view(n_splits, dim + 1, n_l2, classes)
     return GridResult(
-        best_accuracy,
-        best_weight.view(n_splits, dim, n_l2, n_classes).permute(0, 2, 3, 1).numpy().copy(),
-        best_bias.view(n_splits, n_l2, n_classes).numpy().copy(),
+        best_accuracy[back],
+        best[:, :dim].permute(0, 2, 3, 1).numpy().copy(),
+        best[:, dim].numpy().copy(),
     )
+
+
+def _epoch_batches(
+    resolved: Sequence[tuple[np.ndarray, np.ndarray, bool]],
+    totals: Sequence[int],
+    permutations: _Permutations,
+    index: int,
+    labels: torch.Tensor,
+    n_classes: int,
+    config: ClassifierConfig,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
+    """Each split's training rows in its ``index``-th epoch's order, padded to whole minibatches.
+
+    Returns:
+        rows (A, W), the mean cross-entropy's weight of each row (1 / its minibatch's size, 0 on
+        padding) (A, W), the one-hot labels times that weight (A, W, C), and minibatches per split.
+    """
+    batch = config.batch_size
+    n_train = np.array([len(train) for train, _, _ in resolved])
+    n_batches = -(-n_train // batch)
+    width = int(n_batches.max()) * batch
+    rows = np.zeros((len(resolved), width), dtype=np.int64)
+    scale = np.zeros((len(resolved), width), dtype=np.float32)
+    for a, ((train, _, holdout), total) in enumerate(zip(resolved, totals, strict=True)):
+        n = len(train)
+        rows[a, :n] = train[permutations.epoch(total, holdout, n, index)]
+        sizes = np.minimum(batch, n - np.arange(0, n, batch))  # SentEval's minibatches: the last may be short
+        scale[a, :n] = np.repeat(1.0 / sizes, sizes)
+    rows_t, scale_t = torch.from_numpy(rows), torch.from_numpy(scale)
+    targets = torch.zeros(*rows.shape, n_classes).scatter_(2, labels[rows_t].unsqueeze(2), scale_t.unsqueeze(2))
+    return rows_t, scale_t, targets, n_batches
+
+
+def _valid_accuracy(
+    features: torch.Tensor, labels: torch.Tensor, rows: np.ndarray, weight: torch.Tensor, n_classes: int
+) -> np.ndarray:
+    """Validation accuracy (a fraction) of each model of one split: ``weight`` (D + 1, R*C)."""
+    rows_t = torch.from_numpy(rows).long()
+    predicted = (features[rows_t] @ weight).view(len(rows), -1, n_classes).argmax(-1)
+    return (predicted == labels[rows_t, None]).sum(0).numpy() / len(rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -428,8 +441,37 @@ def stratified_folds(y: np.ndarray, kfold: int, seed: int) -> list[tuple[np.ndar
     return list(splitter.split(np.zeros(len(y)), y))
 
 
-def _trainer(batched: bool) -> Callable[..., GridResult]:
-    return fit_grid if batched else fit_grid_sequential
+def _scan_and_refit(
+    x: np.ndarray,
+    y: np.ndarray,
+    scan: Sequence[DataSplit],
+    refits: Sequence[DataSplit],
+    choose: Callable[[np.ndarray], list[int]],
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int,
+    batched: bool,
+) -> tuple[np.ndarray, list[int], Callable[[int, np.ndarray], np.ndarray]]:
+    """A protocol's models: every penalty of :data:`L2_GRID` on the ``scan`` splits, then on each
+    ``refits`` split the penalty ``choose`` picks from the scan's accuracies.
+
+    Batched, the refits are trained for every penalty in the same program as the scan (the models
+    are independent, so a refit's penalty need not be known when it starts) and the chosen ones are
+    kept: one program per task. One at a time, only the chosen refits are trained, after the scan.
+
+    Returns:
+        The scan's (S, R) accuracies, the chosen penalty index per refit, and ``predict(refit, x)``.
+    """
+    if batched:
+        grid = fit_grid(x, y, [*scan, *refits], L2_GRID, n_classes, config, seed)
+        accuracy = grid.accuracy[: len(scan)]
+        chosen = choose(accuracy)
+        return accuracy, chosen, lambda refit, features: grid.predict(len(scan) + refit, chosen[refit], features)
+    grid = fit_grid_sequential(x, y, scan, L2_GRID, n_classes, config, seed)
+    chosen = choose(grid.accuracy)
+    penalties = np.array(L2_GRID)[chosen][:, None]
+    final = fit_grid_sequential(x, y, refits, penalties, n_classes, config, seed)
+    return grid.accuracy, chosen, lambda refit, features: final.predict(refit, 0, features)
 
 
 def _grid_scores(accuracy: np.ndarray) -> list[float]:
@@ -453,23 +495,21 @@ def senteval_inner_kfold(
     inner folds pick the penalty; a model with that penalty, early-stopped on a 5% hold-out of the
     training part, is scored on the outer test fold. Both fold loops use ``random_state=1111``
     whatever the seed, as SentEval does."""
-    train = _trainer(batched)
     outer = stratified_folds(y, config.kfold, SENTEVAL_SEED)
-    splits = [
+    scan = [
         DataSplit(train_idx[inner_train], train_idx[inner_test])
         for train_idx, _ in outer
         for inner_train, inner_test in stratified_folds(y[train_idx], config.kfold, SENTEVAL_SEED)
     ]
-    scan = train(x, y, splits, L2_GRID, n_classes, config, seed)
-    dev_scores, chosen = [], []
-    for fold in range(len(outer)):
-        scores = _grid_scores(scan.accuracy[fold * config.kfold : (fold + 1) * config.kfold])
-        dev_scores.append(np.max(scores))
-        chosen.append(L2_GRID[int(np.argmax(scores))])
-    final = train(x, y, [DataSplit(train_idx) for train_idx, _ in outer], np.array(chosen)[:, None], n_classes, config, seed)
-    test_scores = [
-        _accuracy100(final.predict(fold, 0, x[test_idx]), y[test_idx]) for fold, (_, test_idx) in enumerate(outer)
-    ]
+    per_fold = [slice(fold * config.kfold, (fold + 1) * config.kfold) for fold in range(len(outer))]
+    accuracy, best, predict = _scan_and_refit(
+        x, y, scan, [DataSplit(train_idx) for train_idx, _ in outer],
+        lambda scanned: [int(np.argmax(_grid_scores(scanned[rows]))) for rows in per_fold],
+        n_classes, config, seed, batched,
+    )
+    dev_scores = [np.max(_grid_scores(accuracy[rows])) for rows in per_fold]
+    chosen = [L2_GRID[index] for index in best]
+    test_scores = [_accuracy100(predict(fold, x[test_idx]), y[test_idx]) for fold, (_, test_idx) in enumerate(outer)]
     return ProbeResult(round(np.mean(dev_scores), 2), round(np.mean(test_scores), 2), tuple(chosen))
 
 
@@ -485,13 +525,13 @@ def senteval_kfold(
 ) -> ProbeResult:
     """SentEval's ``KFoldClassifier`` (TREC, MRPC): k folds of train pick the penalty; a model with
     it, early-stopped on a 5% hold-out of train, is scored on test."""
-    train = _trainer(batched)
     folds = stratified_folds(y_train, config.kfold, seed)
-    scan = train(x_train, y_train, [DataSplit(a, b) for a, b in folds], L2_GRID, n_classes, config, seed)
-    scores = _grid_scores(scan.accuracy)
-    best = int(np.argmax(scores))
-    final = train(x_train, y_train, [DataSplit(np.arange(len(y_train)))], [L2_GRID[best]], n_classes, config, seed)
-    predictions = final.predict(0, 0, x_test)
+    accuracy, (best,), predict = _scan_and_refit(
+        x_train, y_train, [DataSplit(a, b) for a, b in folds], [DataSplit(np.arange(len(y_train)))],
+        lambda scanned: [int(np.argmax(_grid_scores(scanned)))], n_classes, config, seed, batched,
+    )
+    scores = _grid_scores(accuracy)
+    predictions = predict(0, x_test)
     return ProbeResult(np.max(scores), _accuracy100(predictions, y_test), (L2_GRID[best],), predictions)
 
 
@@ -515,7 +555,7 @@ def senteval_split(
     x = np.concatenate([x_train, x_dev])
     y = np.concatenate([y_train, y_dev])
     split = DataSplit(np.arange(len(y_train)), np.arange(len(y_train), len(y)))
-    scan = _trainer(batched)(x, y, [split], L2_GRID, n_classes, config, seed)
+    scan = (fit_grid if batched else fit_grid_sequential)(x, y, [split], L2_GRID, n_classes, config, seed)
     scores = [round(100 * float(accuracy), 2) for accuracy in scan.accuracy[0]]
     best = int(np.argmax(scores))
     predictions = scan.predict(0, best, x_test)

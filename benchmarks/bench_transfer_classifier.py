@@ -1,0 +1,155 @@
+"""SentEval's transfer classifier on the real transfer data: the previous trainer (one batched program
+per protocol stage, each data split's models in lock-step, one torch thread) against cl-bench's
+(every model of a task, the refits included, in one batched program on all of torch's threads),
+in the same run, per task, with their ratio and the largest |difference| between their figures.
+
+The features are computed once and cached in a file (``--cache``): ``--features static`` (default)
+is the mean of all-MiniLM-L6-v2's input word embeddings (384 dims, seconds to compute: a cheap
+encoder whose classifiers behave like those of a real one), ``--features encoder`` is the model
+itself with ``--pooler`` (the suite's real features; minutes on a CPU).
+
+Usage::
+
+    python benchmarks/bench_transfer_classifier.py --data ../shared/data --configs full fast \\
+        --threads 2 [--tasks mr trec] [--features static|encoder] [--reference]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import encoder_parser, load_encoder, print_machine
+from _grid_per_split import fit_grid_per_split
+
+import cl_bench.eval.senteval_classifier as senteval_classifier
+from cl_bench.eval import groups
+from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.registry import task_sentences
+from cl_bench.eval.tasks import TRANSFER_CONFIGS
+from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
+
+
+class StaticEncoder:
+    """Mean of a BERT checkpoint's input word embeddings over a sentence's word pieces ([CLS]/[SEP] excluded)."""
+
+    def __init__(self, model: str) -> None:
+        from safetensors.torch import load_file
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        weights = load_file(str(Path(model) / "model.safetensors"))
+        name = next(key for key in weights if key.endswith("word_embeddings.weight"))
+        self.table = weights[name].float()
+
+    def encode(self, sentences: Sequence[str], batch_size: int) -> np.ndarray:
+        """(N, H) float32 mean word-piece embeddings."""
+        out = np.zeros((len(sentences), self.table.shape[1]), dtype=np.float32)
+        for start in range(0, len(sentences), 4096):
+            ids = self.tokenizer(list(sentences[start : start + 4096]), add_special_tokens=False)["input_ids"]
+            for row, pieces in enumerate(ids):
+                if pieces:
+                    out[start + row] = self.table[pieces].mean(0).numpy()
+        return out
+
+
+class CachedEncoder:
+    """Serve ``encode`` from a ``.npz`` file keyed by the sentences' hash; fill it on a miss."""
+
+    def __init__(self, encoder_factory: object, path: Path) -> None:
+        self.factory, self.path = encoder_factory, path
+
+    def encode(self, sentences: Sequence[str], batch_size: int) -> np.ndarray:
+        """The cached vectors of exactly these sentences, else the encoder's (then cached)."""
+        key = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
+        if self.path.exists():
+            cached = np.load(self.path)
+            if str(cached["key"]) == key:
+                return cached["vectors"]
+        vectors = np.asarray(self.factory().encode(sentences, batch_size=batch_size), dtype=np.float32)
+        np.savez(self.path, key=key, vectors=vectors)
+        return vectors
+
+
+@contextlib.contextmanager
+def previous_trainer() -> Iterator[None]:
+    """Make ``batched=False`` run the previous trainer: the two-stage protocol (scan, then the
+    chosen penalties' refits) with ``fit_grid_per_split`` in place of the one-at-a-time reference,
+    which is exactly how the protocols ran before."""
+    reference = senteval_classifier.fit_grid_sequential
+    senteval_classifier.fit_grid_sequential = fit_grid_per_split
+    try:
+        yield
+    finally:
+        senteval_classifier.fit_grid_sequential = reference
+
+
+def _timed(run: dict, *args: object, **kwargs: object) -> tuple[dict[str, float], float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    scores = run_transfer_task(*args, **kwargs)
+    return scores, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = encoder_parser(__doc__)
+    parser.add_argument("--configs", nargs="+", choices=sorted(TRANSFER_CONFIGS), default=["full"])
+    parser.add_argument("--tasks", nargs="+", default=list(groups()["transfer"]), choices=groups()["transfer"])
+    parser.add_argument("--features", choices=["static", "encoder"], default="static")
+    parser.add_argument("--cache", type=Path, default=None, help="features file (default: /tmp/...)")
+    parser.add_argument("--reference", action="store_true", help="also run the one-at-a-time reference (slow)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print_machine()
+    data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
+    sentences = [text for parts in data.values() for text in task_sentences(parts)]
+    cache = args.cache or Path(f"/tmp/cl_bench_transfer_{args.features}_{'_'.join(args.tasks)}.npz")
+    factory = (lambda: StaticEncoder(args.model)) if args.features == "static" else (lambda: load_encoder(args))
+    table = EmbeddingTable(CachedEncoder(factory, cache), sentences, args.batch_size)
+    torch.set_num_threads(args.threads)
+    print(f"features: {args.features}, {len(table)} distinct sentences x {table.width} ({cache}, {table.seconds:.1f} s)")
+
+    runs: dict[str, tuple[bool, contextlib.AbstractContextManager]] = {
+        "previous": (False, previous_trainer()),
+        "all-models": (True, contextlib.nullcontext()),
+    }
+    if args.reference:
+        runs["one-at-a-time"] = (False, contextlib.nullcontext())
+    totals = {name: [0.0, 0.0] for name in runs}
+    largest = 0.0
+    for config in args.configs:
+        for task, parts in data.items():
+            figures = {}
+            for name, (batched, context) in runs.items():
+                with context if name != "previous" else previous_trainer():
+                    scores, wall, cpu = _timed({}, task, parts, table, config, batched=batched)
+                figures[name] = scores
+                totals[name][0] += wall
+                totals[name][1] += cpu
+                shown = "  ".join(f"{key} {value:6.2f}" for key, value in scores.items())
+                print(f"{config:4s} {task:5s} {name:13s} {shown:50s} {wall:7.1f} s wall {cpu:7.1f} s CPU  "
+                      f"load {_load()}", flush=True)
+            for name in runs:
+                if name != "all-models":
+                    difference = max(abs(figures[name][k] - figures["all-models"][k]) for k in figures[name])
+                    largest = max(largest, difference)
+    for name, (wall, cpu) in totals.items():
+        print(f"classifiers {name:13s}: {wall:8.1f} s wall {cpu:8.1f} s CPU")
+    wall_ratio = totals["previous"][0] / totals["all-models"][0]
+    cpu_ratio = totals["previous"][1] / totals["all-models"][1]
+    print(f"previous / all-models: {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x CPU; "
+          f"largest |difference| of a figure {largest:.2f}; torch threads {torch.get_num_threads()}; "
+          f"load average at end {_load()}")
+
+
+if __name__ == "__main__":
+    main()
