@@ -55,15 +55,18 @@ def print_machine() -> None:
 SHAPES: tuple[tuple[int, int, int], ...] = ((4096, 384, 384), (4096, 384, 1536), (4096, 1536, 384))
 
 
-def gflops(function: Callable[[], object], flops: float, repeats: int, inner: int = 10) -> float:
-    """Best GFLOP/s over ``repeats`` timings of ``inner`` calls (after one warm-up call)."""
+def gflops(function: Callable[[], object], flops: float, repeats: int, inner: int = 10,
+           clock: Callable[[], float] = time.perf_counter) -> float:
+    """Best GFLOP/s over ``repeats`` timings of ``inner`` calls (after one warm-up call); ``clock``
+    ``time.process_time`` gives GFLOP per CPU-second (all threads), which time-slicing on a shared
+    machine does not lower."""
     function()
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(inner):
             function()
-        best = min(best, (time.perf_counter() - start) / inner)
+        best = min(best, (clock() - start) / inner)
     return flops / best / 1e9
 
 
@@ -88,9 +91,12 @@ def onnx_matmul(b: np.ndarray, threads: int) -> Callable[[np.ndarray], list]:
     return lambda x: session.run(None, {"x": x})
 
 
-def fp32_gemm_peaks(threads: int, repeats: int = 3) -> dict[str, float]:
-    """Best fp32 GFLOP/s over :data:`SHAPES` of torch, NumPy's BLAS and ONNX Runtime (MLAS), on ``threads``
-    threads: the rate an encoder's matrix products can reach on this machine, measured in the same run."""
+def fp32_gemm_peaks(threads: int, repeats: int = 3, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Best fp32 GFLOP/s over :data:`SHAPES` of torch, NumPy's BLAS and ONNX Runtime (MLAS), each on
+    ``threads`` threads: the rate an encoder's matrix products can reach on this machine, measured in the
+    same run (``clock``: as :func:`gflops`)."""
+    from threadpoolctl import threadpool_limits
+
     from cl_bench.models.inference import onnxruntime_available
 
     torch.set_num_threads(threads)
@@ -101,11 +107,12 @@ def fp32_gemm_peaks(threads: int, repeats: int = 3) -> dict[str, float]:
         a, b = torch.randn(m, k), torch.randn(k, n)
         a_np, b_np = a.numpy(), b.numpy()
         flops = 2.0 * m * k * n
-        peaks["torch"] = max(peaks["torch"], gflops(lambda a=a, b=b: a @ b, flops, repeats, inner=5))
-        peaks["numpy"] = max(peaks["numpy"], gflops(lambda a=a_np, b=b_np: a @ b, flops, repeats, inner=5))
+        peaks["torch"] = max(peaks["torch"], gflops(lambda a=a, b=b: a @ b, flops, repeats, 5, clock))
+        with threadpool_limits(threads):  # NumPy's BLAS would use every core
+            peaks["numpy"] = max(peaks["numpy"], gflops(lambda a=a_np, b=b_np: a @ b, flops, repeats, 5, clock))
         if "onnxruntime" in peaks:
             run = onnx_matmul(b_np, threads)
-            peaks["onnxruntime"] = max(peaks["onnxruntime"], gflops(lambda run=run, a=a_np: run(a), flops, repeats, inner=5))
+            peaks["onnxruntime"] = max(peaks["onnxruntime"], gflops(lambda run=run, a=a_np: run(a), flops, repeats, 5, clock))
     return peaks
 
 
@@ -150,10 +157,26 @@ class BatchShapes:
         return sum(rows * length for rows, length in self.batches)
 
 
-def rate_line(seconds: float, flops: float, peak: float) -> str:
+def rate_line(seconds: float, flops: float, peak: float, unit: str = "GFLOP/s") -> str:
     """``12.3 GFLOP/s = 45% of the 27.1 GFLOP/s fp32 GEMM peak``."""
     rate = flops / seconds / 1e9
-    return f"{rate:6.1f} GFLOP/s = {100 * rate / peak:3.0f}% of the {peak:.1f} GFLOP/s fp32 GEMM peak"
+    return f"{rate:6.1f} {unit} = {100 * rate / peak:3.0f}% of the {peak:.1f} {unit} fp32 GEMM peak"
+
+
+def rates(wall: float, cpu: float, flops: float, peaks: tuple[dict[str, float], dict[str, float]]) -> str:
+    """The achieved rate against the fastest GEMM rate, per wall second and per CPU-second (all threads:
+    the robust figure on a shared machine, where a process gets only part of the cores' time)."""
+    return (f"{rate_line(wall, flops, max(peaks[0].values()))}; "
+            f"{rate_line(cpu, flops, max(peaks[1].values()), 'GFLOP/CPU-s')}")
+
+
+def measure_peaks(threads: int) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`fp32_gemm_peaks` per wall second and per CPU-second, printed."""
+    peaks = fp32_gemm_peaks(threads), fp32_gemm_peaks(threads, clock=time.process_time)
+    for label, values in zip(("GFLOP/s", "GFLOP/CPU-s"), peaks, strict=True):
+        print(f"fp32 GEMM peak ({threads} threads, bench_gemm.py shapes), {label}: "
+              + ", ".join(f"{lib} {rate:.1f}" for lib, rate in values.items()), flush=True)
+    return peaks
 
 
 #: torch operator -> where its time goes (self CPU time; anything unlisted is "other tensor ops")
@@ -163,6 +186,8 @@ OP_CATEGORIES: dict[str, str] = {
     "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
     "aten::_scaled_dot_product_attention_math": "attention",
     "aten::native_layer_norm": "layer norm", "aten::gelu": "GELU",
+    # memory-bound: the heads' transpose made contiguous before the output projection, and the residual adds
+    "aten::copy_": "copies (contiguous, dtype)", "aten::add": "residual adds",
 }
 
 
@@ -190,7 +215,7 @@ def profile_encoding(encoder: SentenceEncoder, sentences: list[str], batch_size:
     for event in prof.key_averages():
         category = OP_CATEGORIES.get(event.key)
         if category is None and event.key.startswith("aten::") and event.self_cpu_time_total > 0:
-            category = "other tensor ops (add, copy, view, embedding...)"
+            category = "other tensor ops (embedding, masks, views, pooling)"
         if category is not None:
             parts[category] = parts.get(category, 0.0) + event.self_cpu_time_total / 1e6
     parts["Python and framework (the rest)"] = wall - sum(parts.values())

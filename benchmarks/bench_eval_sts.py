@@ -40,10 +40,10 @@ from _common import (
     BatchShapes,
     encoder_flops,
     encoder_parser,
-    fp32_gemm_peaks,
     load_encoder,
+    measure_peaks,
     profile_encoding,
-    rate_line,
+    rates,
 )
 
 from cl_bench.eval import evaluate, groups
@@ -159,10 +159,7 @@ def main() -> None:
     encoder = load_encoder(args)
     data_dir = Path(args.data)
     print(cpu_description(), flush=True)
-    peaks = fp32_gemm_peaks(args.threads)  # the bench_gemm.py shapes, in this run, on these threads
-    peak = max(peaks.values())
-    print(f"fp32 GEMM peak ({args.threads} threads, bench_gemm.py shapes): "
-          + ", ".join(f"{lib} {rate:.1f}" for lib, rate in peaks.items()) + " GFLOP/s", flush=True)
+    peaks = measure_peaks(args.threads)  # the bench_gemm.py shapes, in this run, on these threads
     for task in tasks:  # parse once up front so no timing includes file reading
         load_sts_task(data_dir, task, ("dev", "test"))
     columns = sts_columns(encoder)
@@ -183,7 +180,7 @@ def main() -> None:
             anisotropy=False, backend=backend, precision=precision, cache=False,
         )
         flops[name] = encoder_flops(encoder.backbone.config, shapes.batches)
-        print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU; {rate_line(rows[name][1], flops[name], peak)}"
+        print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU; {rates(*rows[name][1:], flops[name], peaks)}"
               f" ({shapes.padded_tokens()} padded tokens, {shapes.real_tokens} real)", flush=True)
         if name == "torch fp32":
             ours_tokens, counter.tokens = counter.tokens, 0
@@ -204,7 +201,7 @@ def main() -> None:
     if not args.no_naive:
         print(f"tokens torch fp32: {ours_tokens}   naive: {naive_tokens}   ratio: {naive_tokens / ours_tokens:.2f}x")
     for name in flops:  # the whole evaluate() is timed: encoding, and the (small) scoring
-        print(f"{name:24s} {rate_line(rows[name][1], flops[name], peak)}")
+        print(f"{name:24s} {rates(*rows[name][1:], flops[name], peaks)}")
     if args.transfer:
         sentences = transfer_sentences(data_dir)
         print(f"transfer tasks: {len(sentences)} distinct sentences", flush=True)
@@ -215,7 +212,7 @@ def main() -> None:
                 vectors[name], wall, cpu = timed(encoder.encode, sentences, batch_size=args.batch_size)
             cosine = float(np.max(1 - cosine_rows(vectors[name], vectors["torch fp32"])))
             print(f"transfer encoding {name:20s} {wall:8.1f} s wall {cpu:8.1f} s CPU, "
-                  f"{rate_line(wall, encoder_flops(encoder.backbone.config, shapes.batches), peak)}, "
+                  f"{rates(wall, cpu, encoder_flops(encoder.backbone.config, shapes.batches), peaks)}, "
                   f"max cosine distance to torch fp32 {cosine:.1e}", flush=True)
     if args.profile:
         sentences = [s for task in tasks for parts in load_sts_task(data_dir, task, ("dev", "test")).values()
