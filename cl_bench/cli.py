@@ -280,8 +280,8 @@ def main() -> None:
     if listing:
         print(catalog.listing())
         return
-    if sys.argv[1:] and sys.argv[1] in ("--help", "-h"):
-        print(app_help(sys.argv[2:]))
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:  # Hydra's help wins over every other flag, too
+        print(app_help(sys.argv[1:]))
         return
     try:
         from cl_bench.seeds import expand_seeds
@@ -304,7 +304,8 @@ def main() -> None:
 
 def app_help(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> str:
     """``cl-bench --help``: Hydra's app help (``hydra.help.template``: header, config groups, the config
-    with ``overrides`` applied, footer), with the groups listed from the config folders directly.
+    with ``overrides`` applied, footer), with the groups listed from the config folders directly
+    (``overrides``: the command line; its flags are left out).
 
     Hydra lists each group's options through a fresh deep copy of its config repository: 3 s of a
     2-core machine for cl-bench's 15 groups, before a word of help.

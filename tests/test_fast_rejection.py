@@ -45,16 +45,16 @@ for argv in json.loads(sys.argv[1]):
             code = 0
         except SystemExit as exit_:
             code = exit_.code
-    answers.append([code, err.getvalue(), out.getvalue()[:200]])
+    answers.append([code, err.getvalue(), out.getvalue()])
 heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
 print(json.dumps({"answers": answers, "heavy": heavy}))
 """
 
 
 def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tmp_path: Path) -> None:
-    """Every rejection of REJECTED and ``--help``, in one fresh interpreter: one line each, exit 2 (help: 0),
+    """Every rejection of REJECTED and ``--help`` (after an override), in one fresh interpreter: one line each, exit 2 (help: 0),
     and afterwards ``sys.modules`` holds none of torch, transformers, mlflow (nor scikit-learn)."""
-    argvs = [argv for argv, _ in REJECTED] + [["--help"]]
+    argvs = [argv for argv, _ in REJECTED] + [["method=sg_opt", "--help"]]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argvs)], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
@@ -64,7 +64,7 @@ def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tm
         assert code == 2, (argv, stderr)
         assert stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), (argv, stderr)
     help_code, _, help_text = result["answers"][-1]
-    assert help_code == 0 and "cl-bench list" in help_text
+    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt." in help_text
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
     assert not (tmp_path / "outputs").exists()  # no run directory for a rejected command
 
