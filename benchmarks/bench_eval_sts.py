@@ -36,7 +36,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import encoder_parser, load_encoder
+from _common import (
+    BatchShapes,
+    encoder_flops,
+    encoder_parser,
+    load_encoder,
+    measure_peaks,
+    profile_encoding,
+    rates,
+)
 
 from cl_bench.eval import evaluate, groups
 from cl_bench.eval.geometry import cosine_rows
@@ -144,11 +152,14 @@ def main() -> None:
     parser.add_argument("--no-naive", action="store_true", help="skip the naive per-pair loop")
     parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), choices=STS_TASKS,
                         help="STS tasks to time (default: all 7)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile a torch fp32 encoding of the tasks' sentences (torch.profiler): where the time goes")
     args = parser.parse_args()
     tasks = tuple(task for task in STS_TASKS if task in args.tasks)
     encoder = load_encoder(args)
     data_dir = Path(args.data)
     print(cpu_description(), flush=True)
+    peaks = measure_peaks(args.threads)  # the bench_gemm.py shapes, in this run, on these threads
     for task in tasks:  # parse once up front so no timing includes file reading
         load_sts_task(data_dir, task, ("dev", "test"))
     columns = sts_columns(encoder)
@@ -158,14 +169,19 @@ def main() -> None:
         if backend == "onnx":
             print(f"ONNX export + session start: {export_s:.1f} s (once per model; cached on disk)", flush=True)
     counter = TokenCounter(encoder)
+    shapes = BatchShapes(encoder)  # every padded batch, whatever the backend: the FLOPs actually run
+    flops: dict[str, float] = {}
 
     rows: dict[str, tuple[dict[str, float], float, float]] = {}
     for name, (backend, precision) in columns.items():
+        shapes.reset()
         rows[name] = timed(
             evaluate, encoder, data_dir, tasks=list(tasks), batch_size=args.batch_size, align_uniform=False,
             anisotropy=False, backend=backend, precision=precision, cache=False,
         )
-        print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU", flush=True)
+        flops[name] = encoder_flops(encoder.backbone.config, shapes.batches)
+        print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU; {rates(*rows[name][1:], flops[name], peaks)}"
+              f" ({shapes.padded_tokens()} padded tokens, {shapes.real_tokens} real)", flush=True)
         if name == "torch fp32":
             ours_tokens, counter.tokens = counter.tokens, 0
     if not args.no_naive:
@@ -184,16 +200,27 @@ def main() -> None:
         print(f"{name:24s} {wall:8.1f} {cpu:8.1f} {reference_s / wall:15.2f}x {reference_cpu / cpu:14.2f}x {diff:11.4f}")
     if not args.no_naive:
         print(f"tokens torch fp32: {ours_tokens}   naive: {naive_tokens}   ratio: {naive_tokens / ours_tokens:.2f}x")
+    for name in flops:  # the whole evaluate() is timed: encoding, and the (small) scoring
+        print(f"{name:24s} {rates(*rows[name][1:], flops[name], peaks)}")
     if args.transfer:
         sentences = transfer_sentences(data_dir)
         print(f"transfer tasks: {len(sentences)} distinct sentences", flush=True)
         vectors = {}
         for name, (backend, precision) in columns.items():
+            shapes.reset()
             with encoding(EncodingSettings(backend, precision)):
                 vectors[name], wall, cpu = timed(encoder.encode, sentences, batch_size=args.batch_size)
             cosine = float(np.max(1 - cosine_rows(vectors[name], vectors["torch fp32"])))
             print(f"transfer encoding {name:20s} {wall:8.1f} s wall {cpu:8.1f} s CPU, "
+                  f"{rates(wall, cpu, encoder_flops(encoder.backbone.config, shapes.batches), peaks)}, "
                   f"max cosine distance to torch fp32 {cosine:.1e}", flush=True)
+    if args.profile:
+        sentences = [s for task in tasks for parts in load_sts_task(data_dir, task, ("dev", "test")).values()
+                     for s in (*parts.sent1, *parts.sent2)]
+        print(f"where a torch fp32 encoding of the {len(set(sentences))} distinct STS sentences spends its time:")
+        profile = profile_encoding(encoder, sentences, args.batch_size)
+        for part, seconds in profile:
+            print(f"  {part:50s} {seconds:7.2f} s {100 * seconds / profile[0][1]:5.1f}%")
     print(cpu_description())
 
 

@@ -14,50 +14,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
-import numpy as np
 import torch
+from _common import SHAPES, gflops, onnx_matmul
 from bench_eval_sts import cpu_description
 
 from cl_bench.models.inference import onnxruntime_available
-
-#: (M, K, N): attention projections (384x384), FFN up (384x1536) and down (1536x384) at M = 4096 tokens.
-SHAPES: tuple[tuple[int, int, int], ...] = ((4096, 384, 384), (4096, 384, 1536), (4096, 1536, 384))
-
-
-def gflops(function: Callable[[], object], flops: float, repeats: int, inner: int = 10) -> float:
-    """Best GFLOP/s over ``repeats`` timings of ``inner`` calls (after one warm-up call)."""
-    function()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            function()
-        best = min(best, (time.perf_counter() - start) / inner)
-    return flops / best / 1e9
-
-
-def onnx_matmul(b: np.ndarray, threads: int) -> Callable[[np.ndarray], list]:
-    """An ONNX Runtime CPU session computing X @ b (b a constant initializer, as a model weight is)."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "matmul",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, b.shape[0]])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, b.shape[1]])],
-        [numpy_helper.from_array(b, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return lambda x: session.run(None, {"x": x})
 
 
 def main() -> None:

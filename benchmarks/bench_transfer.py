@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import encoder_parser, load_encoder
+from _common import BatchShapes, encoder_flops, encoder_parser, load_encoder, measure_peaks, rates
 
 from cl_bench.eval import format_table, groups
 from cl_bench.eval.embed import EmbeddingTable
@@ -67,6 +67,7 @@ def main() -> None:
                         help="also encode with the other backend and compare the batched classifier's figures")
     args = parser.parse_args()
     print(_machine(), f"| torch threads {args.threads} | load average at start {_load()}", flush=True)
+    peaks = measure_peaks(args.threads)  # bench_gemm.py's shapes, this run: what encoding is measured against
     encoder = load_encoder(args)
     data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
     sentences = [text for parts in data.values() for text in task_sentences(parts)]
@@ -75,11 +76,13 @@ def main() -> None:
         # outside the timing: any ONNX export, and auto's once-per-machine measurement (remembered in the cache)
         encoder.encode(sentences[:: max(1, len(sentences) // 512)], batch_size=args.batch_size)
         (backend,) = settings.backends_used
+        shapes = BatchShapes(encoder)  # the padded batches actually run: their FLOPs
         encode_cpu = time.process_time()
         table = EmbeddingTable(encoder, sentences, args.batch_size)
         encode_cpu = time.process_time() - encode_cpu
     print(f"encoding ({args.backend} -> {backend}): {len(table)} distinct sentences: "
-          f"{table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU", flush=True)
+          f"{table.seconds:.1f} s wall, {encode_cpu:.1f} s CPU; "
+          f"{rates(table.seconds, encode_cpu, encoder_flops(encoder.backbone.config, shapes.batches), peaks)}", flush=True)
 
     runs = {"batched": {"batched": True}}
     if not args.no_reference:

@@ -38,8 +38,6 @@ def use_search_path(entries: Iterable[str]) -> None:
     Raises:
         ValueError: an evaluation task's YAML is invalid (one line naming the file).
     """
-    from cl_bench.eval.registry import register_folder
-
     for entry in entries:
         if entry.startswith("pkg://"):
             continue
@@ -50,6 +48,8 @@ def use_search_path(entries: Iterable[str]) -> None:
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+        from cl_bench.eval.registry import register_folder  # the evaluation code loads only for a user folder
+
         register_folder(folder)
 
 

@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -25,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, register_schemas, validate
+from cl_bench.config import ConfigError, check_values, register_schemas, validate
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -66,10 +68,11 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     Hydra would fail too, with several lines suggesting ``+key``. The keys of ``method``, ``loss``
     and ``augmentation`` depend on the chosen options, so the config is composed with the group
     choices of ``argv`` (one composition per option of a swept group; the union of their keys is
-    valid). Nothing is composed when no plain key is overridden. ``+key`` (add) and ``~key``
-    (delete) are Hydra's to judge; so is anything that does not compose.
+    valid). Nothing is composed when no key is overridden. ``+key`` (add) of a key the config has
+    gets one line too; ``+key`` of a new key and ``~key`` (delete) are Hydra's to judge, and so is
+    anything that does not compose. The values are then checked (types, and the config-only checks).
     """
-    keys, groups, search_path = [], [], []
+    keys, groups, search_path, added = [], [], [], []
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -83,7 +86,9 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
             groups.append((raw_key, [value] if "(" in value or not value else value.split(",")))
         elif raw_key == key:
             keys.append(key)
-    if not keys:
+        elif raw_key == f"+{key}":
+            added.append((key, value))
+    if not keys and not added and not any(arg.startswith("++") for arg in argv):
         return
     variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
     for index, (raw, options) in enumerate(groups):
@@ -105,8 +110,35 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     for key in keys:
         if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
             continue
-        raise ConfigError(f"{key}: unknown key{_closest_key_hint(key, valid)}")
+        raise ConfigError(_unknown_key_message(key, valid, dict(groups)))
+    for key, value in added:  # Hydra: "Could not append to config. An item is already at ..." and three more lines
+        if key in valid and all(OmegaConf.select(cfg, key, default=None) is not None for cfg in composed):
+            raise ConfigError(f"+{key}: {key} is already in the config; set it without '+': {key}={value}")
     _check_override_types(argv, composed)
+    _check_override_values(argv, composed)
+
+
+#: groups whose options are ``_target_`` nodes: each option has its own keys
+TARGET_GROUPS = ("method", "loss", "augmentation")
+
+
+def _unknown_key_message(key: str, valid: set[str], groups: dict[str, list[str]]) -> str:
+    """``dropuot: unknown key; closest valid key: dropout``. A key of a method, loss or augmentation is
+    compared with the chosen option's own keys, which the message lists (``augmentation.p`` under
+    ``augmentation=eda_delete``: its one key is ``augmentation.alpha``)."""
+    group = key.split(".")[0]
+    if group not in TARGET_GROUPS or "." not in key:
+        return f"{key}: unknown key{_closest_key_hint(key, valid)}"
+    own = sorted(k for k in valid if k.startswith(f"{group}.") and k.count(".") == 1 and not k.endswith("[]")
+                 and not k.split(".")[1].startswith("_") and k != f"{group}.name")
+    chosen = groups.get(group) or groups.get(f"+{group}")
+    option = f"{group}={','.join(chosen)}" if chosen else f"the default {group}"
+    listing = ", ".join(own) or "none"
+    leaves = {k.split(".", 1)[1]: k for k in own}
+    near = difflib.get_close_matches(key.split(".", 1)[1].split(".")[0], sorted(leaves), n=1, cutoff=0.6)
+    if near:
+        return f"{key}: unknown key; closest valid key: {leaves[near[0]]} ({option} takes: {listing})"
+    return f"{key}: unknown key for {option}; valid keys: {listing}"
 
 
 def _closest_key_hint(key: str, valid: set[str]) -> str:
@@ -139,7 +171,9 @@ def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
 
     parser = OverridesParser.create()
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg[0] in "+~" or _is_group(arg.split("=", 1)[0]):
+        if arg.startswith("-") or "=" not in arg or arg[0] in "+~" and not arg.startswith("++"):
+            continue  # +key adds a key (judged below), ~key deletes one; ++key sets it like key=
+        if _is_group(arg.split("=", 1)[0].lstrip("+")):
             continue
         try:
             override = parser.parse_override(arg)
@@ -158,6 +192,44 @@ def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
                     raise ConfigError(f"{key}: {reason}") from None
                 except Exception:  # noqa: BLE001
                     break
+
+
+def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
+    """The config-only value checks (:func:`cl_bench.config.check_values`) on the config the job will
+    get, here before Hydra's job starts: ``train.eval_steps=-5`` answers before any of torch loads.
+
+    Each swept value is tried (every combination, for a small sweep). The checks that need a method's,
+    loss's or model's code run in the job (:func:`cl_bench.config.validate`).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    settings: list[tuple[str, list[Any]]] = []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")) and not arg.startswith("++"):
+            continue
+        if _is_group(arg.split("=", 1)[0].lstrip("+")):
+            continue
+        try:
+            override = parser.parse_override(arg)
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 (Hydra's own message for what it cannot parse)
+            return
+        if not override.key_or_group.startswith("hydra."):
+            settings.append((override.key_or_group, values))
+    if not settings or math.prod(len(values) for _, values in settings) > 256:
+        return  # a large sweep: each job checks its own values
+    for cfg in composed:
+        for combination in itertools.product(*(values for _, values in settings)):
+            job = cfg.copy()
+            try:
+                for (key, _), value in zip(settings, combination, strict=True):
+                    OmegaConf.update(job, key, value, merge=True)
+                check_values(job)
+            except ConfigError:
+                raise
+            except Exception:  # noqa: BLE001 (what the value check cannot read, the job's validation judges)
+                continue
 
 
 def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
@@ -209,6 +281,9 @@ def main() -> None:
     if listing:
         print(catalog.listing())
         return
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:  # Hydra's help wins over every other flag, too
+        print(app_help(sys.argv[1:]))
+        return
     try:
         from cl_bench.seeds import expand_seeds
 
@@ -217,15 +292,45 @@ def main() -> None:
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    # under torchrun, join the process group and agree on one run dir
-    from cl_bench import distributed
+    if "WORLD_SIZE" in os.environ:  # under torchrun, join the process group and agree on one run dir
+        from cl_bench import distributed  # torch: only a launched job loads it before Hydra's run
 
-    try:
-        sys.argv += distributed.setup_torchrun(sys.argv[1:])
-    except ValueError as err:
-        print(f"cl-bench: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        try:
+            sys.argv += distributed.setup_torchrun(sys.argv[1:])
+        except ValueError as err:
+            print(f"cl-bench: error: {err}", file=sys.stderr)
+            sys.exit(2)
     _hydra_main()
+
+
+def app_help(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> str:
+    """``cl-bench --help``: Hydra's app help (``hydra.help.template``: header, config groups, the config
+    with ``overrides`` applied, footer), with the groups listed from the config folders directly
+    (``overrides``: the command line; its flags are left out).
+
+    Hydra lists each group's options through a fresh deep copy of its config repository: 3 s of a
+    2-core machine for cl-bench's 15 groups, before a word of help.
+    """
+    import string
+
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        cfg = compose("config", overrides=[o for o in overrides if not o.startswith("-")], return_hydra_config=True)
+    template = str(cfg.hydra.help.template)
+    options: dict[str, set[str]] = {}
+    for root in catalog.conf_dirs():
+        for path in root.rglob("*.yaml"):
+            group = path.parent.relative_to(root).as_posix()
+            if group != "." and group != "hydra" and not group.startswith("hydra/"):
+                options.setdefault(group, set()).add(path.stem)
+    groups = "".join(f"{group}: {', '.join(sorted(names))}\n" for group, names in sorted(options.items()))
+    config = OmegaConf.to_container(cfg, resolve=False)
+    config.pop("hydra")
+    return string.Template(template).substitute(
+        FLAGS_HELP="(Hydra's flags: cl-bench --hydra-help)", HYDRA_CONFIG_GROUPS="", APP_CONFIG_GROUPS=groups,
+        CONFIG=OmegaConf.to_yaml(config),
+    )
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

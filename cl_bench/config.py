@@ -19,8 +19,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from cl_bench.eval.flow import FlowOptions
-from cl_bench.models.poolers import POOLERS
+from cl_bench.flow_options import FlowOptions
+from cl_bench.models.pooler_names import POOLERS
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 MODES = ("train", "eval")
@@ -165,10 +165,15 @@ def register_schemas() -> None:
     """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
     ``cl_bench.data_dir`` resolver: the default data root, defined once in
     :func:`cl_bench.data.download.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
+    OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
+
+
+def _default_data_dir() -> str:
+    # imported when the path is resolved: a command rejected before that loads no download code
     from cl_bench.data.download import default_data_dir
 
-    ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
-    OmegaConf.register_new_resolver("cl_bench.data_dir", lambda: str(default_data_dir()), replace=True)
+    return str(default_data_dir())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -237,11 +242,48 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     Raises:
         ConfigError: one line naming the offending key (or file and line).
     """
+    check_values(cfg)
+    check_choices(cfg, overrides)
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.decoders import BackboneOptionError
     from cl_bench.models.encoder import ModelLoadError, check_model_reachable
 
+    # the model and the data are checked both, so that offline one message names every missing piece
+    problems = []
+    try:
+        check_model_reachable(cfg.model.name_or_path)
+        check_backbone(cfg)
+    except (ModelLoadError, BackboneOptionError) as err:
+        problems.append(str(err))
+    try:
+        ensure_data(cfg.paths.data_dir, needed_files(cfg), tried=_tried_data_options(cfg, overrides))
+    except DataDownloadError as err:  # first use: fetch before any model loads
+        problems.append(str(err))
+    if problems:
+        raise ConfigError(" -- and ".join(problems))
+    data_dir = Path(cfg.paths.data_dir)
+    if not data_dir.is_dir():
+        raise ConfigError(
+            f"paths.data_dir: data root '{data_dir}' not found; set CL_BENCH_DATA or paths.data_dir "
+            "(a folder with sts/, transfer/ and corpus/, e.g. ../shared/data)"
+        )
+    try:
+        if cfg.mode == "train":
+            check_text_file(cfg.data.train_file)
+    except DataFileError as err:
+        raise ConfigError(str(err)) from err
+
+
+def check_values(cfg: DictConfig) -> None:
+    """The checks of :func:`validate` that read the config alone: no file, no method, loss or model code.
+
+    Imports nothing heavy, so that ``cl-bench`` runs them before Hydra's job starts (and before torch
+    loads) and a wrong value answers in about a second.
+
+    Raises:
+        ConfigError: one line naming the offending key.
+    """
     if cfg.mode not in MODES:
         raise ConfigError(f"mode: unknown mode '{cfg.mode}'; valid: {', '.join(MODES)}")
     if cfg.pooler.name not in POOLERS:
@@ -284,31 +326,15 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             raise ConfigError(f"loss.tau: must be a number, got '{cfg.loss.tau}'")
         if "tau" in cfg.loss and cfg.loss.tau is not None and cfg.loss.tau <= 0:
             raise ConfigError(f"loss.tau: must be > 0, got {cfg.loss.tau}")
-    check_choices(cfg, overrides)
-    # the model and the data are checked both, so that offline one message names every missing piece
-    problems = []
-    try:
-        check_model_reachable(cfg.model.name_or_path)
-        check_backbone(cfg)
-    except (ModelLoadError, BackboneOptionError) as err:
-        problems.append(str(err))
-    try:
-        ensure_data(cfg.paths.data_dir, needed_files(cfg), tried=_tried_data_options(cfg, overrides))
-    except DataDownloadError as err:  # first use: fetch before any model loads
-        problems.append(str(err))
-    if problems:
-        raise ConfigError(" -- and ".join(problems))
-    data_dir = Path(cfg.paths.data_dir)
-    if not data_dir.is_dir():
-        raise ConfigError(
-            f"paths.data_dir: data root '{data_dir}' not found; set CL_BENCH_DATA or paths.data_dir "
-            "(a folder with sts/, transfer/ and corpus/, e.g. ../shared/data)"
-        )
-    try:
-        if cfg.mode == "train":
-            check_text_file(cfg.data.train_file)
-    except DataFileError as err:
-        raise ConfigError(str(err)) from err
+        if cfg.train.max_steps == 0 or cfg.train.max_steps < -1:  # 0 would train train.epochs in full without a word
+            raise ConfigError(f"train.max_steps: must be > 0 (stop after that many optimizer steps) "
+                              f"or -1 (train.epochs decides), got {cfg.train.max_steps}")
+        if cfg.train.eval_steps < 0:
+            raise ConfigError(f"train.eval_steps: must be >= 0 (0 = evaluate at the end only), got {cfg.train.eval_steps}")
+        if cfg.train.log_steps < 1:
+            raise ConfigError(f"train.log_steps: must be >= 1, got {cfg.train.log_steps}")
+        if not 0.0 <= cfg.train.warmup_ratio <= 1.0:
+            raise ConfigError(f"train.warmup_ratio: must be in [0, 1], got {cfg.train.warmup_ratio}")
 
 
 def check_prompt_options(cfg: DictConfig) -> None:
@@ -558,7 +584,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
 
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
-    from cl_bench.models.poolers import AVERAGING_POOLERS, PROMPT_POOLERS
+    from cl_bench.models.pooler_names import AVERAGING_POOLERS, PROMPT_POOLERS
 
     inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)

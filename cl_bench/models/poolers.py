@@ -27,11 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "mask", "prompt_last", "last_token")
-#: poolers that read one token of the prompt (the input must be built with a prompt)
-PROMPT_POOLERS: tuple[str, ...] = ("mask", "prompt_last")
-#: poolers that average token states (``model.include_prompt=false`` drops the prompt's tokens from them)
-AVERAGING_POOLERS: tuple[str, ...] = ("avg", "avg_top2", "avg_first_last")
+from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS  # noqa: F401 (re-exported)
 
 
 def needs_hidden_states(pooler: str) -> bool:

@@ -1,0 +1,99 @@
+"""A bad override is answered in one line before torch, transformers or MLflow are imported (issue 25, item 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from cl_bench.catalog import CONF_DIR
+from cl_bench.cli import app_help, check_group_choices
+from cl_bench.config import ConfigError, check_values
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (command-line overrides, the one line expected on stderr); each is rejected with exit status 2
+REJECTED = [
+    (["loss.tau=-1"], "cl-bench: error: loss.tau: must be > 0, got -1"),
+    (["batch_size=abc"], "cl-bench: error: batch_size: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["++batch_size=abc"], "cl-bench: error: batch_size: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["+batch_size=8"], "cl-bench: error: +batch_size: batch_size is already in the config; set it without '+': batch_size=8"),
+    (["train.eval_steps=-5"], "cl-bench: error: train.eval_steps: must be >= 0 (0 = evaluate at the end only), got -5"),
+    (["augmentation=eda_delete", "augmentation.p=2"],
+     "cl-bench: error: augmentation.p: unknown key for augmentation=eda_delete; valid keys: augmentation.alpha"),
+    (["train.max_steps=0"], "cl-bench: error: train.max_steps: must be > 0 (stop after that many optimizer steps) "
+                            "or -1 (train.epochs decides), got 0"),
+    (["-m", "train.log_steps=10,0"], "cl-bench: error: train.log_steps: must be >= 1, got 0"),
+    (["method=simcsee"], "cl-bench: error: method: unknown method 'simcsee'; valid: "),
+]
+
+_PROBE = """
+import contextlib, io, json, sys
+from cl_bench import cli
+answers = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["cl-bench", *argv]
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code
+    answers.append([code, err.getvalue(), out.getvalue()])
+heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
+print(json.dumps({"answers": answers, "heavy": heavy}))
+"""
+
+
+def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tmp_path: Path) -> None:
+    """Every rejection of REJECTED and ``--help`` (after an override), in one fresh interpreter: one line each, exit 2 (help: 0),
+    and afterwards ``sys.modules`` holds none of torch, transformers, mlflow (nor scikit-learn)."""
+    argvs = [argv for argv, _ in REJECTED] + [["method=sg_opt", "--help"]]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argvs)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (argv, expected), (code, stderr, _) in zip(REJECTED, result["answers"], strict=False):
+        assert code == 2, (argv, stderr)
+        assert stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), (argv, stderr)
+    help_code, _, help_text = result["answers"][-1]
+    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt." in help_text
+    assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    assert not (tmp_path / "outputs").exists()  # no run directory for a rejected command
+
+
+@pytest.mark.parametrize("argv", [["train.max_steps=-1"], ["train.max_steps=5", "train.epochs=0"],
+                                  ["train.eval_steps=0"], ["augmentation=eda_delete", "augmentation.alpha=0.2"],
+                                  ["-m", "train.eval_steps=0,125", "method=simcse,sg_opt"], ["++train.lr=1e-4"]])
+def test_valid_overrides_pass(argv: list[str]) -> None:
+    check_group_choices(argv)
+
+
+def test_max_steps_zero_is_rejected_by_the_job_validation_too() -> None:
+    """:func:`check_values` is :func:`validate`'s first step: a config built in code gets the same answer."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["train.max_steps=0"])
+        check_values(compose("config", overrides=["train.max_steps=3"]))
+        eval_cfg = compose("config", overrides=["mode=eval", "train.max_steps=0"])
+    with pytest.raises(ConfigError, match=r"^train\.max_steps: must be > 0 .* got 0$"):
+        check_values(cfg)
+    check_values(eval_cfg)  # mode=eval: train.* do not act (the job's check names them as inert)
+
+
+def test_help_lists_the_groups_hydra_lists() -> None:
+    """``cl-bench --help`` lists the groups from the config folders; Hydra's own listing gives the same options."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    text = app_help([])
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        for group in ("method", "augmentation/simcse_table1", "loss/default"):
+            assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
+    assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
