@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 from test_method_objectives import SENTENCES, build
 
