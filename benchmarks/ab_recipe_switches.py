@@ -76,7 +76,7 @@ SWITCHES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         {"trained": ["method.train_classifier=true"], "v020_fixed": ["method.train_classifier=false"]},
     ),
     "sbert_select_metric": (
-        ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32", "train.eval_steps=8"],
+        ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32", "train.eval_steps=16"],
         {"cosine": ["train.select_metric=stsb_dev"], "best_of_three": ["train.select_metric=stsb_dev_max_similarity_no_dot"]},
     ),
 }
