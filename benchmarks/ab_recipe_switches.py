@@ -6,7 +6,8 @@ one torch thread), then the final encoder is scored on STS-B dev (cosine Spearma
     python benchmarks/ab_recipe_switches.py --switch adam_bias_correction mlm_mode --seeds 1 2 3 --steps 32
 
 Switches: first_layer (evaluation only: no training, no seeds), adam_bias_correction, mlm_mode,
-synonym, is_bert_select_metric, sg_frozen_dropout, sg_early_stopping_rule, sg_final_weights.
+synonym, is_bert_select_metric, sg_frozen_dropout, sg_early_stopping_rule, sg_final_weights,
+sbert_optimizer, sbert_train_classifier, sbert_select_metric.
 Figures this small say which way a switch moves a short run, not what a full run would reach.
 """
 
@@ -64,6 +65,20 @@ SWITCHES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
          "train.early_stopping_patience=0", "train.early_stopping_rule=no_gain"],
         {"best": ["train.final_weights=best"], "last": ["train.final_weights=last"]},
     ),
+    # issue 28: Sentence-BERT's NLI preset at its own lr (2e-5), on SNLI dev pairs (data=snli_labeled)
+    "sbert_optimizer": (
+        ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32"],
+        {"v020_no_bias_correction_eps1e-6": ["train.adam_bias_correction=false", "train.adam_eps=1e-6"],
+         "torch_adamw_eps1e-8": ["train.adam_bias_correction=true", "train.adam_eps=1e-8"]},
+    ),
+    "sbert_train_classifier": (
+        ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32"],
+        {"trained": ["method.train_classifier=true"], "v020_fixed": ["method.train_classifier=false"]},
+    ),
+    "sbert_select_metric": (
+        ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32", "train.eval_steps=16"],
+        {"cosine": ["train.select_metric=stsb_dev"], "best_of_three": ["train.select_metric=stsb_dev_max_similarity_no_dot"]},
+    ),
 }
 
 
@@ -75,8 +90,10 @@ def _compose(overrides: list[str]):  # noqa: ANN202
 def run_one(args: argparse.Namespace, overrides: list[str], seed: int) -> dict[str, float]:
     """Train with ``overrides`` and seed ``seed``; the final STS-B dev and the run's state."""
     batch = 16 if any(o.startswith("experiment=sg_opt_bert") for o in overrides) else args.batch_size
+    # the wiki1m head unless the switch trains on other data (Sentence-BERT: NLI pairs)
+    data = [] if any(o.startswith("data=") for o in overrides) else ["data=wiki1m_head"]
     common = [
-        f"model.name_or_path={args.model}", "data=wiki1m_head", f"data.limit={args.steps * batch}",
+        f"model.name_or_path={args.model}", *data, f"data.limit={args.steps * batch}",
         f"batch_size={batch}", "pooler=avg", "logger=none", f"train.max_steps={args.steps}", "train.eval_steps=0",
         "train.num_threads=1", "train.device=cpu", "train.progress_bar=false", "train.checkpoint_steps=0",
         "train.save_best=false", f"train.lr={args.lr}", "eval.tasks=[stsb]", f"seed={seed}",

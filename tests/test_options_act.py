@@ -328,6 +328,7 @@ def test_each_accepted_option_acts_in_a_training_step(
         (["method=sg_opt", "method.stsb_splits=[train]"], "method.stsb_splits"),
         (["method=is_bert", "method.snli_splits=[dev]"], "method.snli_splits"),
         (["method=sbert", "loss=sbert_regression", "method.nli_splits=[dev]"], "method.nli_splits"),
+        (["method=sbert", "loss=sbert_triplet", "method.train_classifier=false"], "method.train_classifier"),
         # prompts (cl_bench/models/prompts.py)
         (["method=simcse", "model.include_prompt=false"], "model.include_prompt"),
         (["method=simcse", "model.prompt=query: ", "model.include_prompt=false"], "model.include_prompt"),  # pooler=cls
@@ -375,6 +376,7 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["method=sg_opt", "data=stsb_sentences", "method.stsb_splits=[train]"],
         ["method=is_bert", "data=nli_sentences", "method.snli_splits=[dev]"],
         ["method=sbert", "data=snli_labeled", "method.nli_splits=[dev]"],
+        ["method=sbert", "data=snli_labeled", "method.train_classifier=false"],
         ["data=wiki1m_head", "method=simcse", "pooler=avg", "model.prompt=query: ", "model.include_prompt=false"],
         ["data=wiki1m_head", "method=simcse", "model.view_prompts=[a: ,b: ]"],
         ["data=wiki1m_head", "method=simcse", "pooler=mask", "model.prompt_period=promptbert"],

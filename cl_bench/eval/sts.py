@@ -112,15 +112,18 @@ def aggregate_subsets(system: dict[str, np.ndarray], gold: dict[str, np.ndarray]
 
 
 def similarity_spearmans(task: str, pairs: ScoredPairs, embed: Embed) -> dict[str, float]:
-    """Spearman x 100 of four similarity functions on one split, and their maximum.
+    """Spearman x 100 of four similarity functions on one split, and their maxima with and without the dot product.
 
-    sentence-transformers' ``EmbeddingSimilarityEvaluator`` (IS-BERT's fork, lines 81-129) scores
+    sentence-transformers' ``EmbeddingSimilarityEvaluator`` (IS-BERT's and BSL's forks, lines 81-129) scores
     cosine, negative Manhattan and Euclidean distances and the dot product, and returns the best of
-    the four Spearmans when no ``main_similarity`` is given, which is how IS-BERT picks its checkpoint.
+    the four Spearmans when no ``main_similarity`` is given, which is how IS-BERT and BSL pick their
+    checkpoints (``<task>_max_similarity``). sentence-transformers v0.2.0 (Sentence-BERT's release,
+    evaluation/EmbeddingSimilarityEvaluator.py, its last lines) has no dot product: it returns the best
+    of the cosine, Manhattan and Euclidean Spearmans (``<task>_max_similarity_no_dot``).
 
     Returns:
-        ``<task>_cosine``, ``<task>_manhattan``, ``<task>_euclidean``, ``<task>_dot`` and
-        ``<task>_max_similarity``.
+        ``<task>_cosine``, ``<task>_manhattan``, ``<task>_euclidean``, ``<task>_dot``,
+        ``<task>_max_similarity`` and ``<task>_max_similarity_no_dot``.
     """
     first, second = embed(pairs.sent1), embed(pairs.sent2)
     system = {
@@ -130,8 +133,12 @@ def similarity_spearmans(task: str, pairs: ScoredPairs, embed: Embed) -> dict[st
         "dot": (first * second).sum(axis=1),
     }
     results = {f"{task}_{name}": spearman100(scores, pairs.gold) for name, scores in system.items()}
-    finite = [value for value in results.values() if not np.isnan(value)]  # a constant score gives NaN
-    results[f"{task}_max_similarity"] = max(finite, default=float("nan"))
+    def best(names: tuple[str, ...]) -> float:
+        finite = [results[f"{task}_{n}"] for n in names if not np.isnan(results[f"{task}_{n}"])]  # constant: NaN
+        return max(finite, default=float("nan"))
+
+    results[f"{task}_max_similarity"] = best(("cosine", "manhattan", "euclidean", "dot"))
+    results[f"{task}_max_similarity_no_dot"] = best(("cosine", "manhattan", "euclidean"))
     return results
 
 

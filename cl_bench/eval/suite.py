@@ -67,6 +67,7 @@ from cl_bench.eval.tasks import (
     GEOMETRY_SPLITS,
     GEOMETRY_TASK,
     SELECT_METRICS,
+    SIMILARITY_SELECT_METRICS,
     EvalConfigError,
     check_eval_config,
     dev_tasks,
@@ -386,7 +387,8 @@ def evaluate_dev(
         encoder: anything with ``encode(sentences, batch_size)``.
         data_dir: the data root.
         select_metric: ``stsb_dev`` | ``sts_dev_avg`` | ``transfer_dev_avg`` | ``stsb_dev_max_similarity``
-            (adds ``stsb_dev_cosine/_manhattan/_euclidean/_dot``); always a key of the result.
+            | ``stsb_dev_max_similarity_no_dot`` (the last two add ``stsb_dev_cosine/_manhattan/_euclidean/_dot``
+            and both maxima); always a key of the result.
         batch_size: encoding batch size.
         align_uniform: also compute ``align_dev`` and ``uniform_dev``.
         anisotropy: also compute ``anisotropy_mean_cos_dev`` and the spectrum summaries.
@@ -411,7 +413,7 @@ def evaluate_dev(
         kept = {metric for average, metric in get_task(task).averages.items() if average in dev_averages}
         results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
     results.update({k: v for k, v in complete_averages(results).items() if k in dev_averages})
-    if select_metric == "stsb_dev_max_similarity":
+    if select_metric in SIMILARITY_SELECT_METRICS:
         results.update(similarity_spearmans("stsb_dev", geometry_pairs, table))
     if align_uniform or anisotropy:
         results.update(geometry_metrics(geometry_pairs, table, align_uniform, anisotropy, suffix="_dev"))

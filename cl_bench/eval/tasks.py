@@ -21,8 +21,13 @@ TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
 TRANSFER_CLASSIFIERS: tuple[str, ...] = ("senteval", "sklearn")
 #: Dev figures that can pick the best checkpoint during training (``train.select_metric``).
 #: ``stsb_dev_max_similarity``: the best of the cosine, Manhattan, Euclidean and dot-product Spearmans on
-#: STS-B dev (sentence-transformers' EmbeddingSimilarityEvaluator without ``main_similarity``: IS-BERT).
-SELECT_METRICS: tuple[str, ...] = ("stsb_dev", "sts_dev_avg", "transfer_dev_avg", "stsb_dev_max_similarity")
+#: STS-B dev (sentence-transformers' EmbeddingSimilarityEvaluator without ``main_similarity``: IS-BERT, BSL).
+#: ``stsb_dev_max_similarity_no_dot``: the best of the cosine, Manhattan and Euclidean Spearmans (the same
+#: evaluator in sentence-transformers v0.2.0, which has no dot product: Sentence-BERT's presets).
+SELECT_METRICS: tuple[str, ...] = ("stsb_dev", "sts_dev_avg", "transfer_dev_avg", "stsb_dev_max_similarity",
+                                   "stsb_dev_max_similarity_no_dot")
+#: The select metrics made of :func:`cl_bench.eval.sts.similarity_spearmans` on STS-B dev.
+SIMILARITY_SELECT_METRICS: tuple[str, ...] = ("stsb_dev_max_similarity", "stsb_dev_max_similarity_no_dot")
 #: The dev average every dev evaluation reports (STS-B + SICK-R dev).
 ALWAYS_DEV_AVERAGE = "sts_dev_avg"
 #: The task whose pairs alignment/uniformity/anisotropy are computed on.

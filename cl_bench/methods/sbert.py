@@ -15,6 +15,15 @@ pairs), ``angle_nli`` a ``triplet`` loss (NLI triples).
 
 Sentences are encoded one by one through the configured pooler (SBERT: mean pooling); no
 augmentation: the model's dropout is its only noise, as in SBERT.
+
+``method.train_classifier`` (classification objective only): ``true`` (default) trains the softmax
+classifier with the encoder. ``false`` is sentence-transformers v0.2.0 (the release of the paper's
+time): its ``fit`` built the optimiser over the model's own parameters only
+(``SentenceTransformer.py``: ``param_optimizer = list(self.named_parameters())``), so the classifier of
+``SoftmaxLoss`` kept its random initialisation, while its gradient still counted in the gradient
+clipping (``clip_grad_norm_(loss_model.parameters(), 1)``). Fixed in 17a550d0 (v0.2.2, "SoftmaxLoss
+classifier was not updated during training"); the same bug returned with v3.0's trainer (issue #2872),
+fixed by #2881 (0a32ec84, in v3.1.0).
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ class SBERT(Method):
     Args:
         context: shared build context (its loss is ``sbert_softmax``, ``sbert_regression`` or ``sbert_triplet``).
         nli_splits: SentEval SNLI splits read for ``sbert_softmax`` (None: the split the training file names).
+        train_classifier: ``sbert_softmax`` only: False keeps the classifier at its initial weights, as
+            sentence-transformers v0.2.0's ``fit`` did (see the module docstring).
     """
 
     name = "sbert"
@@ -69,9 +80,12 @@ class SBERT(Method):
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         if setting.loss_kind == "classifier":
             return {}
-        return {"nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})"}
+        return {"nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})",
+                "train_classifier": f"only a classifier loss (sbert_softmax) has a classifier (this loss is {setting.loss_kind})"}
 
-    def __init__(self, context: MethodContext, nli_splits: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, context: MethodContext, nli_splits: Sequence[str] | None = None, train_classifier: bool = True
+    ) -> None:
         super().__init__(context)
         self.kind = configured_loss_kind(context.loss)
         if self.kind not in self.loss_kinds:
@@ -81,6 +95,10 @@ class SBERT(Method):
         hidden = self.encoder.hidden_size
         # SBERT's classifier exists only for the classification objective
         self.classifier = nn.Linear(3 * hidden, len(NLI_LABELS)) if self.kind == "classifier" else None
+        self.train_classifier = train_classifier
+        # train_classifier=false: the weights every step restores (taken at the first step, so that a
+        # resumed run keeps the checkpoint's, which are the initial ones)
+        self._fixed_classifier: list[torch.Tensor] | None = None
 
     def read_corpus(self, path: str) -> Sequence[tuple[Any, ...]]:
         """Labelled NLI pairs, scored STS-B pairs or NLI triples, as the loss needs."""
@@ -112,8 +130,22 @@ class SBERT(Method):
         u, v = columns
         targets = prepared.targets.to(u.device, non_blocking=True)
         if self.kind == "classifier":
+            if not self.train_classifier and self._fixed_classifier is None:
+                self._fixed_classifier = [p.detach().clone() for p in self.classifier.parameters()]
             logits = self.classifier(pair_features(u, v))
             loss = self.loss_fn(logits, targets)
             accuracy = (logits.argmax(1) == targets).float().mean().detach()
             return {"loss": loss, "nli_accuracy": accuracy}
         return {"loss": self.loss_fn(u, v, targets)}
+
+    def on_after_step(self) -> None:
+        """``train_classifier=false``: undo the optimiser's change to the classifier (v0.2.0's ``fit``).
+
+        The classifier keeps its gradient, so that it counts in the gradient clipping as in v0.2.0
+        (``clip_grad_norm_`` over the loss model's parameters); only its update is undone, weight decay
+        included, so its weights stay exactly the initial ones.
+        """
+        if self._fixed_classifier is not None:
+            with torch.no_grad():
+                for param, fixed in zip(self.classifier.parameters(), self._fixed_classifier, strict=True):
+                    param.copy_(fixed)
