@@ -19,12 +19,16 @@ what every model here does:
   accuracy is the figure SentEval averages into ``devacc``.
 
 Because each model's randomness is re-seeded at construction, the models of a grid search are
-independent of one another. :func:`fit_grid` therefore trains them together: one weight tensor
-per (data split x L2 value), one batched matmul per minibatch step, each model with its own
-optimiser state, its own data order (the permutations a fresh ``RandomState(seed)`` gives, shared
-between models whose data have the same size) and its own stopping state. :func:`fit_grid_sequential`
-trains the same models one at a time with ``torch.nn``/``torch.optim``, exactly as SentEval's loop
-does; it is the reference the batched trainer is tested and benchmarked against.
+independent of one another. :func:`fit_grid` therefore trains all of a task's models together, in
+one batched program on all of torch's threads: every (split x L2 value) model, the protocols' final
+refits included (trained for every L2 value beside the scan, since their penalty is only known
+after it; the chosen ones are kept), each model with its own data order (the permutations a fresh
+``RandomState(seed)`` gives, shared between models whose data have the same size), its own
+optimiser state and its own stopping state. :func:`fit_grid_sequential` trains the models one at a
+time with ``torch.nn``/``torch.optim``, exactly as SentEval's loop does, and only the chosen refits;
+it is the reference the batched trainer is tested and benchmarked against
+(``benchmarks/bench_transfer_classifier.py`` also times the previous trainer, one program per
+protocol stage).
 """
 
 from __future__ import annotations
