@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +90,7 @@ def previous_trainer() -> Iterator[None]:
         senteval_classifier.fit_grid_sequential = reference
 
 
-def _timed(run: dict, *args: object, **kwargs: object) -> tuple[dict[str, float], float, float]:
+def _timed(*args: object, **kwargs: object) -> tuple[dict[str, float], float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     scores = run_transfer_task(*args, **kwargs)
     return scores, time.perf_counter() - wall, time.process_time() - cpu
@@ -110,28 +110,31 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print_machine()
-    data = {task: load_transfer_task(Path(args.data), task) for task in args.tasks}
-    sentences = [text for parts in data.values() for text in task_sentences(parts)]
-    cache = args.cache or Path(f"/tmp/cl_bench_transfer_{args.features}_{'_'.join(args.tasks)}.npz")
+    suite = {task: load_transfer_task(Path(args.data), task) for task in groups()["transfer"]}
+    data = {task: suite[task] for task in args.tasks}
+    # the whole suite's sentences, so that one cache file serves every --tasks
+    sentences = [text for parts in suite.values() for text in task_sentences(parts)]
+    cache = args.cache or Path(f"/tmp/cl_bench_transfer_{args.features}.npz")
     factory = (lambda: StaticEncoder(args.model)) if args.features == "static" else (lambda: load_encoder(args))
     table = EmbeddingTable(CachedEncoder(factory, cache), sentences, args.batch_size)
     torch.set_num_threads(args.threads)
     print(f"features: {args.features}, {len(table)} distinct sentences x {table.width} ({cache}, {table.seconds:.1f} s)")
 
-    runs: dict[str, tuple[bool, contextlib.AbstractContextManager]] = {
-        "previous": (False, previous_trainer()),
-        "all-models": (True, contextlib.nullcontext()),
+    # name -> (run_transfer_task's batched flag, context it runs in)
+    runs: dict[str, tuple[bool, Callable[[], contextlib.AbstractContextManager]]] = {
+        "previous": (False, previous_trainer),
+        "all-models": (True, contextlib.nullcontext),
     }
     if args.reference:
-        runs["one-at-a-time"] = (False, contextlib.nullcontext())
+        runs["one-at-a-time"] = (False, contextlib.nullcontext)
     totals = {name: [0.0, 0.0] for name in runs}
     largest = 0.0
     for config in args.configs:
         for task, parts in data.items():
             figures = {}
             for name, (batched, context) in runs.items():
-                with context if name != "previous" else previous_trainer():
-                    scores, wall, cpu = _timed({}, task, parts, table, config, batched=batched)
+                with context():
+                    scores, wall, cpu = _timed(task, parts, table, config, batched=batched)
                 figures[name] = scores
                 totals[name][0] += wall
                 totals[name][1] += cpu
