@@ -268,6 +268,7 @@ def fit_grid_sequential(
 # ------------------------------------------------------------------------------------------------
 # All models at once
 # ------------------------------------------------------------------------------------------------
+@one_torch_thread()  # measured on 2 cores: 2 threads cost 5-8x the CPU time of 1 (benchmarks/bench_transfer_classifier.py)
 def fit_grid(
     x: np.ndarray,
     y: np.ndarray,
