@@ -105,8 +105,7 @@ class MLflowSweepCallback(Callback):
                 log.warning("MLflow parent run %s unreadable: %s", self.parent_run_id, err)
         try:
             store = None if self.tracking_uri == default_tracking_uri() else self.tracking_uri  # the default needs no flag
-            text = sweep_summary(sweep_dir, self.parent_run_id, store, url)
-            text += f"\n{compare}" if compare else ""
+            text = sweep_summary(sweep_dir, self.parent_run_id, store, url, compare)
         except (ReportError, ValueError, KeyError, OSError) as err:
             log.warning("no sweep summary: %s", err)
             return
