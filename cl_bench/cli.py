@@ -711,7 +711,8 @@ def _train_and_evaluate(
     def dev_eval(encoder: Any) -> dict[str, float]:
         return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
 
-    method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume)
+    method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume,
+                          final_eval_ratio=_final_eval_ratio(cfg))
     training = {
         "steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
         "best_step": float(state.best_step),
@@ -739,6 +740,23 @@ def _train_and_evaluate(
     if RunDir(run_dir).best_model.is_dir():
         tracker.set_tags({"best_model": str(RunDir(run_dir).best_model)})
     return results
+
+
+def _final_eval_ratio(cfg: DictConfig) -> float:
+    """The final evaluation's encoding work in dev evaluations (distinct sentences), for the job's ETA."""
+    from cl_bench.eval.mteb import split_tasks
+    from cl_bench.eval.suite import encoding_workload
+
+    own_tasks, _ = split_tasks(cfg.eval.tasks)
+    if not own_tasks:
+        return 0.0
+    try:
+        final, dev = encoding_workload(cfg.paths.data_dir, own_tasks, cfg.train.select_metric, cfg.eval.align_uniform,
+                                       cfg.eval.anisotropy, cfg.eval.align_uniform_split)
+    except Exception as err:  # noqa: BLE001 (an ETA is not worth a run: the evaluation reports its own errors)
+        log.debug("final evaluation not counted in the ETA: %s", err)
+        return 0.0
+    return final / max(dev, 1)
 
 
 def _log_plots(tracker: Any, run_dir: Path) -> None:

@@ -1185,15 +1185,17 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
 
 
 def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, tracking_uri: str | None = None,
-                  ui_url: str | None = None) -> str:
+                  ui_url: str | None = None, compare: str | None = None) -> str:
     """The lines a sweep ends with: its grid (swept values -> headline figure, mean ± std over seeds),
-    the parent run, where MLflow shows it, and the command that writes the full report."""
+    the parent run, where MLflow shows it (and ``compare``, a line with its children's compare view),
+    and the command that writes the full report."""
     table = build_sweep_table(load_run_dirs(sweep_dir))
     keys = " × ".join(table.keys) or "no key varies"
     lines = [f"Sweep over {keys}: {table.metric}, mean ± std over seeds (runs)", markdown_sweep(table), ""]
     if parent_run_id:
         store = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
         lines.append(f"MLflow parent run: {parent_run_id}" + (f"  {ui_url}" if ui_url else ""))
+        lines += [compare] if compare else []
         lines.append(f"full report: cl-bench-report --parent-run {parent_run_id}{store}")
     else:
         lines.append(f"full report (no MLflow): cl-bench-report --sweep-dir {sweep_dir}")

@@ -1,4 +1,5 @@
-"""MLflow's UI in headless Chromium: the URL cl-bench prints opens on the runs table, not the GenAI traces page."""
+"""MLflow's UI in headless Chromium: the URL cl-bench prints opens on the runs table, not the GenAI traces page;
+the compare view a sweep prints shows its runs side by side."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from cl_bench.tracking.mlflow_logger import ensure_experiment, ui_url
+from cl_bench.tracking.mlflow_logger import compare_url, ensure_experiment, ui_url
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
@@ -39,8 +40,10 @@ def test_printed_url_opens_on_the_runs_table(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment_id = ensure_experiment(uri, "cl-bench")
     client = mlflow.MlflowClient(uri)
+    run_ids = []
     for dropout, score in ((0.0, 70.1), (0.1, 81.2)):
         run = client.create_run(experiment_id, run_name=f"dropout={dropout:g}")
+        run_ids.append(run.info.run_id)
         client.log_param(run.info.run_id, "dropout", dropout)
         client.log_metric(run.info.run_id, "best_stsb_dev", score)
         client.set_terminated(run.info.run_id)
@@ -68,6 +71,12 @@ def test_printed_url_opens_on_the_runs_table(tmp_path: Path) -> None:
         run_page = _render(ui_url(base, experiment_id, run.info.run_id), tmp_path / "run.png")
         assert "dropout=0.1" in run_page and "best_stsb_dev" in run_page
         assert (tmp_path / "runs.png").stat().st_size > 10_000
+        # the compare view a sweep prints (cl_bench.tracking.callbacks): both runs, their param and metric
+        compare = _render(compare_url(base, experiment_id, run_ids), tmp_path / "compare.png")
+        text = compare.replace("<!-- -->", "")
+        assert "Comparing 2 Runs" in text or "compare" in text.lower(), text[:2000]
+        assert "dropout=0.1" in text and "dropout=0" in text and "best_stsb_dev" in text and "81.2" in text
+        assert (tmp_path / "compare.png").stat().st_size > 10_000
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -90,8 +90,12 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     parent = next(r for r in client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
                   if r.data.tags.get("sweep.parent") == "true")
     parent_id = parent.info.run_id
-    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1] and len(tail) == 9
-    assert tail[-2].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-2].split()[-1]
+    assert tail[0].startswith("Sweep over dropout: best_stsb_dev") and "|   dropout |" in tail[1] and len(tail) == 10
+    assert tail[-3].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-3].split()[-1]
+    children_ids = [r.info.run_id for r in client.search_runs(
+        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")]
+    assert tail[-2].startswith("MLflow compare view (3 runs): http://") and "/#/compare-runs?runs=" in tail[-2]
+    assert all(run_id in tail[-2] for run_id in children_ids) and len(children_ids) == 3
     assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
     assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")
     assert "sweep_table.md" in {a.path for a in client.list_artifacts(parent_id)}

@@ -444,3 +444,29 @@ def format_table(results: dict[str, float]) -> str:
     """
     tables = [_table(columns, results) for columns in table_rows() if any(key in results for _, key in columns)]
     return "\n".join(tables)
+
+
+def encoding_workload(
+    data_dir: str | Path,
+    tasks: Sequence[str],
+    select_metric: str = "stsb_dev",
+    align_uniform: bool = True,
+    anisotropy: bool = True,
+    align_uniform_split: str = "all",
+) -> tuple[int, int]:
+    """Distinct sentences (final evaluation of ``tasks``, one dev evaluation for ``select_metric``).
+
+    What a training run's ETA scales the final evaluation by (:class:`cl_bench.train.eta.JobClock`):
+    both encode with the same model and batch size. The files are parsed once per process (the
+    evaluations then reuse them). ``tasks``: cl-bench's own task or group names.
+    """
+    from cl_bench.eval.tasks import resolve_tasks
+
+    final = [text for task in resolve_tasks(tasks) for text in task_sentences(
+        load_task(data_dir, task, get_task(task).final_parts()))]
+    if align_uniform or anisotropy:
+        final += task_sentences(load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]))
+    dev = [text for task in dev_tasks(select_metric) for text in task_sentences(
+        load_task(data_dir, task, get_task(task).dev_read_parts()))]
+    dev += task_sentences(load_task(data_dir, GEOMETRY_TASK, ("dev",)))
+    return len(set(final)), len(set(dev))

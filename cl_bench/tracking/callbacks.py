@@ -24,7 +24,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cl_bench.rundir import SweepDir
-from cl_bench.tracking.mlflow_logger import default_tracking_uri, ensure_experiment, flatten, ui_url
+from cl_bench.tracking.mlflow_logger import (
+    compare_url,
+    default_tracking_uri,
+    ensure_experiment,
+    flatten,
+    ui_url,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +88,24 @@ class MLflowSweepCallback(Callback):
         command; the parent run carries the table (its description and ``sweep_table.md``)."""
         from cl_bench.report import ReportError, sweep_summary
 
-        url = None
+        url = compare = None
         if self.parent_run_id is not None:
             try:
                 import mlflow
 
                 client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
-                url = ui_url(self.tracking_uri, client.get_run(self.parent_run_id).info.experiment_id, self.parent_run_id)
+                experiment_id = client.get_run(self.parent_run_id).info.experiment_id
+                url = ui_url(self.tracking_uri, experiment_id, self.parent_run_id)
+                children = [r.info.run_id for r in client.search_runs(
+                    [experiment_id], f"tags.`mlflow.parentRunId` = '{self.parent_run_id}'", max_results=200)]
+                if len(children) > 1:  # the UI's side-by-side view of the children (params, metrics)
+                    compare = f"MLflow compare view ({len(children)} runs): " + compare_url(
+                        self.tracking_uri, experiment_id, children[::-1])
             except Exception as err:  # the summary is printed whatever MLflow does
                 log.warning("MLflow parent run %s unreadable: %s", self.parent_run_id, err)
         try:
             store = None if self.tracking_uri == default_tracking_uri() else self.tracking_uri  # the default needs no flag
-            text = sweep_summary(sweep_dir, self.parent_run_id, store, url)
+            text = sweep_summary(sweep_dir, self.parent_run_id, store, url, compare)
         except (ReportError, ValueError, KeyError, OSError) as err:
             log.warning("no sweep summary: %s", err)
             return

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,16 @@ def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> 
     base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     page = f"runs/{run_id}" if run_id else "runs"
     return f"{base}/#/experiments/{experiment_id}/{page}?workflowType=machine_learning"
+
+
+def compare_url(tracking_uri: str, experiment_id: str, run_ids: Sequence[str]) -> str:
+    """Where the MLflow UI compares these runs side by side (params, metrics, plots): its ``compare-runs``
+    page, whose ``runs``/``experiments`` query values are JSON lists (as the UI's own links write them)."""
+    from urllib.parse import quote
+
+    base = ui_url(tracking_uri, experiment_id).split("/#/", 1)[0]
+    runs, experiments = quote(json.dumps(list(run_ids), separators=(",", ":"))), quote(json.dumps([experiment_id]))
+    return f"{base}/#/compare-runs?runs={runs}&experiments={experiments}"
 
 
 def flatten(config: dict[str, Any]) -> dict[str, Any]:

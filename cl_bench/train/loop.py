@@ -36,6 +36,7 @@ from cl_bench.train.checkpoint import (
     restore_rng_states,
     rng_states,
 )
+from cl_bench.train.eta import JobClock, job_bar
 from cl_bench.train.optim import build_optimizer
 from cl_bench.train.selection import early_stopping_count
 
@@ -180,6 +181,8 @@ class Trainer:
         log_metrics: ``(metrics, step)`` sink (the run tracker).
         dev_eval: scores an encoder on the dev metric; must return ``cfg.train.select_metric``.
         stop_requested: polled after every step; True checkpoints and raises TrainingInterrupted.
+        final_eval_ratio: the final evaluation's encoding work in dev evaluations, for the job's ETA
+            (:class:`cl_bench.train.eta.JobClock`).
     """
 
     def __init__(
@@ -189,8 +192,10 @@ class Trainer:
         log_metrics: Callable[[dict[str, float], int], None],
         dev_eval: Callable[[Any], dict[str, float]],
         stop_requested: Callable[[], bool] = lambda: False,
+        final_eval_ratio: float = 0.0,
     ) -> None:
         self.cfg, self.tcfg = cfg, cfg.train
+        self.final_eval_ratio = final_eval_ratio
         self.run_dir = RunDir(run_dir)
         self.log_metrics, self.dev_eval, self.stop_requested = log_metrics, dev_eval, stop_requested
         self.state = TrainState()
@@ -198,6 +203,7 @@ class Trainer:
         self.best_weights: dict[str, torch.Tensor] | None = None
         self._resume_rng: list[dict[str, Any]] | None = None  # per rank, from the checkpoint
         self.build()
+        self.clock = JobClock(self.total_steps, self.tcfg.eval_steps, 0, final_eval_ratio)  # fit() restarts it
 
     # ----- build ------------------------------------------------------------------------------
     def build(self) -> None:
@@ -294,7 +300,10 @@ class Trainer:
             self.total_steps, self.batches_per_epoch, tcfg.batch_size, self.device,
             "fp32" if self.amp_dtype is None else str(self.amp_dtype).removeprefix("torch."),
         )
-        progress = _progress(self.total_steps, tcfg.progress_bar and self.is_main, initial=state.step)
+        # one ETA for the whole job: training, the dev evaluations and the final evaluation
+        self.clock = JobClock(self.total_steps, tcfg.eval_steps, state.step, self.final_eval_ratio)
+        progress = job_bar(self.total_steps, state.step, tcfg.progress_bar and self.is_main,
+                           lambda: self.clock.text(state.step))
         started, first_step = time.perf_counter(), state.step
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -397,10 +406,12 @@ class Trainer:
         if not self.is_main:  # the other ranks go on to the next step
             return
         tcfg, state = self.tcfg, self.state
-        scores = self.dev_eval(self.method.eval_encoder())
+        with self.clock.dev_evaluation():
+            scores = self.dev_eval(self.method.eval_encoder())
         score = scores[tcfg.select_metric]
         self.log_metrics({**scores, "epoch": state.epoch}, state.step)
-        log.info("step %d: %s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()))
+        left = f"; job {self.clock.text(state.step)} left (training and evaluation)" if state.step < self.total_steps else ""
+        log.info("step %d: %s%s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()), left)
         improved = score > state.best_score
         state.evals_since_best = early_stopping_count(
             tcfg.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved
@@ -458,13 +469,14 @@ def train(
     dev_eval: Callable[[Any], dict[str, float]],
     stop_requested: Callable[[], bool] = lambda: False,
     resume: bool = False,
+    final_eval_ratio: float = 0.0,
 ) -> tuple[Method, TrainState]:
     """Train ``cfg.method`` (:class:`Trainer`); returns the method with its best weights loaded, and the state.
 
     ``resume`` continues from ``run_dir/checkpoint.pt`` when it exists. The other arguments are
     :class:`Trainer`'s.
     """
-    trainer = Trainer(cfg, run_dir, log_metrics, dev_eval, stop_requested)
+    trainer = Trainer(cfg, run_dir, log_metrics, dev_eval, stop_requested, final_eval_ratio)
     if resume:
         trainer.resume()
     return trainer.fit()
@@ -482,12 +494,6 @@ def _handle_nonfinite(policy: str, state: TrainState, terms: dict[str, torch.Ten
         f"last good checkpoint: {kept if kept.is_file() else 'none yet'} "
         "(lower the learning rate, raise loss.tau, or set train.nonfinite=skip)"
     )
-
-
-def _progress(total: int, enabled: bool, initial: int = 0) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc="train", disable=not enabled, dynamic_ncols=True)
 
 
 def scaler_step(scaler: Any, optimizer: torch.optim.Optimizer) -> bool:

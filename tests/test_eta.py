@@ -1,0 +1,83 @@
+"""One ETA for the whole job: training steps, dev evaluations and the final evaluation (a fake clock),
+on the progress bar and in the log of a real short training."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schemas
+from cl_bench.train.eta import JobClock, format_seconds, job_bar
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_job_left_counts_steps_dev_evaluations_and_the_final_evaluation() -> None:
+    """10 steps of 1 s, a 5 s dev evaluation every 4 steps and after the last, a final evaluation of 3 dev
+    evaluations' sentences: after step 4 and its evaluation, 6 steps + 2 dev evaluations + 3 are left."""
+    clock = FakeClock()
+    job = JobClock(total_steps=10, eval_steps=4, final_eval_ratio=3.0, clock=clock)
+    assert job.text(0) == "?"
+    for step in range(1, 5):
+        clock.now += 1.0
+        if step < 4:
+            assert job.left(step) == (pytest.approx(10 - step), False)  # no evaluation timed yet
+        if step == 3:
+            assert job.text(3) == "≥00:07"
+    with job.dev_evaluation():
+        clock.now += 5.0
+    assert job.evals_left(4) == 2 and job.evals_left(8) == 1 and job.evals_left(9) == 1 and job.evals_left(10) == 0
+    assert job.left(4) == (pytest.approx(6 * 1.0 + 2 * 5.0 + 3 * 5.0), True)
+    assert job.text(4) == "00:31"
+    # tqdm's own ETA after the same 4 steps (9 s in all, dev evaluation included) would say 6 x 2.25 s = 13 s
+
+
+def test_eval_steps_zero_and_a_resumed_run() -> None:
+    clock = FakeClock()
+    job = JobClock(total_steps=100, eval_steps=0, start_step=40, final_eval_ratio=0.0, clock=clock)
+    assert job.evals_left(40) == 1 and job.evals_left(99) == 1 and job.evals_left(100) == 0
+    clock.now += 20.0  # 10 steps this process: 2 s each
+    assert job.left(50) == (pytest.approx(100.0), False)
+    assert format_seconds(3723) == "1:02:03" and format_seconds(59.6) == "01:00"
+
+
+def test_the_bar_shows_the_job_eta() -> None:
+    bar = job_bar(total=10, initial=0, enabled=True, job_left=lambda: "04:10")
+    try:
+        bar.update(2)
+        assert "<04:10 with eval" in str(bar) and "2/10" in str(bar)
+    finally:
+        bar.close()
+
+
+def test_a_training_logs_the_job_left_after_each_dev_evaluation(tiny_bert: Path, data_dir: Path, tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from cl_bench.train.loop import train
+
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=16", "batch_size=4", "pooler=avg",
+            "train.max_steps=3", "train.eval_steps=1", "train.save_best=false", "train.device=cpu",
+            "train.progress_bar=false", "train.checkpoint_steps=0"])
+
+    def dev_eval(encoder: object) -> dict[str, float]:
+        time.sleep(0.05)
+        return {"stsb_dev": 1.0}
+
+    with caplog.at_level(logging.INFO, logger="cl_bench"):
+        train(cfg, tmp_path, lambda metrics, step: None, dev_eval, final_eval_ratio=2.0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert len(lines) == 3
+    assert all("left (training and evaluation)" in line for line in lines[:2]) and "left" not in lines[2]
