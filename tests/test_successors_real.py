@@ -22,7 +22,7 @@ COMMON = ["data=wiki1m_head", "data.limit=512", "pooler=avg", "model.max_length=
           "eval.backend=torch", "train.progress_bar=false"]
 RUNS = {
     "mixcse": ["method=mixcse"],
-    "esimcse": ["method=esimcse", "augmentation=word_repetition", "method.neg_size=32"],
+    "esimcse": ["method=esimcse", "method.neg_size=32"],  # the method brings augmentation=word_repetition
     # no masked LM is stored offline: the generator is MiniLM itself with a fresh (random) LM head
     "diffcse": ["method=diffcse", "method.generator=null"],
 }
