@@ -66,8 +66,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _score(model: Path, root: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch
            ) -> tuple[dict[str, float], set[str], SentenceEncoder]:
     """``cl-bench mode=eval`` in process: its preflight, its encoder, its evaluation; and the backends that ran."""
-    import cl_bench.eval.transfer as transfer
     import cl_bench.eval.senteval_classifier as senteval_classifier
+    import cl_bench.eval.transfer as transfer
 
     monkeypatch.setattr(transfer, "L2_GRID", (1e-3,))  # one penalty: wiring, not the grid (test_eval_transfer)
     monkeypatch.setattr(senteval_classifier, "L2_GRID", (1e-3,))

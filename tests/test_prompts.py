@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import minilm_path
 
 from cl_bench.augment.negation import Negation, negate
 from cl_bench.losses.sncse import sncse_loss
@@ -25,8 +26,6 @@ from cl_bench.models.prompts import (
     tokenize_with_prompts,
     with_period,
 )
-
-from conftest import minilm_path
 
 MINILM = minilm_path()  # fails (never skips) with the way to point at it when ../shared is missing
 TEMPLATE = 'This sentence of "[X]" means [MASK].'
