@@ -665,8 +665,13 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     return results
 
 
+#: the ``model.*`` prompt settings a saved encoder records and mode=eval restores
+RECORDED_PROMPT_KEYS = ("prompt", "include_prompt", "prompt_period")
+
+
 def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """mode=eval: pool as the checkpoint was trained (``pooler.*`` recorded in its ``cl_bench_encoder.json``).
+    """mode=eval: pool as the checkpoint was trained (``pooler.*`` and the ``model.*`` prompt settings
+    recorded in its ``cl_bench_encoder.json``).
 
     The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
     print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
@@ -679,6 +684,14 @@ def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
     meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
+        if key not in meta:
+            continue
+        if f"model.{key}" not in given:
+            cfg.model[key] = meta[key]
+        elif cfg.model[key] != meta[key]:
+            log.warning("%s was trained with model.%s=%r; evaluating with model.%s=%r as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.model[key])
     explicit_name = bool({"pooler", "pooler.name"} & given)
     if "pooler" not in meta:
         cfg.pooler.mlp_only_train = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import typing
 from collections.abc import Sequence
@@ -506,7 +507,18 @@ def run_setting(cfg: DictConfig, cls: Any) -> Any:
     dropout = cfg.model.get("dropout")
     return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
                       None if dropout is None else float(dropout), loss_inputs,
-                      pooler=str(cfg.pooler.name), mlp_only_train=bool(cfg.pooler.mlp_only_train))
+                      pooler=str(cfg.pooler.name), mlp_only_train=bool(cfg.pooler.mlp_only_train),
+                      model_type=local_model_type(str(cfg.model.name_or_path)))
+
+
+def local_model_type(name_or_path: str) -> str | None:
+    """``model_type`` from a local checkpoint folder's config.json, read as JSON (no model library imported);
+    None for a hub id or an unreadable file (the model's loader then says what is wrong)."""
+    config_file = Path(name_or_path) / "config.json"
+    try:
+        return str(json.loads(config_file.read_text())["model_type"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def inert_keys(cfg: DictConfig) -> dict[str, str]:

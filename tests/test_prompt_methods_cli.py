@@ -44,12 +44,14 @@ def test_prompt_methods_train_through_the_command(args: list[str], data_dir: Pat
     meta = json.loads((tmp_path / "run" / "best_model" / "cl_bench_encoder.json").read_text())
     if args[0].startswith("experiment="):
         assert meta["pooler"] == "mask" and "[MASK]" in meta["prompt"]
-        # the checkpoint scores the same in mode=eval with the recorded pooler and prompt
-        prompt = meta["prompt"].replace('"', '\\"')
-        again = _cl_bench(["mode=eval", f"model.name_or_path={tmp_path / 'run' / 'best_model'}", "pooler=mask",
-                           f"model.prompt='{prompt}'", f"model.prompt_period={meta['prompt_period']}",
-                           "eval.tasks=[stsb]", "eval.anisotropy=false", "eval.align_uniform=false", "logger=none"],
-                          data_dir, tmp_path, run="again")
-        assert again["stsb"] == pytest.approx(results["stsb"], abs=1e-6)
+        # the checkpoint scores the same in mode=eval: with the pooler and prompt it recorded, restored by mode=eval
+        common = ["mode=eval", f"model.name_or_path={tmp_path / 'run' / 'best_model'}", "eval.tasks=[stsb]",
+                  "eval.anisotropy=false", "eval.align_uniform=false", "logger=none"]
+        recorded = _cl_bench(common, data_dir, tmp_path, run="recorded")
+        assert recorded["stsb"] == pytest.approx(results["stsb"], abs=1e-6)
+        # and given explicitly (Hydra's single-quoted string keeps the template's double quotes as they are)
+        explicit = _cl_bench([*common, "pooler=mask", f"model.prompt='{meta['prompt']}'",
+                              f"model.prompt_period={meta['prompt_period']}"], data_dir, tmp_path, run="explicit")
+        assert explicit["stsb"] == pytest.approx(results["stsb"], abs=1e-6)
     else:
         assert meta["prompt"] == "query: " and meta["include_prompt"] is False

@@ -138,3 +138,17 @@ def test_the_published_figure_and_its_row_in_the_report() -> None:
     older = {"tags.method": "promptbert"}  # a run recorded before the key existed
     assert [spec.point_of(run).label for run in (sup, unsup, older)] == [
         "PromptBERT (sup., NLI)", "PromptBERT (unsup.)", "PromptBERT (unsup.)"]
+
+
+def test_mlm_transform_head_on_a_non_bert_model_is_rejected_before_it_loads(data_dir: Path, tmp_path: Path) -> None:
+    """The head is BERT's cls.predictions.transform: a local RoBERTa folder (config.json only, no weights to
+    load) is rejected by the configuration check, naming the key and the model type."""
+    from cl_bench.config import ConfigError
+
+    (tmp_path / "roberta").mkdir()
+    (tmp_path / "roberta" / "config.json").write_text('{"model_type": "roberta"}')
+    overrides = ["method=promptbert", "method.head=mlm_transform", f"model.name_or_path={tmp_path / 'roberta'}"]
+    with pytest.raises(ConfigError, match=r"^method\.head: mlm_transform .* the model is a roberta"):
+        check_choices(_compose(overrides, data_dir), overrides)
+    (tmp_path / "roberta" / "config.json").write_text('{"model_type": "bert"}')
+    check_choices(_compose(overrides, data_dir), overrides)  # a BERT folder passes

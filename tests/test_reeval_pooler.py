@@ -45,3 +45,26 @@ def test_reevaluation_uses_the_recorded_pooler(tiny_bert: Path, data_dir: Path, 
     assert other["pooler"] == "cls_before_pooler" and other["stsb"] != trained["stsb"]
     warning = [line for line in (proc.stdout + proc.stderr).splitlines() if "trained with pooler=avg" in line]
     assert warning and "pooler=cls_before_pooler" in warning[0]
+
+
+def test_reevaluation_restores_the_recorded_prompt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A [MASK]-pooled (PromptBERT) checkpoint is scored with the prompt it was trained with unless one is given."""
+    from hydra import compose, initialize_config_dir
+
+    from cl_bench.cli import CONF_DIR, use_recorded_pooling
+    from cl_bench.models.encoder import ENCODER_META_FILE
+
+    template = 'This sentence of "[X]" means [MASK].'
+    (tmp_path / ENCODER_META_FILE).write_text(json.dumps(
+        {"pooler": "mask", "prompt": template, "include_prompt": True, "prompt_period": "promptbert"}))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        recorded = ["mode=eval", f"model.name_or_path={tmp_path}"]
+        cfg = compose("config", overrides=recorded)
+        given = [*recorded, "model.prompt='[X] means [MASK].'"]
+        cfg_given = compose("config", overrides=given)
+    use_recorded_pooling(cfg, recorded)
+    assert (cfg.pooler.name, cfg.model.prompt, cfg.model.prompt_period) == ("mask", template, "promptbert")
+    with caplog.at_level("WARNING"):
+        use_recorded_pooling(cfg_given, given)
+    assert cfg_given.model.prompt == "[X] means [MASK]." and cfg_given.model.prompt_period == "promptbert"
+    assert any("model.prompt=" in r.getMessage() and template in r.getMessage() for r in caplog.records)

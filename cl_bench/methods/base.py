@@ -64,6 +64,7 @@ class RunSetting:
         dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
         loss_inputs: the keyword inputs the configured loss accepts (e.g. ``ignore``, GISTEmbed's mask).
         pooler: the pooler group's ``name``; mlp_only_train: its ``mlp_only_train`` (DiffCSE's projector).
+        model_type: the backbone's ``model_type`` read from a local folder's config.json (None for a hub id).
     """
 
     augmentation: type | None = None
@@ -73,6 +74,7 @@ class RunSetting:
     loss_inputs: frozenset[str] = frozenset()
     pooler: str = ""  # ``pooler.name`` (a method that sets its own pooler may ignore it)
     mlp_only_train: bool | None = None  # ``pooler.mlp_only_train``
+    model_type: str | None = None  # ``model_type`` of a local checkpoint's config.json (None: not read)
 
     @property
     def augmentation_name(self) -> str:

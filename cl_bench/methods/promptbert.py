@@ -160,6 +160,13 @@ class PromptBERT(PromptTemplateMethod):
         check_choice(values, "head", HEADS)
 
     @classmethod
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
+        """``head=mlm_transform`` takes BERT's masked-LM head transform: rejected before loading another model type."""
+        if values.get("head") == "mlm_transform" and setting.model_type not in (None, "bert"):
+            raise ValueError(f"method.head: mlm_transform needs a BERT masked-LM head (cls.predictions.transform); "
+                             f"the model is a {setting.model_type}; use method.head=mlp")
+
+    @classmethod
     def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
         return frozenset({"hard_negatives"}) if values.get("supervised") else frozenset()
 
