@@ -139,7 +139,9 @@ def _delta(labels: np.ndarray, rows: np.ndarray, n_rows: int, n_models: int, n_c
                 top = max(top, z[base + c])
             total = np.float32(0.0)
             for c in range(n_classes):
-                out[base + c] = np.exp(z[base + c] - top)
+                shifted = z[base + c] - top
+                # exp(0) is 1 exactly: the top class needs no exp call (half of them for 2 classes)
+                out[base + c] = np.float32(1.0) if shifted == 0 else np.exp(shifted)
                 total += out[base + c]
             for c in range(n_classes):
                 p = out[base + c] / total
@@ -183,7 +185,6 @@ def _train_split(
     at its ``tenacity + 1``-th non-improvement. ``counters`` = [optimiser steps, epoch]."""
     n_models = stopped.shape[0]
     blocks = weight.shape[1]
-    width = blocks * LANES
     n_train = len(train)
     eps = np.float32(constants[1])
     rows = np.zeros(batch, np.int32)
@@ -191,8 +192,9 @@ def _train_split(
     delta = np.zeros((batch + ROWS - 1, blocks, LANES), np.float32)
     grad = np.zeros_like(weight)
     counts = np.zeros(n_models, np.int64)
-    flat_w, flat_g = weight.reshape(-1, width), grad.reshape(-1, width)
-    flat_m, flat_v = first.reshape(-1, width), second.reshape(-1, width)
+    # the optimiser runs over the flat arrays (one long loop, vectorised whatever the lanes)
+    flat_w, flat_g, flat_m, flat_v = weight.reshape(-1), grad.reshape(-1), first.reshape(-1), second.reshape(-1)
+    flat_decay = decay.reshape(-1)
     end_epoch = first_epoch + permutations.shape[0]
     while counters[1] <= max_epoch and counters[1] + epoch_size <= end_epoch:
         for epoch in range(counters[1], counters[1] + epoch_size):
@@ -212,22 +214,18 @@ def _train_split(
                     correction = np.float32((1.0 - constants[3] ** step) ** 0.5)
                     beta2, one_minus_beta1 = np.float32(constants[3]), np.float32(constants[4])
                     one_minus_beta2 = np.float32(constants[5])
-                    for d in range(flat_w.shape[0]):
-                        w, g, m, v = flat_w[d], flat_g[d], flat_m[d], flat_v[d]
-                        for k in range(width):
-                            gk = g[k] + decay[k] * w[k]
-                            m[k] = m[k] + one_minus_beta1 * (gk - m[k])
-                            v[k] = v[k] * beta2 + one_minus_beta2 * gk * gk
-                            w[k] = w[k] + step_size * m[k] / (np.sqrt(v[k]) / correction + eps)
+                    for k in range(len(flat_w)):
+                        gk = flat_g[k] + flat_decay[k] * flat_w[k]
+                        flat_m[k] = flat_m[k] + one_minus_beta1 * (gk - flat_m[k])
+                        flat_v[k] = flat_v[k] * beta2 + one_minus_beta2 * gk * gk
+                        flat_w[k] = flat_w[k] + step_size * flat_m[k] / (np.sqrt(flat_v[k]) / correction + eps)
                 else:  # torch.optim.RMSprop (no momentum, not centred)
                     alpha, one_minus_alpha = np.float32(constants[2]), np.float32(constants[3])
                     negative_lr = np.float32(-constants[0])
-                    for d in range(flat_w.shape[0]):
-                        w, g, v = flat_w[d], flat_g[d], flat_v[d]
-                        for k in range(width):
-                            gk = g[k] + decay[k] * w[k]
-                            v[k] = v[k] * alpha + one_minus_alpha * gk * gk
-                            w[k] = w[k] + negative_lr * gk / (np.sqrt(v[k]) + eps)
+                    for k in range(len(flat_w)):
+                        gk = flat_g[k] + flat_decay[k] * flat_w[k]
+                        flat_v[k] = flat_v[k] * alpha + one_minus_alpha * gk * gk
+                        flat_w[k] = flat_w[k] + negative_lr * gk / (np.sqrt(flat_v[k]) + eps)
         counters[1] += epoch_size
         _correct(features, labels, valid, n_models, n_classes, weight, logits, rows, counts)
         going = 0

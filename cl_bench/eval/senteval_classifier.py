@@ -332,8 +332,9 @@ def fit_grid(
     lanes[:, :width] = np.tile(torch.cat([init_weight, init_bias[:, None]], 1).numpy().T, (1, n_l2))
     weight = np.broadcast_to(lanes.reshape(dim + 1, blocks, kernel.LANES), (n_splits, dim + 1, blocks, kernel.LANES)).copy()
     first, second, best = np.zeros_like(weight), np.zeros_like(weight), weight.copy()
-    decay = np.zeros((n_splits, blocks * kernel.LANES), dtype=np.float32)
-    decay[:, :width] = np.repeat(l2_table.astype(np.float32), n_classes, axis=1)
+    decay = np.zeros((n_splits, dim + 1, blocks * kernel.LANES), dtype=np.float32)  # each weight's penalty
+    decay[:, :, :width] = np.repeat(l2_table.astype(np.float32), n_classes, axis=1)[:, None]
+    decay = decay.reshape(weight.shape)
     best_count = np.full((n_splits, n_l2), -1, dtype=np.int64)
     non_improvements = np.zeros((n_splits, n_l2), dtype=np.int64)
     stopped = np.zeros((n_splits, n_l2), dtype=np.bool_)
