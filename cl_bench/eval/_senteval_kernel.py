@@ -27,7 +27,10 @@ os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-from numba import njit, prange  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, prange, types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
 
 numba.config.SLP_VECTORIZE = 1  # in case numba was imported before (read at its first compilation)
 
@@ -36,7 +39,41 @@ LANES = 8
 #: minibatch rows whose logits and gradient are computed together (independent chains of adds).
 ROWS = 4
 
+#: float32 values per 64-byte cache line.
+LINE = 16
+
 _JIT = {"cache": True, "boundscheck": False, "error_model": "numpy", "fastmath": False, "nogil": True}
+
+
+@intrinsic
+def _prefetch(typingctx, array, row, column):  # noqa: ANN001, ANN202 (numba intrinsic signature)
+    """Ask the CPU to load the cache line of ``array[row, column]`` (LLVM's ``llvm.prefetch``, read,
+    keep in all cache levels): a minibatch's rows are scattered over the feature matrix, and without
+    it every row's first lines wait on memory (measured: the logits pass took 2x as long)."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, index, wraparound=False)
+        byte_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]), "llvm.prefetch.p0"
+        )
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column), codegen
+
+
+@njit(**_JIT)
+def _prefetch_rows(features: np.ndarray, rows: np.ndarray, start: int, stop: int) -> None:
+    """Prefetch every cache line of feature rows ``rows[start:stop]``."""
+    dim = features.shape[1]
+    for b in range(start, stop):
+        for column in range(0, dim, LINE):
+            _prefetch(features, rows[b], column)
+        _prefetch(features, rows[b], dim - 1)  # a row not aligned to lines ends on one more
 
 
 @njit(**_JIT)
@@ -44,7 +81,9 @@ def _logits(features: np.ndarray, rows: np.ndarray, n_rows: int, weight: np.ndar
     """``out[b, block, lane]`` = logit of lane for feature row ``rows[b]``, ``b < n_rows``: the sum
     over features in order, then the bias."""
     dim = features.shape[1]
+    _prefetch_rows(features, rows, 0, min(ROWS, n_rows))
     for b in range(0, n_rows, ROWS):
+        _prefetch_rows(features, rows, min(b + ROWS, n_rows), min(b + 2 * ROWS, n_rows))  # the next group
         # a short last group repeats its last row (computed, not stored)
         x0 = features[rows[b]]
         x1 = features[rows[min(b + 1, n_rows - 1)]]
