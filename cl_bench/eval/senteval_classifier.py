@@ -19,16 +19,20 @@ what every model here does:
   accuracy is the figure SentEval averages into ``devacc``.
 
 Because each model's randomness is re-seeded at construction, the models of a grid search are
-independent of one another. :func:`fit_grid` therefore trains all of a task's models together, in
-one batched program on all of torch's threads: every (split x L2 value) model, the protocols' final
-refits included (trained for every L2 value beside the scan, since their penalty is only known
-after it; the chosen ones are kept), each model with its own data order (the permutations a fresh
-``RandomState(seed)`` gives, shared between models whose data have the same size), its own
-optimiser state and its own stopping state. :func:`fit_grid_sequential` trains the models one at a
-time with ``torch.nn``/``torch.optim``, exactly as SentEval's loop does, and only the chosen refits;
-it is the reference the batched trainer is tested and benchmarked against
-(``benchmarks/bench_transfer_classifier.py`` also times the previous trainer, one program per
-protocol stage).
+independent of one another. :func:`fit_grid` therefore trains all of a task's models in one compiled
+program (numba, :mod:`cl_bench.eval._senteval_kernel`): every (split x L2 value) model, the
+protocols' final refits included (trained for every L2 value beside the scan, since their penalty is
+only known after it; the chosen ones are kept), each model with its own data order (the
+permutations a fresh ``RandomState(seed)`` gives, drawn beforehand in Python and shared between
+models whose data have the same size), its own optimiser state and its own stopping state. Splits
+need no lock-step: each one's models train through all their epochs on one thread, the splits
+spread over ``torch.get_num_threads()`` threads; a split's models share each minibatch row, read
+once for the logits of all of them and once for their gradient, their weights side by side in one
+cache-resident block. :func:`fit_grid_sequential` trains the models one at a time with
+``torch.nn``/``torch.optim``, exactly as SentEval's loop does, and only the chosen refits; it is the
+reference the compiled trainer is tested against (same accuracies and predictions; weights equal up
+to float32 rounding, as the summation orders of the two differ). ``benchmarks/bench_transfer_classifier.py``
+times it against the previous trainer (one batched torch program per protocol stage).
 """
 
 from __future__ import annotations
