@@ -1,7 +1,9 @@
-"""SentEval's transfer classifier on the real transfer data: the previous trainer (one batched program
-per protocol stage, each data split's models in lock-step, one torch thread) against cl-bench's
-(every model of a task, the refits included, in one batched program on all of torch's threads),
-in the same run, per task, with their ratio and the largest |difference| between their figures.
+"""SentEval's transfer classifier on the real transfer data: the previous trainer (one batched torch
+program per protocol stage, each data split's models in lock-step, one torch thread) against cl-bench's
+(every model of a task, the refits included, in one compiled program, a data split per thread on
+torch's threads), in the same run, per task: CPU and wall time of each, their ratios, and whether
+the task's figures are identical. The compiled kernel's one-off cost per process (importing numba,
+loading or compiling the kernel) is measured first, apart, and printed.
 
 The features are computed once and cached in a file (``--cache``): ``--features static`` (default)
 is the mean of all-MiniLM-L6-v2's input word embeddings (384 dims, seconds to compute: a cheap
@@ -96,6 +98,16 @@ def _timed(*args: object, **kwargs: object) -> tuple[dict[str, float], float, fl
     return scores, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _warm_up() -> tuple[float, float]:
+    """Import numba and load (or compile) the kernel with a tiny grid: (wall, CPU) seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    x = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
+    y = np.arange(40) % 2
+    for config in senteval_classifier.SENTEVAL_CONFIGS.values():
+        senteval_classifier.fit_grid(x, y, [senteval_classifier.DataSplit(np.arange(40))], [1e-3], 2, config)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -119,6 +131,9 @@ def main() -> None:
     table = EmbeddingTable(CachedEncoder(factory, cache), sentences, args.batch_size)
     torch.set_num_threads(args.threads)
     print(f"features: {args.features}, {len(table)} distinct sentences x {table.width} ({cache}, {table.seconds:.1f} s)")
+    wall, cpu = _warm_up()
+    torch.set_num_threads(args.threads)
+    print(f"one-off per process: numba import + kernel load/compile {wall:.1f} s wall {cpu:.1f} s CPU (not in the times below)")
 
     # name -> (run_transfer_task's batched flag, context it runs in)
     runs: dict[str, tuple[bool, Callable[[], contextlib.AbstractContextManager]]] = {
@@ -128,30 +143,36 @@ def main() -> None:
     if args.reference:
         runs["one-at-a-time"] = (False, contextlib.nullcontext)
     totals = {name: [0.0, 0.0] for name in runs}
-    largest = 0.0
+    largest, identical = 0.0, True
     for config in args.configs:
         for task, parts in data.items():
-            figures = {}
+            figures, times = {}, {}
             for name, (batched, context) in runs.items():
+                torch.set_num_threads(args.threads)
                 with context():
                     scores, wall, cpu = _timed(task, parts, table, config, batched=batched)
-                figures[name] = scores
+                figures[name], times[name] = scores, (wall, cpu)
                 totals[name][0] += wall
                 totals[name][1] += cpu
                 shown = "  ".join(f"{key} {value:6.2f}" for key, value in scores.items())
                 print(f"{config:4s} {task:5s} {name:13s} {shown:50s} {wall:7.1f} s wall {cpu:7.1f} s CPU  "
                       f"load {_load()}", flush=True)
+            same = all(figures[name] == figures["all-models"] for name in runs)
+            identical &= same
             for name in runs:
                 if name != "all-models":
                     difference = max(abs(figures[name][k] - figures["all-models"][k]) for k in figures[name])
                     largest = max(largest, difference)
+            (pw, pc), (nw, nc) = times["previous"], times["all-models"]
+            print(f"{config:4s} {task:5s} previous / all-models: {pc / nc:5.2f}x CPU {pw / nw:5.2f}x wall; "
+                  f"figures {'identical' if same else 'DIFFERENT'}", flush=True)
     for name, (wall, cpu) in totals.items():
         print(f"classifiers {name:13s}: {wall:8.1f} s wall {cpu:8.1f} s CPU")
     wall_ratio = totals["previous"][0] / totals["all-models"][0]
     cpu_ratio = totals["previous"][1] / totals["all-models"][1]
-    print(f"previous / all-models: {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x CPU; "
-          f"largest |difference| of a figure {largest:.2f}; torch threads {torch.get_num_threads()}; "
-          f"load average at end {_load()}")
+    print(f"previous / all-models: {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x CPU; figures "
+          f"{'identical' if identical else 'DIFFERENT'} (largest |difference| {largest:.2f}); "
+          f"threads {args.threads}; load average at end {_load()}")
 
 
 if __name__ == "__main__":

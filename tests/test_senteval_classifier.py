@@ -124,3 +124,22 @@ def test_all_models_program_trains_each_model_as_if_alone() -> None:
     alone = fit_grid(x, y, [folds[2]], L2_GRID, 3, SHORT["stopping"])
     assert np.array_equal(together.accuracy[2], alone.accuracy[0])
     np.testing.assert_allclose(together.weight[2], alone.weight[0], atol=1e-6)
+
+
+def test_all_models_program_gives_the_same_models_on_any_number_of_threads() -> None:
+    """Splits train on their own threads: the result is bitwise the same on 1 or 2 threads, and the
+    caller's torch thread setting is left as it was (numba's OpenMP layer shares torch's runtime)."""
+    x, y = noisy(155, classes=3)
+    splits = [DataSplit(train, test) for train, test in stratified_folds(y, 4, 1111)] + [DataSplit(np.arange(155))]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fit_grid(x, y, splits, L2_GRID, 3, SHORT["stopping"])
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        two = fit_grid(x, y, splits, L2_GRID, 3, SHORT["stopping"])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(one.accuracy, two.accuracy)
+    assert np.array_equal(one.weight, two.weight) and np.array_equal(one.bias, two.bias)

@@ -19,16 +19,20 @@ what every model here does:
   accuracy is the figure SentEval averages into ``devacc``.
 
 Because each model's randomness is re-seeded at construction, the models of a grid search are
-independent of one another. :func:`fit_grid` therefore trains all of a task's models together, in
-one batched program on all of torch's threads: every (split x L2 value) model, the protocols' final
-refits included (trained for every L2 value beside the scan, since their penalty is only known
-after it; the chosen ones are kept), each model with its own data order (the permutations a fresh
-``RandomState(seed)`` gives, shared between models whose data have the same size), its own
-optimiser state and its own stopping state. :func:`fit_grid_sequential` trains the models one at a
-time with ``torch.nn``/``torch.optim``, exactly as SentEval's loop does, and only the chosen refits;
-it is the reference the batched trainer is tested and benchmarked against
-(``benchmarks/bench_transfer_classifier.py`` also times the previous trainer, one program per
-protocol stage).
+independent of one another. :func:`fit_grid` therefore trains all of a task's models in one compiled
+program (numba, :mod:`cl_bench.eval._senteval_kernel`): every (split x L2 value) model, the
+protocols' final refits included (trained for every L2 value beside the scan, since their penalty is
+only known after it; the chosen ones are kept), each model with its own data order (the
+permutations a fresh ``RandomState(seed)`` gives, drawn beforehand in Python and shared between
+models whose data have the same size), its own optimiser state and its own stopping state. Splits
+need no lock-step: each one's models train through all their epochs on one thread, the splits
+spread over ``torch.get_num_threads()`` threads; a split's models share each minibatch row, read
+once for the logits of all of them and once for their gradient, their weights side by side in one
+cache-resident block. :func:`fit_grid_sequential` trains the models one at a time with
+``torch.nn``/``torch.optim``, exactly as SentEval's loop does, and only the chosen refits; it is the
+reference the compiled trainer is tested against (same accuracies and predictions; weights equal up
+to float32 rounding, as the summation orders of the two differ). ``benchmarks/bench_transfer_classifier.py``
+times it against the previous trainer (one batched torch program per protocol stage).
 """
 
 from __future__ import annotations
@@ -268,7 +272,11 @@ def fit_grid_sequential(
 # ------------------------------------------------------------------------------------------------
 # All models at once
 # ------------------------------------------------------------------------------------------------
-@one_torch_thread()  # measured on 2 cores: 2 threads cost 5-8x the CPU time of 1 (benchmarks/bench_transfer_classifier.py)
+#: Epochs whose permutations are drawn (and handed to the kernel) at a time: most models stop well
+#: before SentEval's 200, so the permutations are drawn in chunks rather than all up front.
+_CHUNK_VALIDATIONS = 12
+
+
 def fit_grid(
     x: np.ndarray,
     y: np.ndarray,
@@ -278,19 +286,14 @@ def fit_grid(
     config: ClassifierConfig,
     seed: int = SENTEVAL_SEED,
 ) -> GridResult:
-    """Train SentEval's model for every (split, L2) pair in one batched program, on all of torch's
-    threads; the models of :func:`fit_grid_sequential` up to float rounding of the batched matmuls.
+    """Train SentEval's model for every (split, L2) pair in one compiled program
+    (:mod:`cl_bench.eval._senteval_kernel`), a split per thread on ``torch.get_num_threads()``
+    threads; the models of :func:`fit_grid_sequential` up to float rounding.
 
     Every model keeps SentEval's own data order (its split's rows in the permutations a fresh
-    ``RandomState(seed)`` draws), its own optimiser state and its own stopping state; a stopped
-    model's parameters freeze while the others train on. The models of a split see the same
-    minibatches, so they share one gathered batch and one matmul (weights of split ``s``: the
-    row blocks of ``weight[s]``). All splits step through their epochs in lock-step; within an
-    epoch, split ``s`` takes its ``ceil(n_train / batch_size)`` minibatches with SentEval's
-    boundaries, so splits are kept in decreasing order of size and the splits still in their epoch
-    at a step are a prefix of the batch (views, no copies). The bias is the weight of a constant
-    feature 1 (SentEval's weight decay acts on it as on the weights). A split leaves the batch once
-    all its models have stopped.
+    ``RandomState(seed)`` draws, drawn here beforehand), its own optimiser state and its own stopping
+    state. The models of a split see the same minibatches, so one pass over a minibatch row serves
+    all of them. Splits are independent: each trains through all its epochs on its own thread.
 
     Args:
         x: (N, D) features (trained in float32, as SentEval).
@@ -301,122 +304,81 @@ def fit_grid(
         config: SentEval's classifier configuration.
         seed: SentEval's seed.
     """
+    import numba  # lazily: only a transfer task's classifiers need it
+
+    from cl_bench.eval import _senteval_kernel as kernel
+
     l2_table = np.broadcast_to(np.asarray(l2s, dtype=np.float64), (len(splits), np.shape(l2s)[-1]))
-    n_l2, dim, batch, classes = l2_table.shape[1], x.shape[1], config.batch_size, n_classes
+    n_splits, n_l2 = l2_table.shape
+    dim, width = x.shape[1], n_l2 * n_classes
+    blocks = -(-width // kernel.LANES)
     resolved = [_resolve(split, seed) for split in splits]
-    n_train = np.array([len(train) for train, _, _ in resolved])
-    # splits in decreasing size: those with a j-th minibatch in an epoch are the first ones
-    by_size = np.argsort(-n_train, kind="stable")
-    resolved = [resolved[s] for s in by_size]
-    totals = [len(splits[s].train) for s in by_size]
-    n_train = n_train[by_size]
-    n_splits, width = len(splits), n_l2 * classes
-    permutations = _Permutations(seed)
-    features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    features = torch.cat([features, torch.ones(len(features), 1)], 1)  # (N, D + 1): the bias's feature
-    labels = torch.from_numpy(np.asarray(y)).long()
-    init_weight, init_bias = initial_linear(dim, classes, seed)
-    # model (s, r) is rows r*C .. (r+1)*C - 1 of weight[s]; its column D is the bias
-    weight = torch.cat([init_weight, init_bias[:, None]], 1).repeat(n_splits, n_l2, 1)  # (S, R*C, D + 1)
-    decay = torch.tensor(l2_table[by_size], dtype=torch.float32).repeat_interleave(classes, 1)[..., None]  # (S, R*C, 1)
-    first, second = torch.zeros_like(weight), torch.zeros_like(weight)
-    best = weight.clone()  # every split's kept models; weight & co. hold the active splits only
-    best_accuracy = np.full((n_splits, n_l2), -1.0)
-    stopped = np.zeros((n_splits, n_l2), dtype=bool)
+    features = np.ascontiguousarray(x, dtype=np.float32)
+    labels = np.asarray(y).astype(np.int32)
+    train = np.concatenate([rows for rows, _, _ in resolved]).astype(np.int32)
+    train_offsets = np.cumsum([0] + [len(rows) for rows, _, _ in resolved]).astype(np.int64)
+    valid = np.concatenate([rows for _, rows, _ in resolved]).astype(np.int32)
+    valid_offsets = np.cumsum([0] + [len(rows) for _, rows, _ in resolved]).astype(np.int64)
+    # the data order of a split is that of a fresh RandomState(seed) over its size (after the
+    # hold-out's permutation): splits with the same key share one stream of permutations
+    keys = [(len(split.train), holdout, len(rows)) for split, (rows, _, holdout) in zip(splits, resolved, strict=True)]
+    streams = sorted(set(keys))
+    stream = np.array([streams.index(key) for key in keys], dtype=np.int64)
+    generators = []
+    for total, holdout, _ in streams:
+        generator = np.random.RandomState(seed)
+        if holdout:
+            generator.permutation(total)  # the hold-out's draw
+        generators.append(generator)
+    # weight[s, d, block, lane]: lane r * C + c of split s is model (s, r)'s class c; row D is the bias
+    init_weight, init_bias = initial_linear(dim, n_classes, seed)
+    lanes = np.zeros((dim + 1, blocks * kernel.LANES), dtype=np.float32)
+    lanes[:, :width] = np.tile(torch.cat([init_weight, init_bias[:, None]], 1).numpy().T, (1, n_l2))
+    weight = np.broadcast_to(lanes.reshape(dim + 1, blocks, kernel.LANES), (n_splits, dim + 1, blocks, kernel.LANES)).copy()
+    first, second, best = np.zeros_like(weight), np.zeros_like(weight), weight.copy()
+    decay = np.zeros((n_splits, dim + 1, blocks * kernel.LANES), dtype=np.float32)  # each weight's penalty
+    decay[:, :, :width] = np.repeat(l2_table.astype(np.float32), n_classes, axis=1)[:, None]
+    decay = decay.reshape(weight.shape)
+    best_count = np.full((n_splits, n_l2), -1, dtype=np.int64)
     non_improvements = np.zeros((n_splits, n_l2), dtype=np.int64)
-    steps = np.zeros(n_splits, dtype=np.int64)
-    active = np.arange(n_splits)
-    epoch = 0
-    while epoch <= config.max_epoch and len(active):
-        # per-model step factor: 0 freezes a stopped model
-        running = torch.from_numpy(~stopped[active]).float().repeat_interleave(classes, 1)[..., None]
-        for index in range(epoch, epoch + config.epoch_size):
-            rows, scale, targets, n_batches = _epoch_batches(
-                [resolved[s] for s in active], [totals[s] for s in active], permutations, index, labels, classes, config
-            )
-            live = (n_batches[None, :] > np.arange(n_batches[0])[:, None]).sum(1)  # splits stepping at j
-            for j, n_live in enumerate(live):
-                w, f, q = weight[:n_live], first[:n_live], second[:n_live]
-                cols = slice(j * batch, (j + 1) * batch)
-                idx = rows[:n_live, cols]
-                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim + 1)  # (L, B, D + 1)
-                # logits with the minibatch along the last dimension: the softmax over classes is then
-                # a vectorised reduction over a leading dimension (~10x faster than over a last one of 2)
-                logits = torch.bmm(w, xb.transpose(1, 2)).view(n_live, n_l2, classes, -1)  # (L, R, C, B)
-                # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size (0 on padding)
-                delta = torch.softmax(logits, 2).mul_(scale[:n_live, None, None, cols])
-                delta = delta.sub_(targets[:n_live, None, :, cols]).view(n_live, width, -1)
-                grad = torch.bmm(delta, xb).add_(decay[:n_live] * w)  # (L, R*C, D + 1)
-                steps[active[:n_live]] += 1
-                if config.optim == "adam":  # torch.optim.Adam's single-tensor step, one step count per split
-                    step = steps[active[:n_live]]
-                    f.lerp_(grad, 1 - 0.9)
-                    q.mul_(0.999).addcmul_(grad, grad, value=1 - 0.999)
-                    step_size = torch.from_numpy(-1e-3 / (1 - 0.9**step)).float()[:, None, None] * running[:n_live]
-                    correction = torch.from_numpy((1 - 0.999**step) ** 0.5).float()[:, None, None]
-                    w.addcdiv_(step_size * f, (q.sqrt() / correction).add_(1e-8))
-                else:  # torch.optim.RMSprop's (alpha 0.99, lr 1e-2, no momentum)
-                    q.mul_(0.99).addcmul_(grad, grad, value=1 - 0.99)
-                    w.addcdiv_(grad * (-1e-2 * running[:n_live]), q.sqrt().add_(1e-8))
-        epoch += config.epoch_size
-        accuracy = np.stack([_valid_accuracy(features, labels, resolved[s][1], weight[a], classes)
-                             for a, s in enumerate(active)])
-        going = ~stopped[active]
-        improved = going & (accuracy > best_accuracy[active])
-        give_up = going & ~improved & (non_improvements[active] >= config.tenacity)
-        best_accuracy[active] = np.where(improved, accuracy, best_accuracy[active])
-        non_improvements[active] += going & ~improved & ~give_up
-        stopped[active] |= give_up
-        keep_cols = torch.from_numpy(improved).repeat_interleave(classes, 1)[..., None]
-        best[active] = torch.where(keep_cols, weight, best[active])
-        still = ~stopped[active].all(1)
-        if not still.all():  # splits whose models have all stopped leave the batch
-            kept = torch.from_numpy(np.flatnonzero(still))
-            weight, first, second, decay = weight[kept], first[kept], second[kept], decay[kept]
-            active = active[still]
-    back = np.argsort(by_size)
-    best = best[torch.from_numpy(back)].view(n_splits, n_l2, classes, dim + 1)
-    return GridResult(best_accuracy[back], best[..., :dim].numpy().copy(), best[..., dim].numpy().copy())
-
-
-def _epoch_batches(
-    resolved: Sequence[tuple[np.ndarray, np.ndarray, bool]],
-    totals: Sequence[int],
-    permutations: _Permutations,
-    index: int,
-    labels: torch.Tensor,
-    n_classes: int,
-    config: ClassifierConfig,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
-    """Each split's training rows in its ``index``-th epoch's order, padded to whole minibatches.
-
-    Returns:
-        rows (A, W), the mean cross-entropy's weight of each row (1 / its minibatch's size, 0 on
-        padding) (A, W), the one-hot labels times that weight (A, C, W), and minibatches per split.
-    """
-    batch = config.batch_size
-    n_train = np.array([len(train) for train, _, _ in resolved])
-    n_batches = -(-n_train // batch)
-    width = int(n_batches.max()) * batch
-    rows = np.zeros((len(resolved), width), dtype=np.int64)
-    scale = np.zeros((len(resolved), width), dtype=np.float32)
-    for a, ((train, _, holdout), total) in enumerate(zip(resolved, totals, strict=True)):
-        n = len(train)
-        rows[a, :n] = train[permutations.epoch(total, holdout, n, index)]
-        sizes = np.minimum(batch, n - np.arange(0, n, batch))  # SentEval's minibatches: the last may be short
-        scale[a, :n] = np.repeat(1.0 / sizes, sizes)
-    rows_t, scale_t = torch.from_numpy(rows), torch.from_numpy(scale)
-    targets = torch.zeros(len(rows), n_classes, width).scatter_(1, labels[rows_t].unsqueeze(1), scale_t.unsqueeze(1))
-    return rows_t, scale_t, targets, n_batches
-
-
-def _valid_accuracy(
-    features: torch.Tensor, labels: torch.Tensor, rows: np.ndarray, weight: torch.Tensor, n_classes: int
-) -> np.ndarray:
-    """Validation accuracy (a fraction) of each model of one split: ``weight`` (R*C, D + 1)."""
-    rows_t = torch.from_numpy(rows).long()
-    predicted = (features[rows_t] @ weight.T).view(len(rows), -1, n_classes).argmax(-1)
-    return (predicted == labels[rows_t, None]).sum(0).numpy() / len(rows)
+    stopped = np.zeros((n_splits, n_l2), dtype=np.bool_)
+    counters = np.zeros((n_splits, 2), dtype=np.int64)  # optimiser steps, epoch
+    if config.optim == "adam":  # torch.optim.Adam's defaults: lr, eps, beta1, beta2, 1 - beta1, 1 - beta2
+        constants = np.array([1e-3, 1e-8, 0.9, 0.999, 1 - 0.9, 1 - 0.999])
+    elif config.optim == "rmsprop":  # torch.optim.RMSprop's: lr, eps, alpha, 1 - alpha
+        constants = np.array([1e-2, 1e-8, 0.99, 1 - 0.99])
+    else:
+        raise ValueError(f"unknown optimiser '{config.optim}' (adam | rmsprop)")
+    chunk = _CHUNK_VALIDATIONS * config.epoch_size
+    # larger splits (the refits) first: with one split per thread at a time, the last to start are short
+    schedule = np.argsort(-np.diff(train_offsets), kind="stable")
+    torch_threads = torch.get_num_threads()
+    # numba's OpenMP layer shares torch's OpenMP runtime: setting its threads sets torch's, restored below
+    numba.set_num_threads(max(1, min(torch_threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        epoch = 0
+        while True:
+            going = (counters[:, 1] == epoch) & (epoch <= config.max_epoch) & ~stopped.all(1)
+            if not going.any():
+                break
+            permutations = np.zeros((len(streams), chunk, max(key[2] for key in streams)), dtype=np.int32)
+            for index in np.unique(stream[going]):
+                for e in range(chunk):
+                    permutations[index, e, : streams[index][2]] = generators[index].permutation(streams[index][2])
+            with numba.parallel_chunksize(1):  # a split per thread at a time (they stop at different epochs)
+                kernel.train_splits(
+                    features, labels, train, train_offsets, valid, valid_offsets, permutations, stream, schedule,
+                    epoch, weight, first, second, best, decay, best_count, non_improvements, stopped, counters,
+                    n_classes, config.batch_size, config.tenacity, config.epoch_size, config.max_epoch,
+                    config.optim == "adam", constants,
+                )
+            epoch += chunk
+    finally:
+        torch.set_num_threads(torch_threads)
+    kept = best.reshape(n_splits, dim + 1, -1)[:, :, :width].reshape(n_splits, dim + 1, n_l2, n_classes)
+    accuracy = best_count / np.diff(valid_offsets)[:, None]
+    return GridResult(accuracy, np.ascontiguousarray(kept[:, :dim].transpose(0, 2, 3, 1)),
+                      np.ascontiguousarray(kept[:, dim]))
 
 
 # ------------------------------------------------------------------------------------------------
