@@ -7,7 +7,7 @@ one torch thread), then the final encoder is scored on STS-B dev (cosine Spearma
 
 Switches: first_layer (evaluation only: no training, no seeds), adam_bias_correction, mlm_mode,
 synonym, is_bert_select_metric, sg_frozen_dropout, sg_early_stopping_rule, sg_final_weights,
-sbert_optimizer, sbert_train_classifier, sbert_select_metric.
+sbert_optimizer, sbert_train_classifier, sbert_select_metric, bsl_adam_eps, bsl_select_metric, byol_batch_norm.
 Figures this small say which way a switch moves a short run, not what a full run would reach.
 """
 
@@ -79,6 +79,20 @@ SWITCHES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ["experiment=sbert_nli", "data=snli_labeled", "train.lr=2e-5", "model.max_length=32", "train.eval_steps=16"],
         {"cosine": ["train.select_metric=stsb_dev"], "best_of_three": ["train.select_metric=stsb_dev_max_similarity_no_dot"]},
     ),
+    # issue 28 point 9: BSL (experiment=byol_wiki) at its lr 1e-4; Adam eps of transformers.AdamW vs torch's
+    "bsl_adam_eps": (
+        ["experiment=byol_wiki", "model.max_length=32"],
+        {"bsl_eps1e-6": ["train.adam_eps=1e-6"], "torch_eps1e-8": ["train.adam_eps=1e-8"]},
+    ),
+    "bsl_select_metric": (
+        ["experiment=byol_wiki", "model.max_length=32", "train.eval_steps=16"],
+        {"best_of_four": ["train.select_metric=stsb_dev_max_similarity"], "cosine": ["train.select_metric=stsb_dev"]},
+    ),
+    # issue 28 point 8: BN statistics per view vs stacked, on views that differ in kind (token cutoff on view 2 only)
+    "byol_batch_norm": (
+        ["experiment=byol_wiki", "model.max_length=32", "augmentation=token_cutoff"],
+        {"per_view": ["method.batch_norm=per_view"], "joint": ["method.batch_norm=joint"]},
+    ),
 }
 
 
@@ -107,10 +121,13 @@ def run_one(args: argparse.Namespace, overrides: list[str], seed: int) -> dict[s
         return evaluate_dev(encoder, args.data, cfg.train.select_metric, align_uniform=False, anisotropy=False)
 
     dev_by_step: dict[int, float] = {}
+    selected_by_step: dict[int, float] = {}  # the selection metric's value, where it is not stsb_dev
 
     def log_metrics(metrics: dict[str, float], step: int) -> None:
         if "stsb_dev" in metrics:
             dev_by_step[step] = metrics["stsb_dev"]
+        if cfg.train.select_metric != "stsb_dev" and cfg.train.select_metric in metrics:
+            selected_by_step[step] = metrics[cfg.train.select_metric]
 
     with tempfile.TemporaryDirectory() as run_dir:
         _, state = train(cfg, Path(run_dir), log_metrics, dev_eval)
@@ -118,7 +135,7 @@ def run_one(args: argparse.Namespace, overrides: list[str], seed: int) -> dict[s
     # the best evaluation's (final_weights=best) or the last one's (final_weights=last).
     final_step = state.best_step if cfg.train.final_weights == "best" else max(dev_by_step)
     return {"stsb_dev": dev_by_step[final_step], "steps": float(state.step), "best_step": float(state.best_step),
-            "curve": dev_by_step}
+            "curve": dev_by_step, **({"selected_curve": selected_by_step} if selected_by_step else {})}
 
 
 def first_layer_ab(args: argparse.Namespace) -> dict[str, float]:

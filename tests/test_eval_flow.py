@@ -296,3 +296,33 @@ def test_flow_new_keys_are_validated() -> None:
                              ({"adam_bias_correction": "no"}, "eval.flow.adam_bias_correction")]:
         with pytest.raises(ValueError, match=message):
             FlowOptions.from_mapping(options)
+
+
+def test_flow_dropout_embeddings_are_cached_as_recomputed(tiny_bert: Path, tmp_path: Path) -> None:
+    """With the embedding cache on, the dropout embeddings of a fit are stored and served bit for bit
+    as a recomputation gives them (the masks are seeded); any of seed, batch size or a dropout rate
+    changed is another entry."""
+    from cl_bench.eval.postprocess import dropout_embedder
+    from cl_bench.models.inference import EncodingSettings, encoding
+
+    encoder = _tiny_encoder(tiny_bert, "avg").eval()
+    sentences = [f"a {w} ran past house {i}" for i, w in enumerate(["cat", "dog", "bird", "fox", "owl"] * 8)]
+    recomputed = dropout_embedder(encoder, 16, 3)(sentences)  # outside an encoding context: no cache
+    entries = lambda: sorted((tmp_path / "embeddings").glob("*.npy"))  # noqa: E731
+    with encoding(EncodingSettings(cache=True, cache_dir=tmp_path)):
+        stored = dropout_embedder(encoder, 16, 3)(sentences)
+        assert len(entries()) == 1
+        with pytest.MonkeyPatch.context() as patch:  # a hit encodes nothing
+            patch.setattr(encoder, "tokenize", lambda *a, **k: pytest.fail("encoded although cached"))
+            served = dropout_embedder(encoder, 16, 3)(sentences)
+        np.testing.assert_array_equal(stored, recomputed)
+        np.testing.assert_array_equal(served, recomputed)
+        other_seed = dropout_embedder(encoder, 16, 4)(sentences)
+        other_batch = dropout_embedder(encoder, 8, 3)(sentences)
+        for module in encoder.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.2
+        other_rate = dropout_embedder(encoder, 16, 3)(sentences)
+        assert len(entries()) == 4
+    for other in (other_seed, other_batch, other_rate):
+        assert np.abs(other - recomputed).max() > 1e-4

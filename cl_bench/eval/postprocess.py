@@ -13,6 +13,7 @@ BERT-flow's official run fits the flow on embeddings computed with dropout on (`
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,10 @@ import torch
 
 from cl_bench.eval.flow import OFFICIAL_POOLER, FittedFlow, FlowOptions
 from cl_bench.eval.geometry import Whitening
+from cl_bench.models.embedding_cache import EmbeddingCache, cache_key
+from cl_bench.models.inference import current_settings
+
+log = logging.getLogger(__name__)
 
 Transform = Callable[[np.ndarray], np.ndarray]
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -130,12 +135,28 @@ def dropout_embedder(encoder: Any, batch_size: int, seed: int) -> Embed:
 
     The official ``get_embedding(bert_config, is_training=True)`` runs BERT with its dropout (0.1)
     while the flow is trained; cl-bench scores dropout-free embeddings, so only the fit sees these.
-    Torch, fp32, no cache (each call draws new masks, from ``seed``); truncation as the evaluation's
-    (the model's limit); the SimCSE MLP applies as at evaluation (``mlp_only_train``).
+    Torch, fp32; truncation as the evaluation's (the model's limit); the SimCSE MLP applies as at
+    evaluation (``mlp_only_train``). The masks are drawn from ``seed`` (torch's generator reseeded at
+    each call), so the same encoder, sentences, batch size and seed give the same embeddings: with
+    the evaluation's embedding cache on (``eval.cache``), they are stored under a key of all of these
+    and the dropout probabilities, and a later run reads them instead of encoding again.
     """
 
     def embed(sentences: Sequence[str]) -> np.ndarray:
         sentences = list(sentences)
+        settings = current_settings()
+        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and sentences else None
+        key = cache_key(_dropout_identity(encoder, batch_size, seed), sentences) if cache else ""
+        cached = cache.load(key, len(sentences)) if cache else None
+        if cached is not None:
+            log.info("BERT-flow: dropout embeddings of %d sentences from the embedding cache (%s)", len(sentences), key[:12])
+            return cached
+        out = _dropout_embeddings(sentences)
+        if cache:
+            cache.store(key, out)
+        return out
+
+    def _dropout_embeddings(sentences: list[str]) -> np.ndarray:
         out = np.empty((len(sentences), encoder.hidden_size), dtype=np.float32)
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # less padding
         was_training = encoder.training
@@ -155,6 +176,24 @@ def dropout_embedder(encoder: Any, batch_size: int, seed: int) -> Embed:
         return out
 
     return embed
+
+
+def _dropout_identity(encoder: Any, batch_size: int, seed: int) -> dict[str, Any]:
+    """What :func:`dropout_embedder`'s output depends on besides the sentences (the cache key's identity).
+
+    The encoder's own cache identity (weights, class, pooling, tokenizer, length limit) for torch fp32,
+    plus what the masks depend on: the seed, the batches (size; order: sentence length in characters),
+    every dropout probability (the modules' and the backbone config's, e.g. attention dropout), the
+    device type (CPU and CUDA generators draw different masks) and the torch version.
+    """
+    config = getattr(getattr(encoder, "backbone", None), "config", None)
+    rates = {k: v for k, v in (config.to_dict() if config is not None else {}).items() if "dropout" in k}
+    return {
+        **encoder.cache_identity("torch", "fp32"),
+        "dropout_fit": {"seed": seed, "batch_size": batch_size, "order": "characters",
+                        "modules": [m.p for m in encoder.modules() if isinstance(m, torch.nn.Dropout)],
+                        "config": rates, "device": encoder.device.type, "torch": torch.__version__},
+    }
 
 
 @contextlib.contextmanager
