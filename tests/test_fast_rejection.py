@@ -97,3 +97,103 @@ def test_help_lists_the_groups_hydra_lists() -> None:
         for group in ("method", "augmentation/simcse_table1", "loss/default"):
             assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
     assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# `cl-bench list` and the declarations it reads: from the source, without torch
+# ------------------------------------------------------------------------------------------------
+_LIST_PROBE = """
+import contextlib, io, json, sys
+from cl_bench import cli
+sys.argv = ["cl-bench", "list", *json.loads(sys.argv[1])]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    cli.main()
+heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn", "pandas") if m in sys.modules)
+print(json.dumps({"listing": out.getvalue(), "heavy": heavy}))
+"""
+
+
+def _list_in_fresh_interpreter(cwd: Path, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _LIST_PROBE, json.dumps(list(args))], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _targets(group: str) -> dict[str, str]:
+    from cl_bench import catalog
+
+    return {name: str(catalog.read_yaml(path).get("_target_")) for name, path in catalog.options(group).items()}
+
+
+def test_list_imports_no_heavy_module_and_says_what_the_imported_classes_say(tmp_path: Path) -> None:
+    """``cl-bench list`` in a fresh interpreter imports none of torch, transformers, mlflow, scikit-learn, pandas,
+    and prints the same text as the listing made here after importing every method and loss (whose
+    declarations are then read from the classes and functions themselves)."""
+    import importlib
+
+    from cl_bench import catalog
+
+    result = _list_in_fresh_interpreter(tmp_path)
+    assert result["heavy"] == [], f"imported by cl-bench list: {result['heavy']}"
+    for group in ("method", "loss", "augmentation"):
+        for name, target in _targets(group).items():
+            module, _, attr = target.rpartition(".")
+            getattr(importlib.import_module(module), attr)  # imported: the listing below asks the objects
+            assert f"\n  {name}" in result["listing"], (group, name)
+    assert result["listing"] == catalog.listing() + "\n"
+
+
+def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> None:
+    """Each method's groups, loss kinds, summary and prompt/view flags and each loss's kind and needs, read
+    from the source (no import, no fallback), equal the imported class's and function's attributes."""
+    import importlib
+
+    from cl_bench.declarations import loss_declaration, method_declaration
+
+    for name, target in _targets("method").items():
+        module, _, attr = target.rpartition(".")
+        cls = getattr(importlib.import_module(module), attr)
+        read = method_declaration(target, static=True)
+        assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.class_name) == (
+            cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts, cls.__name__), name
+    for name, target in _targets("loss").items():
+        module, _, attr = target.rpartition(".")
+        fn = getattr(importlib.import_module(module), attr)
+        read = loss_declaration(target, static=True)
+        assert (read.kind, read.needs) == (fn.loss_kind, fn.loss_needs), name
+
+
+USER_METHOD = '''
+"""A user's method, in their own folder (it imports torch; cl-bench list reads it without)."""
+import torch
+
+from cl_bench.methods.base import Method
+
+
+class Neighbours(Method):
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "neighbours: each sentence against the next one"
+
+    def __init__(self, context, shift: int = 1):
+        super().__init__(context)
+        self.shift = shift
+'''
+
+
+def test_list_shows_a_users_own_method_without_torch(tmp_path: Path) -> None:
+    """A method from a ``hydra.searchpath`` folder is listed with its declarations, torch still not imported."""
+    folder = tmp_path / "mine"
+    (folder / "method").mkdir(parents=True)
+    (folder / "neighbours_method.py").write_text(USER_METHOD)
+    (folder / "method" / "neighbours.yaml").write_text("# Neighbours.\n_target_: neighbours_method.Neighbours\n"
+                                                       "name: neighbours\nshift: 1\n")
+    result = _list_in_fresh_interpreter(tmp_path, f"hydra.searchpath=[file://{folder}]")
+    assert result["heavy"] == []
+    listing = result["listing"]
+    row = listing[listing.index("\n  neighbours: "):].split("\n  ")[1:3]
+    assert row[0] == "neighbours: neighbours: each sentence against the next one"
+    assert "uses: loss, pooler" in listing[listing.index("\n  neighbours: "):] and "method.shift" in listing
