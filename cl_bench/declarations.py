@@ -39,21 +39,17 @@ class MethodDeclaration:
     """A method class's declarations (``Method`` class attributes), read without importing torch.
 
     Attributes:
-        target: the ``_target_`` path.
+        target: the ``_target_`` path; class_name: the class's ``__name__``.
         uses, loss_kinds, summary, encodes_views, own_prompts: as on :class:`cl_bench.methods.base.Method`.
     """
 
     target: str
+    class_name: str = ""
     uses: frozenset[str] = frozenset()
     loss_kinds: tuple[str, ...] = ()
     summary: str = ""
     encodes_views: bool = False
     own_prompts: bool = False
-
-    @property
-    def class_name(self) -> str:
-        """The class's name (``cls.__name__``), the last part of the target."""
-        return self.target.rpartition(".")[2]
 
 
 @dataclass(frozen=True)
@@ -133,6 +129,8 @@ def _class_attr(module: str, cls: str, attr: str, seen: frozenset[tuple[str, str
         return _class_attr(source, real, attr, seen | {(module, cls)})
     if not isinstance(stmt, ast.ClassDef):
         raise NotStatic(f"{module}.{cls} is not a class statement")
+    if attr == "__name__":
+        return stmt.name
     if stmt.decorator_list or stmt.keywords:
         raise NotStatic(f"{module}.{cls}: a decorator or metaclass may change its attributes")
     value: Any = _MISSING
@@ -204,9 +202,9 @@ def class_attrs(target: str, defaults: Mapping[str, Any], static: bool = False) 
 
 def method_declaration(target: str, static: bool = False) -> MethodDeclaration:
     """A method class's declarations (:data:`METHOD_ATTRS`), read without importing torch."""
-    values = class_attrs(target, {"uses": frozenset(), "loss_kinds": (), "summary": "", "encodes_views": False,
-                                  "own_prompts": False}, static=static)
-    return MethodDeclaration(target, frozenset(values["uses"]), tuple(values["loss_kinds"]), str(values["summary"] or ""),
+    values = class_attrs(target, {"__name__": "", "uses": frozenset(), "loss_kinds": (), "summary": "",
+                                  "encodes_views": False, "own_prompts": False}, static=static)
+    return MethodDeclaration(target, str(values["__name__"]), frozenset(values["uses"]), tuple(values["loss_kinds"]), str(values["summary"] or ""),
                              bool(values["encodes_views"]), bool(values["own_prompts"]))
 
 

@@ -197,3 +197,81 @@ def test_list_shows_a_users_own_method_without_torch(tmp_path: Path) -> None:
     row = listing[listing.index("\n  neighbours: "):].split("\n  ")[1:3]
     assert row[0] == "neighbours: neighbours: each sentence against the next one"
     assert "uses: loss, pooler" in listing[listing.index("\n  neighbours: "):] and "method.shift" in listing
+
+
+# ------------------------------------------------------------------------------------------------
+# Rejections that depend on a method's or loss's declarations: before torch, with the job's own words
+# ------------------------------------------------------------------------------------------------
+#: (overrides, the line expected); each is also what the job's validation (check_choices) says
+DECLARED_REJECTED = [
+    (["loss=sg_opt"], "cl-bench: error: loss=sg_opt: method=simcse calls pair losses and this one is a self_guided "
+                      "loss; use one of: contrastive, debiased, hard_negative, infonce, lifted, mixcse, nce, npair, "
+                      "ntxent, snn, supcon, triplet"),
+    (["method=sbert", "loss=infonce"], "cl-bench: error: loss=infonce: method=sbert calls classifier/scored_pair/triplet "
+                                       "losses and this one is a pair loss; use one of: angle, angle_nli, cosent, "
+                                       "sbert_regression, sbert_softmax, sbert_triplet"),
+    (["method=sbert", "augmentation=eda_delete"], "cl-bench: error: augmentation: has no effect on this run: "
+                                                  "method=sbert does not use the augmentation group (it uses: loss, pooler)"),
+    (["method=is_bert", "pooler=avg"], "cl-bench: error: pooler: has no effect on this run: method=is_bert does not use "
+                                       "the pooler group (it uses: loss)"),
+    (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
+                                                 "pooler=avg_first_last averages a first layer (pooler=cls)"),
+    (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
+                                                        "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
+]
+
+
+def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
+    """Each rejection that a method's or loss's declaration decides answers in one line, exit 2, with torch,
+    transformers, mlflow, scikit-learn not imported; and the job's validation (which imports the classes)
+    rejects the same config with the same line."""
+    from cl_bench.config import check_choices
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([argv for argv, _ in DECLARED_REJECTED])],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
+        assert code == 2 and stderr.strip() == expected, (argv, stderr)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=argv)
+        with pytest.raises(ConfigError) as job:
+            check_choices(cfg, argv)
+        assert f"cl-bench: error: {job.value}" == expected, argv
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv", [["method=sbert", "loss=cosent"], ["method=sg_opt"], ["method=promptbert", "loss=infonce"],
+                                  ["method=simcse", "augmentation=eda_delete", "pooler=avg"],
+                                  ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
+                                  ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
+def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
+    from cl_bench.early_checks import check_declared_choices
+
+    check_declared_choices(argv)
+
+
+USER_COMPUTED = '''
+"""A method whose groups are computed: only running the module tells them."""
+BASE = ("loss",)
+
+
+class Computed:
+    uses = frozenset(g for g in BASE)
+    loss_kinds = ("pair",)
+'''
+
+
+def test_a_computed_declaration_is_read_by_importing_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from the source only, a computed value is refused (the early check then leaves it to the job);
+    otherwise the module is imported and the class asked."""
+    from cl_bench.declarations import NotStatic, method_declaration
+
+    (tmp_path / "computed_method.py").write_text(USER_COMPUTED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(NotStatic):
+        method_declaration("computed_method.Computed", static=True)
+    read = method_declaration("computed_method.Computed")
+    assert (read.uses, read.loss_kinds, read.class_name) == (frozenset({"loss"}), ("pair",), "Computed")
