@@ -221,12 +221,20 @@ def check_target_node(node: DictConfig, key: str, skip: tuple[str, ...] = ()) ->
     except Exception:  # unresolvable forward refs: skip type checks, keep key checks
         hints = {}
     accepts_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    check_node_against(node, key, skip, tuple(signature.parameters), accepts_kwargs, hints)
+
+
+def check_node_against(node: DictConfig, key: str, skip: tuple[str, ...], params: tuple[str, ...], accepts_kwargs: bool,
+                       hints: dict[str, Any]) -> None:
+    """:func:`check_target_node` given the target's parameters, ``**kwargs`` and type hints (read from the
+    imported target, or from its source by ``cl-bench`` before torch loads: :mod:`cl_bench.early_checks`)."""
+    target_path = node.get("_target_")
     values = OmegaConf.to_container(node, resolve=True)
     for name, value in values.items():
         if name.startswith("_") or name in skip:
             continue
-        if name not in signature.parameters and not accepts_kwargs:
-            valid = [p for p in signature.parameters if p not in ("self", "context") and p not in skip]
+        if name not in params and not accepts_kwargs:
+            valid = [p for p in params if p not in ("self", "context") and p not in skip]
             raise ConfigError(f"{key}.{name}: unknown key for {target_path}; valid keys: {', '.join(valid)}")
         if name in hints and not _type_ok(value, hints[name]):
             raise ConfigError(f"{key}.{name}: expected {hints[name]}, got {value!r}")

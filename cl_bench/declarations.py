@@ -250,3 +250,124 @@ def loss_declaration(target: str, static: bool = False) -> LossDeclaration:
             obj = _imported(target)
     return LossDeclaration(getattr(obj, LOSS_MARK, None), dict(getattr(obj, LOSS_NEEDS, {}) or {}))
 
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The keyword parameters a ``_target_`` accepts, as :func:`cl_bench.config.check_target_node` reads them.
+
+    Attributes:
+        params: the parameter names, in ``inspect.signature`` order (a class: its ``__init__``'s, without ``self``).
+        accepts_kwargs: True when it takes ``**kwargs``.
+        hints: the annotations that name only builtins, ``typing`` and ``collections.abc`` (evaluated);
+            another annotation (``torch.Tensor``, a module's own alias) is left out: the type check accepts
+            any value for it here and leaves it to the job.
+    """
+
+    params: tuple[str, ...]
+    accepts_kwargs: bool
+    hints: dict[str, Any]
+
+
+def _annotation_namespace(tree: ast.Module) -> dict[str, Any]:
+    """Builtins, and what the module imports from ``typing`` and ``collections.abc``."""
+    import builtins
+    import collections.abc
+    import typing
+
+    namespace: dict[str, Any] = {name: getattr(builtins, name) for name in
+                                 ("int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset",
+                                  "type", "object", "bytes")}
+    sources = {"typing": typing, "collections.abc": collections.abc}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module in sources and not stmt.level:
+            for alias in stmt.names:
+                if hasattr(sources[stmt.module], alias.name):
+                    namespace[alias.asname or alias.name] = getattr(sources[stmt.module], alias.name)
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.name in sources and alias.asname is None or alias.name == "typing":
+                    namespace[alias.asname or alias.name] = sources.get(alias.name, typing)
+    defined = {t.id for stmt in tree.body if isinstance(stmt, ast.Assign) for t in stmt.targets if isinstance(t, ast.Name)}
+    defined |= {stmt.name for stmt in tree.body if isinstance(stmt, ast.ClassDef | ast.FunctionDef)}
+    return {name: value for name, value in namespace.items() if name not in defined}  # the module's own names win
+
+
+def _hint(annotation: ast.expr | None, namespace: dict[str, Any]) -> Any:
+    """An annotation evaluated in ``namespace`` (a string annotation parsed first); :data:`_MISSING` when
+    it names anything else."""
+    if annotation is None:
+        return _MISSING
+    text = annotation.value if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str) \
+        else ast.unparse(annotation)
+    try:
+        return eval(compile(text, "<annotation>", "eval"), {"__builtins__": {}}, dict(namespace))  # noqa: S307 (names
+    except Exception:  # noqa: BLE001                         only builtins/typing/collections.abc: no code runs)
+        return _MISSING
+
+
+def _function_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module, drop_first: bool) -> Signature:
+    if fn.decorator_list:
+        raise NotStatic(f"{fn.name}: decorated")
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args][1 if drop_first else 0:]
+    ordered = [*positional, *([args.vararg] if args.vararg else []), *args.kwonlyargs,
+               *([args.kwarg] if args.kwarg else [])]
+    namespace = _annotation_namespace(tree)
+    hints = {a.arg: hint for a in [*positional, *args.kwonlyargs]
+             if (hint := _hint(a.annotation, namespace)) is not _MISSING}
+    return Signature(tuple(a.arg for a in ordered), args.kwarg is not None, hints)
+
+
+def _init_signature(module: str, cls: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Signature:
+    """A class's ``__init__`` signature, found along its bases as Python would (no ``__new__``, no metaclass)."""
+    if (module, cls) in seen:
+        raise NotStatic(f"cycle at {module}.{cls}")
+    tree = _tree(module)
+    stmt = _top_level(tree, cls)
+    if isinstance(stmt, ast.ImportFrom):
+        real = next(a.name for a in stmt.names if (a.asname or a.name) == cls)
+        return _init_signature(_imported_from(stmt, module), real, seen | {(module, cls)})
+    if not isinstance(stmt, ast.ClassDef) or stmt.decorator_list or stmt.keywords:
+        raise NotStatic(f"{module}.{cls}: not a plain class statement")
+    for item in stmt.body:
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign) and (
+                getattr(item, "name", None) in ("__new__", "__signature__", "__call__")
+                or isinstance(item, ast.Assign) and any(getattr(t, "id", "") in ("__init__", "__new__", "__signature__")
+                                                        for t in item.targets)):
+            raise NotStatic(f"{module}.{cls}: its signature is made by code")
+    init = next((item for item in stmt.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"), None)
+    if init is not None:
+        return _function_signature(init, tree, drop_first=True)
+    bases = [b for b in stmt.bases if not (isinstance(b, ast.Name) and b.id in ("object", "ABC"))
+             and not (isinstance(b, ast.Attribute) and ast.unparse(b) == "abc.ABC")]
+    if not bases:
+        return Signature((), False, {})  # object's: no keyword parameters
+    base = bases[0]  # the first base that defines __init__ wins; the others must not define one either
+    if not isinstance(base, ast.Name):
+        raise NotStatic(f"{module}.{cls}: base {ast.unparse(base)} cannot be followed")
+    if len(bases) > 1:
+        raise NotStatic(f"{module}.{cls}: several bases")
+    return _init_signature(module, base.id, seen | {(module, cls)})
+
+
+def signature(target: str) -> Signature:
+    """The keyword parameters of the class or function ``target`` names, read from its source (no import).
+
+    Raises:
+        NotStatic: only importing it would tell (a decorator, a generated ``__init__``, a base outside the source).
+    """
+    module, name = _split(target)
+    tree = _tree(module)
+    stmt = _top_level(tree, name)
+    if isinstance(stmt, ast.ImportFrom):
+        real = next(a.name for a in stmt.names if (a.asname or a.name) == name)
+        return signature(f"{_imported_from(stmt, module)}.{real}")
+    if isinstance(stmt, ast.ClassDef):
+        return _init_signature(module, name)
+    if isinstance(stmt, ast.FunctionDef):
+        if len(stmt.decorator_list) == 1 and isinstance(stmt.decorator_list[0], ast.Call) \
+                and ast.unparse(stmt.decorator_list[0].func).rpartition(".")[2] == LOSS_MARK:
+            stmt = ast.FunctionDef(**{**{f: getattr(stmt, f) for f in stmt._fields}, "decorator_list": []})
+        return _function_signature(stmt, tree, drop_first=False)  # the loss mark returns the function itself
+    raise NotStatic(f"{target}: not a class or function statement")

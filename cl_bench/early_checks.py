@@ -53,12 +53,13 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     from cl_bench.config import (
         _covered,
         check_loss_kind,
+        check_node_against,
         override_keys,
         pooler_inert_keys,
         prompt_inert_keys,
         unused_groups,
     )
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration
+    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, signature
 
     try:
         method = method_declaration(str(cfg.method._target_), static=True)
@@ -66,6 +67,16 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
             loss_declaration(str(cfg.loss._target_), static=True)
     except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
         return  # the job imports them and judges
+    # each option's keys and value types against its target's parameters, in the job's order (loss,
+    # augmentation, method: cl_bench.config.check_choices); a signature only code tells is the job's to read
+    for group, skip in (("loss", ("name",)), ("augmentation", ()), ("method", ("name",))):
+        if group != "method" and (group not in method.uses or not cfg[group].get("_target_")):
+            continue
+        try:
+            found = signature(str(cfg[group]._target_))
+        except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
+            continue
+        check_node_against(cfg[group], group, skip, found.params, found.accepts_kwargs, found.hints)
     if "loss" in method.uses:
         check_loss_kind(cfg)
     # the job's inert keys that the declarations and the config decide. The job's others are other keys

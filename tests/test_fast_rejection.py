@@ -216,6 +216,12 @@ DECLARED_REJECTED = [
                                        "the pooler group (it uses: loss)"),
     (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
                                                  "pooler=avg_first_last averages a first layer (pooler=cls)"),
+    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
+                        "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask"),
+    (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: expected <class 'float'>, got 'abc'"),
+    (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
+                                         "valid keys: logits, labels"),
+    (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
     (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
 ]
@@ -275,3 +281,28 @@ def test_a_computed_declaration_is_read_by_importing_its_module(tmp_path: Path, 
         method_declaration("computed_method.Computed", static=True)
     read = method_declaration("computed_method.Computed")
     assert (read.uses, read.loss_kinds, read.class_name) == (frozenset({"loss"}), ("pair",), "Computed")
+
+
+def test_signatures_read_from_the_source_agree_with_the_imported_targets() -> None:
+    """Every method's, loss's and augmentation's parameters (and ``**kwargs``) read from the source equal
+    ``inspect.signature``'s, each type hint read equals ``typing.get_type_hints``'s, and a hint not read (a
+    tensor, the method's context) is one the job's type check accepts any value for."""
+    import importlib
+    import inspect
+    import typing
+
+    from cl_bench.config import _type_ok
+    from cl_bench.declarations import signature
+
+    for group in ("method", "loss", "augmentation"):
+        for name, target in _targets(group).items():
+            module, _, attr = target.rpartition(".")
+            obj = getattr(importlib.import_module(module), attr)
+            real = inspect.signature(obj)
+            hints = typing.get_type_hints(obj.__init__ if inspect.isclass(obj) else obj)
+            read = signature(target)
+            assert read.params == tuple(real.parameters), (group, name)
+            assert read.accepts_kwargs == any(p.kind is p.VAR_KEYWORD for p in real.parameters.values()), (group, name)
+            assert all(hints[k] == v for k, v in read.hints.items()), (group, name)
+            for skipped in set(hints) - set(read.hints) - {"return"}:
+                assert all(_type_ok(value, hints[skipped]) for value in ("abc", 1.5, [1], None)), (group, name, skipped)
