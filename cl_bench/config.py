@@ -564,14 +564,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             inert[f"method.{key}"] = reason
         if "loss" in cls.uses:
             fn = loss_function(cfg)
-            loss_values = _values(cfg.loss)
-            supplied = cls.supplied_inputs(method_values)
-            for key, need in getattr(fn, "loss_needs", {}).items():
-                if "=" in need:
-                    if not _condition_holds(need, loss_values):
-                        inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
-                elif need not in supplied:
-                    inert[f"loss.{key}"] = f"method={name} gives its loss no {need.replace('_', ' ')}"
+            inert.update(loss_inert_keys(cfg, name, getattr(fn, "loss_needs", {}), cls.supplied_inputs(method_values)))
     if int(cfg.model.lora.r) == 0:
         for key in ("alpha", "dropout", "target_modules"):
             inert.setdefault(f"model.lora.{key}", "model.lora.r is 0 (no LoRA adapters); set model.lora.r > 0")
@@ -603,6 +596,20 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     elif cfg.mode == "eval" and cfg.eval.flow.get("pooler", "official") == "official":
         inert.setdefault("pooler", "eval.flow.pooler=official pools as BERT-flow (avg_first_last, first_layer=1); "
                                    "add eval.flow.pooler=run to use the pooler group")
+    return inert
+
+
+def loss_inert_keys(cfg: DictConfig, method: str, needs: dict[str, str], supplied: frozenset[str] | None) -> dict[str, str]:
+    """The loss keys that cannot act: each need of the loss's mark (``loss_kind(needs=...)``) that the loss's own
+    config (``key=value``) or the method's supplied inputs (``supplied``; None: unknown, those are not judged) lack."""
+    loss_values = _values(cfg.loss)
+    inert = {}
+    for key, need in needs.items():
+        if "=" in need:
+            if not _condition_holds(need, loss_values):
+                inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
+        elif supplied is not None and need not in supplied:
+            inert[f"loss.{key}"] = f"method={method} gives its loss no {need.replace('_', ' ')}"
     return inert
 
 

@@ -371,3 +371,50 @@ def signature(target: str) -> Signature:
             stmt = ast.FunctionDef(**{**{f: getattr(stmt, f) for f in stmt._fields}, "decorator_list": []})
         return _function_signature(stmt, tree, drop_first=False)  # the loss mark returns the function itself
     raise NotStatic(f"{target}: not a class or function statement")
+
+
+def defined_in(target: str, attr: str) -> str:
+    """``module.Class`` of the class along ``target``'s bases that defines ``attr`` (an assignment or a ``def``),
+    read from the source.
+
+    Raises:
+        NotStatic: a base cannot be followed before it is found.
+        AttributeError: no class in the chain defines it.
+    """
+    module, cls = _split(target)
+    tree = _tree(module)
+    stmt = _top_level(tree, cls)
+    if isinstance(stmt, ast.ImportFrom):
+        real = next(a.name for a in stmt.names if (a.asname or a.name) == cls)
+        return defined_in(f"{_imported_from(stmt, module)}.{real}", attr)
+    if not isinstance(stmt, ast.ClassDef) or stmt.decorator_list or stmt.keywords:
+        raise NotStatic(f"{target}: not a plain class statement")
+    for item in stmt.body:
+        names = [t.id for t in item.targets if isinstance(t, ast.Name)] if isinstance(item, ast.Assign) else \
+            [item.target.id] if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) else \
+            [item.name] if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
+        if attr in names:
+            return target
+    for base in stmt.bases:
+        if isinstance(base, ast.Name) and base.id in ("object", "ABC"):
+            continue
+        if not isinstance(base, ast.Name):
+            raise NotStatic(f"{target}: base {ast.unparse(base)} cannot be followed")
+        try:
+            return defined_in(f"{module}.{base.id}", attr)
+        except AttributeError:
+            continue
+    raise AttributeError(attr)
+
+
+def supplied_inputs(target: str) -> frozenset[str]:
+    """The loss inputs a method supplies (``Method.supplied_inputs``) when that is its ``supplies``
+    declaration as the base class returns it (no subclass computes it from its values).
+
+    Raises:
+        NotStatic: the method computes them (overrides ``supplied_inputs``), or they cannot be read.
+    """
+    where = defined_in(target, "supplied_inputs")
+    if where != "cl_bench.methods.base.Method":
+        raise NotStatic(f"{target}: supplied_inputs is computed by {where}")
+    return frozenset(class_attrs(target, {"supplies": frozenset()}, static=True)["supplies"])

@@ -54,12 +54,13 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         _covered,
         check_loss_kind,
         check_node_against,
+        loss_inert_keys,
         override_keys,
         pooler_inert_keys,
         prompt_inert_keys,
         unused_groups,
     )
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, signature
+    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, signature, supplied_inputs
 
     try:
         method = method_declaration(str(cfg.method._target_), static=True)
@@ -80,9 +81,16 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     if "loss" in method.uses:
         check_loss_kind(cfg)
     # the job's inert keys that the declarations and the config decide. The job's others are other keys
-    # (method.* and loss.* from code, eval.*, model.lora.*, train.*; loss.* only when the loss group is used),
-    # so a key covered here is covered by the same entry in the job and gets the job's own reason
+    # (method.* from code, eval.*, model.lora.*, train.*), so a key covered here is covered by the same
+    # entry in the job and gets the job's own reason
     inert = unused_groups(cfg)
+    if "loss" in method.uses and cfg.loss.get("_target_"):
+        try:
+            supplied: frozenset[str] | None = supplied_inputs(str(cfg.method._target_))
+        except (NotStatic, AttributeError):
+            supplied = None  # computed from the method's values: the job judges those needs
+        name = cfg.method.get("name", method.class_name)
+        inert.update(loss_inert_keys(cfg, name, loss_declaration(str(cfg.loss._target_)).needs, supplied))
     inert.update({k: v for k, v in pooler_inert_keys(cfg).items() if k not in inert})
     inert.update({k: v for k, v in prompt_inert_keys(cfg).items() if _covered(k, inert) is None})
     for key in override_keys(list(cfg.hydra.overrides.task)):

@@ -151,7 +151,8 @@ def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> 
     from the source (no import, no fallback), equal the imported class's and function's attributes."""
     import importlib
 
-    from cl_bench.declarations import loss_declaration, method_declaration
+    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, supplied_inputs
+    from cl_bench.methods.base import Method
 
     for name, target in _targets("method").items():
         module, _, attr = target.rpartition(".")
@@ -159,6 +160,10 @@ def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> 
         read = method_declaration(target, static=True)
         assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.class_name) == (
             cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts, cls.__name__), name
+        try:  # the inputs the loss gets, where the base class's supplied_inputs returns the declaration
+            assert supplied_inputs(target) == cls.supplied_inputs({}), name
+        except NotStatic:
+            assert cls.supplied_inputs.__func__ is not Method.supplied_inputs.__func__, name
     for name, target in _targets("loss").items():
         module, _, attr = target.rpartition(".")
         fn = getattr(importlib.import_module(module), attr)
@@ -222,6 +227,10 @@ DECLARED_REJECTED = [
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: logits, labels"),
     (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
+    (["loss.hard_negative_alpha=0.5"], "cl-bench: error: loss.hard_negative_alpha: has no effect on this run: "
+                                       "method=simcse gives its loss no hard negatives"),
+    (["method=quickthoughts", "loss.similarity=dot", "loss.tau=0.1"],
+     "cl-bench: error: loss.tau: has no effect on this run: loss=neighbour uses tau only with loss.similarity=cosine"),
     (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
 ]
