@@ -353,9 +353,9 @@ def check_prompt_options(cfg: DictConfig) -> None:
     if model.prompt_period not in PERIOD_RULES:
         raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
     pooler = str(cfg.pooler.name)
-    if cfg.mode == "train" and getattr(method_class(cfg), "own_prompts", False):
+    if cfg.mode == "train" and method_declaration(cfg).own_prompts:  # declarations: no torch (cl_bench.early_checks)
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
-    if cfg.mode == "train" and not getattr(method_class(cfg), "takes_prompts", True):
+    if cfg.mode == "train" and not method_declaration(cfg).takes_prompts:
         name = cfg.method.get("name")
         if pooler in ("mask", "prompt_last"):
             raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")

@@ -27,7 +27,7 @@ from typing import Any
 LOSS_MARK = "loss_kind"
 LOSS_NEEDS = "loss_needs"
 #: what a method class declares for the checks before a model loads, with the defaults of ``Method``
-METHOD_ATTRS = ("uses", "loss_kinds", "summary", "encodes_views", "own_prompts")
+METHOD_ATTRS = ("uses", "loss_kinds", "summary", "encodes_views", "own_prompts", "takes_prompts")
 
 
 class NotStatic(Exception):
@@ -40,7 +40,7 @@ class MethodDeclaration:
 
     Attributes:
         target: the ``_target_`` path; class_name: the class's ``__name__``.
-        uses, loss_kinds, summary, encodes_views, own_prompts: as on :class:`cl_bench.methods.base.Method`.
+        uses, loss_kinds, summary, encodes_views, own_prompts, takes_prompts: as on :class:`cl_bench.methods.base.Method`.
     """
 
     target: str
@@ -50,6 +50,7 @@ class MethodDeclaration:
     summary: str = ""
     encodes_views: bool = False
     own_prompts: bool = False
+    takes_prompts: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,9 @@ def class_attrs(target: str, defaults: Mapping[str, Any], static: bool = False) 
 def method_declaration(target: str, static: bool = False) -> MethodDeclaration:
     """A method class's declarations (:data:`METHOD_ATTRS`), read without importing torch."""
     values = class_attrs(target, {"__name__": "", "uses": frozenset(), "loss_kinds": (), "summary": "",
-                                  "encodes_views": False, "own_prompts": False}, static=static)
+                                  "encodes_views": False, "own_prompts": False, "takes_prompts": True}, static=static)
     return MethodDeclaration(target, str(values["__name__"]), frozenset(values["uses"]), tuple(values["loss_kinds"]), str(values["summary"] or ""),
-                             bool(values["encodes_views"]), bool(values["own_prompts"]))
+                             bool(values["encodes_views"]), bool(values["own_prompts"]), bool(values["takes_prompts"]))
 
 
 def _loss_mark(module: str, name: str) -> LossDeclaration:

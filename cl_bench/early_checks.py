@@ -54,6 +54,7 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         _covered,
         check_loss_kind,
         check_node_against,
+        check_prompt_options,
         loss_inert_keys,
         override_keys,
         pooler_inert_keys,
@@ -68,6 +69,7 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
             loss_declaration(str(cfg.loss._target_), static=True)
     except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
         return  # the job imports them and judges
+    check_prompt_options(cfg)  # the job's first check (cl_bench.config.check_choices)
     # each option's keys and value types against its target's parameters, in the job's order (loss,
     # augmentation, method: cl_bench.config.check_choices); a signature only code tells is the job's to read
     for group, skip in (("loss", ("name",)), ("augmentation", ()), ("method", ("name",))):

@@ -158,8 +158,9 @@ def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> 
         module, _, attr = target.rpartition(".")
         cls = getattr(importlib.import_module(module), attr)
         read = method_declaration(target, static=True)
-        assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.class_name) == (
-            cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts, cls.__name__), name
+        assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.takes_prompts,
+                read.class_name) == (cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts,
+                                     cls.takes_prompts, cls.__name__), name
         try:  # the inputs the loss gets, where the base class's supplied_inputs returns the declaration
             assert supplied_inputs(target) == cls.supplied_inputs({}), name
         except NotStatic:
@@ -227,6 +228,12 @@ DECLARED_REJECTED = [
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: logits, labels"),
     (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
+    (["pooler=mask", "model.prompt=foo"], "cl-bench: error: model.prompt: pooler=mask reads the state at [MASK], "
+                                          "and 'foo' has none"),
+    (["method=esimcse", "pooler=mask"], "cl-bench: error: pooler=mask: method=esimcse builds its views from token ids, "
+                                        "without a prompt to pool"),
+    (["model.prompt_period=keep"], "cl-bench: error: model.prompt_period: unknown rule 'keep'; valid: none, promptbert, "
+                                   "sncse, prompteol"),
     (["loss.hard_negative_alpha=0.5"], "cl-bench: error: loss.hard_negative_alpha: has no effect on this run: "
                                        "method=simcse gives its loss no hard negatives"),
     (["method=quickthoughts", "loss.similarity=dot", "loss.tau=0.1"],
