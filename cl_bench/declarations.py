@@ -315,9 +315,47 @@ def _function_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Mo
     ordered = [*positional, *([args.vararg] if args.vararg else []), *args.kwonlyargs,
                *([args.kwarg] if args.kwarg else [])]
     namespace = _annotation_namespace(tree)
+    annotated = [a for a in [*positional, *args.kwonlyargs, *([args.vararg] if args.vararg else []),
+                             *([args.kwarg] if args.kwarg else [])] if a.annotation is not None]
+    if fn.returns is not None:
+        annotated.append(ast.arg(arg="return", annotation=fn.returns))
+    if any(name not in _module_names(tree) for a in annotated for name in _annotation_names(a.annotation)):
+        return Signature(tuple(a.arg for a in ordered), args.kwarg is not None, {})  # the job's get_type_hints fails
     hints = {a.arg: hint for a in [*positional, *args.kwonlyargs]
              if (hint := _hint(a.annotation, namespace)) is not _MISSING}
     return Signature(tuple(a.arg for a in ordered), args.kwarg is not None, hints)
+
+
+def _annotation_names(annotation: ast.expr) -> set[str]:
+    """The free names an annotation reads (a string annotation parsed first; ``torch.Tensor`` reads ``torch``)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return {"<unparsable>"}
+    return {node.id for node in ast.walk(annotation) if isinstance(node, ast.Name)}
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """The names a module's globals hold after it runs (top-level definitions and imports) and the builtins."""
+    import builtins
+
+    names = set(dir(builtins))
+    pending = list(tree.body)
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in stmt.names}
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, ast.Try):
+            pending += [*stmt.body, *stmt.orelse, *stmt.finalbody, *(s for h in stmt.handlers for s in h.body)]
+        elif isinstance(stmt, ast.If) and "TYPE_CHECKING" not in ast.unparse(stmt.test):  # those names are absent at run time
+            pending += [*stmt.body, *stmt.orelse]
+    return names
 
 
 def _init_signature(module: str, cls: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Signature:

@@ -322,3 +322,20 @@ def test_signatures_read_from_the_source_agree_with_the_imported_targets() -> No
             assert all(hints[k] == v for k, v in read.hints.items()), (group, name)
             for skipped in set(hints) - set(read.hints) - {"return"}:
                 assert all(_type_ok(value, hints[skipped]) for value in ("abc", 1.5, [1], None)), (group, name, skipped)
+
+
+def test_an_annotation_the_job_cannot_resolve_leaves_every_type_to_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``typing.get_type_hints`` fails (a name only imported under ``TYPE_CHECKING``), the job checks keys
+    but no types: the signature read from the source then carries no types either."""
+    import importlib
+    import typing
+
+    from cl_bench.declarations import signature
+
+    (tmp_path / "odd_loss.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from x import Y\n\n\n"
+                                          "def odd(a: 'Y', *, tau: float = 0.05):\n    return a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(NameError):
+        typing.get_type_hints(importlib.import_module("odd_loss").odd)
+    assert signature("odd_loss.odd") == type(signature("odd_loss.odd"))(("a", "tau"), False, {})
