@@ -41,6 +41,11 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("cl-bench --help", ["-m", "cl_bench", "--help"]),
     ("cl-bench-report --help", ["-m", "cl_bench.report", "--help"]),
     ("cl-bench list", ["-m", "cl_bench", "list"]),
+    # rejections decided by a method's or loss's declarations or signature (read from the source)
+    ("cl-bench loss=sg_opt", ["-m", "cl_bench", "loss=sg_opt"]),
+    ("cl-bench method=sbert augmentation=eda_delete", ["-m", "cl_bench", "method=sbert", "augmentation=eda_delete"]),
+    ("cl-bench method.mlm_weight=abc", ["-m", "cl_bench", "method.mlm_weight=abc"]),
+    ("cl-bench loss.hard_negative_alpha=0.5", ["-m", "cl_bench", "loss.hard_negative_alpha=0.5"]),
 ]
 REFERENCE = ("python -c 'import torch, transformers, mlflow'", ["-c", "import torch, transformers, mlflow"])
 

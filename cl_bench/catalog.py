@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from cl_bench.declarations import loss_declaration, method_declaration
+
 #: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
 CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
 #: groups a user chooses with ``group=option``
@@ -107,11 +109,12 @@ def import_target(target: str) -> Any:
 
 
 def loss_kind_of(path: Path) -> str | None:
-    """The ``loss_kind`` of a loss option's function (None when it cannot be imported)."""
+    """The ``loss_kind`` of a loss option's function (None when it cannot be imported), read from its
+    mark without importing torch (:func:`cl_bench.declarations.loss_declaration`)."""
     target = read_yaml(path).get("_target_")
     try:
-        return getattr(import_target(str(target)), "loss_kind", None)
-    except (ImportError, AttributeError, ValueError):
+        return loss_declaration(str(target)).kind
+    except (ImportError, AttributeError, ValueError, SyntaxError):
         return None
 
 
@@ -148,9 +151,9 @@ def method_rows() -> list[dict[str, str]]:
     rows = []
     for name, path in options("method").items():
         node = read_yaml(path)
-        try:
-            cls = import_target(str(node.get("_target_")))
-        except (ImportError, AttributeError, ValueError) as err:
+        try:  # the class's declarations, read from its source: listing imports no torch
+            cls = method_declaration(str(node.get("_target_")))
+        except (ImportError, AttributeError, ValueError, SyntaxError) as err:
             rows.append({"method": name, "summary": f"cannot import {node.get('_target_')}: {err}"})
             continue
         keys = [k for k in node if not str(k).startswith("_") and k not in ("name", "defaults")]
@@ -161,7 +164,7 @@ def method_rows() -> list[dict[str, str]]:
             "default_loss": default_loss(name) or "-",
             "default_augmentation": default_augmentation(name) if "augmentation" in cls.uses else "-",
             "keys": ", ".join(f"method.{k}" for k in keys) or "-",
-            "summary": getattr(cls, "summary", "") or summary_line(path),
+            "summary": cls.summary or summary_line(path),
         })
     return rows
 

@@ -289,6 +289,9 @@ def main() -> None:
 
         sys.argv[1:] = expand_seeds(sys.argv[1:])  # seeds=N: N replicates per point (a seed list, multirun)
         check_group_choices(sys.argv[1:])
+        from cl_bench.early_checks import check_declared_choices
+
+        check_declared_choices(sys.argv[1:])  # a loss the method cannot call, a group it does not use: no torch
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)

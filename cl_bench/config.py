@@ -222,12 +222,20 @@ def check_target_node(node: DictConfig, key: str, skip: tuple[str, ...] = ()) ->
     except Exception:  # unresolvable forward refs: skip type checks, keep key checks
         hints = {}
     accepts_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    check_node_against(node, key, skip, tuple(signature.parameters), accepts_kwargs, hints)
+
+
+def check_node_against(node: DictConfig, key: str, skip: tuple[str, ...], params: tuple[str, ...], accepts_kwargs: bool,
+                       hints: dict[str, Any]) -> None:
+    """:func:`check_target_node` given the target's parameters, ``**kwargs`` and type hints (read from the
+    imported target, or from its source by ``cl-bench`` before torch loads: :mod:`cl_bench.early_checks`)."""
+    target_path = node.get("_target_")
     values = OmegaConf.to_container(node, resolve=True)
     for name, value in values.items():
         if name.startswith("_") or name in skip:
             continue
-        if name not in signature.parameters and not accepts_kwargs:
-            valid = [p for p in signature.parameters if p not in ("self", "context") and p not in skip]
+        if name not in params and not accepts_kwargs:
+            valid = [p for p in params if p not in ("self", "context") and p not in skip]
             raise ConfigError(f"{key}.{name}: unknown key for {target_path}; valid keys: {', '.join(valid)}")
         if name in hints and not _type_ok(value, hints[name]):
             raise ConfigError(f"{key}.{name}: expected {hints[name]}, got {value!r}")
@@ -346,9 +354,9 @@ def check_prompt_options(cfg: DictConfig) -> None:
     if model.prompt_period not in PERIOD_RULES:
         raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
     pooler = str(cfg.pooler.name)
-    if cfg.mode == "train" and getattr(method_class(cfg), "own_prompts", False):
+    if cfg.mode == "train" and method_declaration(cfg).own_prompts:  # declarations: no torch (cl_bench.early_checks)
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
-    if cfg.mode == "train" and not getattr(method_class(cfg), "takes_prompts", True):
+    if cfg.mode == "train" and not method_declaration(cfg).takes_prompts:
         name = cfg.method.get("name")
         if pooler in ("mask", "prompt_last"):
             raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")
@@ -474,6 +482,27 @@ def method_class(cfg: DictConfig) -> Any:
     return _import_target(str(cfg.method._target_), "method")
 
 
+def method_declaration(cfg: DictConfig) -> Any:
+    """What ``method._target_``'s class declares (groups, loss kinds, prompt flags), read from its source
+    without importing it (:func:`cl_bench.declarations.method_declaration`)."""
+    from cl_bench.declarations import method_declaration as read
+
+    try:
+        return read(str(cfg.method._target_))
+    except (ImportError, AttributeError, ValueError, SyntaxError):
+        method_class(cfg)  # the import's own one-line error
+        raise
+
+
+def unused_groups(cfg: DictConfig) -> dict[str, str]:
+    """The groups of :data:`METHOD_GROUPS` the run's method does not use (``Method.uses``), each with the reason."""
+    cls = method_declaration(cfg)
+    name = cfg.method.get("name", cls.class_name)
+    uses = ", ".join(g for g in METHOD_GROUPS if g in cls.uses) or "none of loss, augmentation, pooler"
+    return {group: f"method={name} does not use the {group} group (it uses: {uses})"
+            for group in METHOD_GROUPS if group not in cls.uses}
+
+
 def loss_function(cfg: DictConfig) -> Any:
     """The function named by ``loss._target_`` (imported, not called)."""
     if not cfg.loss.get("_target_"):
@@ -541,30 +570,18 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     else:
         cls = method_class(cfg)
         name = cfg.method.get("name", cls.__name__)
-        uses = ", ".join(g for g in METHOD_GROUPS if g in cls.uses) or "none of loss, augmentation, pooler"
-        for group in METHOD_GROUPS:
-            if group not in cls.uses:
-                inert[group] = f"method={name} does not use the {group} group (it uses: {uses})"
+        inert.update(unused_groups(cfg))
         method_values = _values(cfg.method)
         for key, reason in cls.inert_keys(method_values, run_setting(cfg, cls)).items():
             inert[f"method.{key}"] = reason
         if "loss" in cls.uses:
             fn = loss_function(cfg)
-            loss_values = _values(cfg.loss)
-            supplied = cls.supplied_inputs(method_values)
-            for key, need in getattr(fn, "loss_needs", {}).items():
-                if "=" in need:
-                    if not _condition_holds(need, loss_values):
-                        inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
-                elif need not in supplied:
-                    inert[f"loss.{key}"] = f"method={name} gives its loss no {need.replace('_', ' ')}"
+            inert.update(loss_inert_keys(cfg, name, getattr(fn, "loss_needs", {}), cls.supplied_inputs(method_values)))
     if int(cfg.model.lora.r) == 0:
         for key in ("alpha", "dropout", "target_modules"):
             inert.setdefault(f"model.lora.{key}", "model.lora.r is 0 (no LoRA adapters); set model.lora.r > 0")
-    if cfg.pooler.name != "cls":
-        inert.setdefault("pooler.mlp_only_train", f"only pooler=cls has an MLP (pooler={cfg.pooler.name})")
-    if cfg.pooler.name != "avg_first_last":
-        inert.setdefault("pooler.first_layer", f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})")
+    for key, reason in pooler_inert_keys(cfg).items():
+        inert.setdefault(key, reason)
     inert.update({k: v for k, v in prompt_inert_keys(cfg).items() if _covered(k, inert) is None})
     from cl_bench.eval.tasks import uses_transfer
 
@@ -594,24 +611,48 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     return inert
 
 
+def loss_inert_keys(cfg: DictConfig, method: str, needs: dict[str, str], supplied: frozenset[str] | None) -> dict[str, str]:
+    """The loss keys that cannot act: each need of the loss's mark (``loss_kind(needs=...)``) that the loss's own
+    config (``key=value``) or the method's supplied inputs (``supplied``; None: unknown, those are not judged) lack."""
+    loss_values = _values(cfg.loss)
+    inert = {}
+    for key, need in needs.items():
+        if "=" in need:
+            if not _condition_holds(need, loss_values):
+                inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
+        elif supplied is not None and need not in supplied:
+            inert[f"loss.{key}"] = f"method={method} gives its loss no {need.replace('_', ' ')}"
+    return inert
+
+
+def pooler_inert_keys(cfg: DictConfig) -> dict[str, str]:
+    """The ``pooler.*`` keys that only one pooler reads, when another pooler is chosen."""
+    inert = {}
+    if cfg.pooler.name != "cls":
+        inert["pooler.mlp_only_train"] = f"only pooler=cls has an MLP (pooler={cfg.pooler.name})"
+    if cfg.pooler.name != "avg_first_last":
+        inert["pooler.first_layer"] = f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})"
+    return inert
+
+
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
     from cl_bench.models.pooler_names import AVERAGING_POOLERS, PROMPT_POOLERS
 
     inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
-    cls = method_class(cfg) if cfg.mode == "train" else None
-    if cls is not None and getattr(cls, "own_prompts", False):
-        why = f"method={cfg.method.get('name', cls.__name__)} sets its own templates (method.* keys) and [MASK] pooler"
+    cls = method_declaration(cfg) if cfg.mode == "train" else None  # its declarations: no torch (cl-bench's early checks)
+    if cls is not None and cls.own_prompts:
+        why = f"method={cfg.method.get('name', cls.class_name)} sets its own templates (method.* keys) and [MASK] pooler"
         for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
             inert[key] = why
         return inert
     if cls is not None and "pooler" not in cls.uses:
-        why = f"method={cfg.method.get('name', cls.__name__)} encodes with its own encoder (it uses no pooler group)"
+        why = f"method={cfg.method.get('name', cls.class_name)} encodes with its own encoder (it uses no pooler group)"
         return {key: why for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt")}
     if cfg.mode == "eval":
         inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
-    elif not getattr(cls, "encodes_views", False):
+    elif not cls.encodes_views:
         inert["model.view_prompts"] = f"method={cfg.method.get('name')} encodes no groups of views (model.prompt acts)"
     if not model.prompt and not model.view_prompts and pooler not in PROMPT_POOLERS:
         why = "no prompt is set (model.prompt, model.view_prompts)"
@@ -711,7 +752,7 @@ def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:
 
     Also rejects a loss that the method cannot call (whether chosen or defaulted).
     """
-    if cfg.mode == "train" and "loss" in method_class(cfg).uses:
+    if cfg.mode == "train" and "loss" in method_declaration(cfg).uses:
         check_loss_kind(cfg)
     inert = inert_keys(cfg)
     for key in override_keys(overrides):
@@ -721,13 +762,20 @@ def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:
 
 
 def check_loss_kind(cfg: DictConfig) -> None:
-    """The configured loss must be a kind the method calls."""
-    cls, fn = method_class(cfg), loss_function(cfg)
-    kind = getattr(fn, "loss_kind", None)
+    """The configured loss must be a kind the method calls (read from the declarations: no torch)."""
+    from cl_bench.declarations import loss_declaration
+
+    cls = method_declaration(cfg)
+    if not cfg.loss.get("_target_"):
+        loss_function(cfg)  # the one-line "no default loss" error
+    try:
+        kind = loss_declaration(str(cfg.loss._target_)).kind
+    except (ImportError, AttributeError, ValueError, SyntaxError):
+        kind = getattr(loss_function(cfg), "loss_kind", None)  # the import's own one-line error
     if kind not in cls.loss_kinds:
         from cl_bench.catalog import losses_of_kinds
 
-        name = cfg.method.get("name", cls.__name__)
+        name = cfg.method.get("name", cls.class_name)
         fits = ", ".join(losses_of_kinds(cls.loss_kinds)) or "none found"
         raise ConfigError(
             f"loss={cfg.loss.get('name', cfg.loss._target_)}: method={name} calls {'/'.join(cls.loss_kinds)} losses "

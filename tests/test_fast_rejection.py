@@ -97,3 +97,245 @@ def test_help_lists_the_groups_hydra_lists() -> None:
         for group in ("method", "augmentation/simcse_table1", "loss/default"):
             assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
     assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# `cl-bench list` and the declarations it reads: from the source, without torch
+# ------------------------------------------------------------------------------------------------
+_LIST_PROBE = """
+import contextlib, io, json, sys
+from cl_bench import cli
+sys.argv = ["cl-bench", "list", *json.loads(sys.argv[1])]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    cli.main()
+heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn", "pandas") if m in sys.modules)
+print(json.dumps({"listing": out.getvalue(), "heavy": heavy}))
+"""
+
+
+def _list_in_fresh_interpreter(cwd: Path, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _LIST_PROBE, json.dumps(list(args))], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _targets(group: str) -> dict[str, str]:
+    from cl_bench import catalog
+
+    return {name: str(catalog.read_yaml(path).get("_target_")) for name, path in catalog.options(group).items()}
+
+
+def test_list_imports_no_heavy_module_and_says_what_the_imported_classes_say(tmp_path: Path) -> None:
+    """``cl-bench list`` in a fresh interpreter imports none of torch, transformers, mlflow, scikit-learn, pandas,
+    and prints the same text as the listing made here after importing every method and loss (whose
+    declarations are then read from the classes and functions themselves)."""
+    import importlib
+
+    from cl_bench import catalog
+
+    result = _list_in_fresh_interpreter(tmp_path)
+    assert result["heavy"] == [], f"imported by cl-bench list: {result['heavy']}"
+    for group in ("method", "loss", "augmentation"):
+        for name, target in _targets(group).items():
+            module, _, attr = target.rpartition(".")
+            getattr(importlib.import_module(module), attr)  # imported: the listing below asks the objects
+            assert f"\n  {name}" in result["listing"], (group, name)
+    assert result["listing"] == catalog.listing() + "\n"
+
+
+def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> None:
+    """Each method's groups, loss kinds, summary and prompt/view flags and each loss's kind and needs, read
+    from the source (no import, no fallback), equal the imported class's and function's attributes."""
+    import importlib
+
+    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, supplied_inputs
+    from cl_bench.methods.base import Method
+
+    for name, target in _targets("method").items():
+        module, _, attr = target.rpartition(".")
+        cls = getattr(importlib.import_module(module), attr)
+        read = method_declaration(target, static=True)
+        assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.takes_prompts,
+                read.class_name) == (cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts,
+                                     cls.takes_prompts, cls.__name__), name
+        try:  # the inputs the loss gets, where the base class's supplied_inputs returns the declaration
+            assert supplied_inputs(target) == cls.supplied_inputs({}), name
+        except NotStatic:
+            assert cls.supplied_inputs.__func__ is not Method.supplied_inputs.__func__, name
+    for name, target in _targets("loss").items():
+        module, _, attr = target.rpartition(".")
+        fn = getattr(importlib.import_module(module), attr)
+        read = loss_declaration(target, static=True)
+        assert (read.kind, read.needs) == (fn.loss_kind, fn.loss_needs), name
+
+
+USER_METHOD = '''
+"""A user's method, in their own folder (it imports torch; cl-bench list reads it without)."""
+import torch
+
+from cl_bench.methods.base import Method
+
+
+class Neighbours(Method):
+    uses = frozenset({"loss", "pooler"})
+    loss_kinds = ("pair",)
+    summary = "neighbours: each sentence against the next one"
+
+    def __init__(self, context, shift: int = 1):
+        super().__init__(context)
+        self.shift = shift
+'''
+
+
+def test_list_shows_a_users_own_method_without_torch(tmp_path: Path) -> None:
+    """A method from a ``hydra.searchpath`` folder is listed with its declarations, torch still not imported."""
+    folder = tmp_path / "mine"
+    (folder / "method").mkdir(parents=True)
+    (folder / "neighbours_method.py").write_text(USER_METHOD)
+    (folder / "method" / "neighbours.yaml").write_text("# Neighbours.\n_target_: neighbours_method.Neighbours\n"
+                                                       "name: neighbours\nshift: 1\n")
+    result = _list_in_fresh_interpreter(tmp_path, f"hydra.searchpath=[file://{folder}]")
+    assert result["heavy"] == []
+    listing = result["listing"]
+    row = listing[listing.index("\n  neighbours: "):].split("\n  ")[1:3]
+    assert row[0] == "neighbours: neighbours: each sentence against the next one"
+    assert "uses: loss, pooler" in listing[listing.index("\n  neighbours: "):] and "method.shift" in listing
+
+
+# ------------------------------------------------------------------------------------------------
+# Rejections that depend on a method's or loss's declarations: before torch, with the job's own words
+# ------------------------------------------------------------------------------------------------
+#: (overrides, the line expected); each is also what the job's validation (check_choices) says
+DECLARED_REJECTED = [
+    (["loss=sg_opt"], "cl-bench: error: loss=sg_opt: method=simcse calls pair losses and this one is a self_guided "
+                      "loss; use one of: contrastive, debiased, hard_negative, infonce, lifted, mixcse, nce, npair, "
+                      "ntxent, snn, supcon, triplet"),
+    (["method=sbert", "loss=infonce"], "cl-bench: error: loss=infonce: method=sbert calls classifier/scored_pair/triplet "
+                                       "losses and this one is a pair loss; use one of: angle, angle_nli, cosent, "
+                                       "sbert_regression, sbert_softmax, sbert_triplet"),
+    (["method=sbert", "augmentation=eda_delete"], "cl-bench: error: augmentation: has no effect on this run: "
+                                                  "method=sbert does not use the augmentation group (it uses: loss, pooler)"),
+    (["method=is_bert", "pooler=avg"], "cl-bench: error: pooler: has no effect on this run: method=is_bert does not use "
+                                       "the pooler group (it uses: loss)"),
+    (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
+                                                 "pooler=avg_first_last averages a first layer (pooler=cls)"),
+    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
+                        "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask"),
+    (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: expected <class 'float'>, got 'abc'"),
+    (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
+                                         "valid keys: logits, labels"),
+    (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
+    (["pooler=mask", "model.prompt=foo"], "cl-bench: error: model.prompt: pooler=mask reads the state at [MASK], "
+                                          "and 'foo' has none"),
+    (["method=esimcse", "pooler=mask"], "cl-bench: error: pooler=mask: method=esimcse builds its views from token ids, "
+                                        "without a prompt to pool"),
+    (["model.prompt_period=keep"], "cl-bench: error: model.prompt_period: unknown rule 'keep'; valid: none, promptbert, "
+                                   "sncse, prompteol"),
+    (["loss.hard_negative_alpha=0.5"], "cl-bench: error: loss.hard_negative_alpha: has no effect on this run: "
+                                       "method=simcse gives its loss no hard negatives"),
+    (["method=quickthoughts", "loss.similarity=dot", "loss.tau=0.1"],
+     "cl-bench: error: loss.tau: has no effect on this run: loss=neighbour uses tau only with loss.similarity=cosine"),
+    (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
+                                                        "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
+]
+
+
+def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
+    """Each rejection that a method's or loss's declaration decides answers in one line, exit 2, with torch,
+    transformers, mlflow, scikit-learn not imported; and the job's validation (which imports the classes)
+    rejects the same config with the same line."""
+    from cl_bench.config import check_choices
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([argv for argv, _ in DECLARED_REJECTED])],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
+        assert code == 2 and stderr.strip() == expected, (argv, stderr)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=argv)
+        with pytest.raises(ConfigError) as job:
+            check_choices(cfg, argv)
+        assert f"cl-bench: error: {job.value}" == expected, argv
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv", [["method=sbert", "loss=cosent"], ["method=sg_opt"], ["method=promptbert", "loss=infonce"],
+                                  ["method=simcse", "augmentation=eda_delete", "pooler=avg"],
+                                  ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
+                                  ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
+def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
+    from cl_bench.early_checks import check_declared_choices
+
+    check_declared_choices(argv)
+
+
+USER_COMPUTED = '''
+"""A method whose groups are computed: only running the module tells them."""
+BASE = ("loss",)
+
+
+class Computed:
+    uses = frozenset(g for g in BASE)
+    loss_kinds = ("pair",)
+'''
+
+
+def test_a_computed_declaration_is_read_by_importing_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from the source only, a computed value is refused (the early check then leaves it to the job);
+    otherwise the module is imported and the class asked."""
+    from cl_bench.declarations import NotStatic, method_declaration
+
+    (tmp_path / "computed_method.py").write_text(USER_COMPUTED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(NotStatic):
+        method_declaration("computed_method.Computed", static=True)
+    read = method_declaration("computed_method.Computed")
+    assert (read.uses, read.loss_kinds, read.class_name) == (frozenset({"loss"}), ("pair",), "Computed")
+
+
+def test_signatures_read_from_the_source_agree_with_the_imported_targets() -> None:
+    """Every method's, loss's and augmentation's parameters (and ``**kwargs``) read from the source equal
+    ``inspect.signature``'s, each type hint read equals ``typing.get_type_hints``'s, and a hint not read (a
+    tensor, the method's context) is one the job's type check accepts any value for."""
+    import importlib
+    import inspect
+    import typing
+
+    from cl_bench.config import _type_ok
+    from cl_bench.declarations import signature
+
+    for group in ("method", "loss", "augmentation"):
+        for name, target in _targets(group).items():
+            module, _, attr = target.rpartition(".")
+            obj = getattr(importlib.import_module(module), attr)
+            real = inspect.signature(obj)
+            hints = typing.get_type_hints(obj.__init__ if inspect.isclass(obj) else obj)
+            read = signature(target)
+            assert read.params == tuple(real.parameters), (group, name)
+            assert read.accepts_kwargs == any(p.kind is p.VAR_KEYWORD for p in real.parameters.values()), (group, name)
+            assert all(hints[k] == v for k, v in read.hints.items()), (group, name)
+            for skipped in set(hints) - set(read.hints) - {"return"}:
+                assert all(_type_ok(value, hints[skipped]) for value in ("abc", 1.5, [1], None)), (group, name, skipped)
+
+
+def test_an_annotation_the_job_cannot_resolve_leaves_every_type_to_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``typing.get_type_hints`` fails (a name only imported under ``TYPE_CHECKING``), the job checks keys
+    but no types: the signature read from the source then carries no types either."""
+    import importlib
+    import typing
+
+    from cl_bench.declarations import signature
+
+    (tmp_path / "odd_loss.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from x import Y\n\n\n"
+                                          "def odd(a: 'Y', *, tau: float = 0.05):\n    return a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(NameError):
+        typing.get_type_hints(importlib.import_module("odd_loss").odd)
+    assert signature("odd_loss.odd") == type(signature("odd_loss.odd"))(("a", "tau"), False, {})

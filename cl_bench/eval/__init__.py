@@ -5,14 +5,26 @@ with ``encode(sentences, batch_size) -> np.ndarray`` of shape (N, H). The tasks 
 :mod:`cl_bench.eval.registry` (:func:`register_task` adds one).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from cl_bench.eval.registry import TASKS, EvalTask, groups, register_task
-from cl_bench.eval.suite import evaluate, evaluate_dev, format_table
-from cl_bench.eval.tasks import (
-    SELECT_METRICS,
-    EvalConfigError,
-    check_eval_config,
-    resolve_tasks,
-)
+
+#: names re-exported from the submodules that load numpy/torch/scikit-learn, imported on first use so that
+#: ``cl_bench.eval.registry`` (``cl-bench list``, the checks before a model loads) imports none of them
+_LAZY = {"evaluate": "suite", "evaluate_dev": "suite", "format_table": "suite", "SELECT_METRICS": "tasks",
+         "EvalConfigError": "tasks", "check_eval_config": "tasks", "resolve_tasks": "tasks"}
+
+
+def __getattr__(name: str) -> Any:
+    """``from cl_bench.eval import evaluate``: the submodule that defines it, imported now (PEP 562)."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"cl_bench.eval.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cl_bench.eval' has no attribute '{name}'")
 
 __all__ = [
     "SELECT_METRICS",

@@ -189,6 +189,9 @@ class Method(nn.Module, abc.ABC):
     #: True when the method sets the encoder's prompts and pooler itself (PromptBERT, SNCSE): then
     #: ``model.prompt``, ``model.view_prompts``, ``model.prompt_period`` and the pooler group cannot act
     own_prompts: ClassVar[bool] = False
+    #: False when the method builds its views from token ids, where no prompt layout survives (ESimCSE):
+    #: then ``model.prompt``/``view_prompts`` and the prompt poolers are rejected
+    takes_prompts: ClassVar[bool] = True
 
     # ----- declarations read before any model loads (cl_bench/config.py) -----------------------
     @classmethod

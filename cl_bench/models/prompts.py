@@ -30,9 +30,10 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch loads with the model: the prompt checks run before it (cl-bench's early checks)
+    import torch
 
 SENTENCE_SLOT = "[X]"
 MASK_PLACEHOLDER = "[MASK]"
@@ -200,6 +201,8 @@ def tokenize_with_prompts(
 def with_offsets(layout_rows: Sequence[Sequence[int]], attention_mask: torch.Tensor) -> torch.Tensor:
     """(B, 6) layouts: the 5 values of :meth:`PromptLayout.assemble` and each row's first real position
     in the freshly padded ``attention_mask`` (its left padding)."""
+    import torch
+
     rows = torch.tensor([list(r)[:5] for r in layout_rows], dtype=torch.long).reshape(-1, 5)
     first = (attention_mask != 0).long().argmax(dim=1).to(torch.long).cpu()
     return torch.cat([rows, first.unsqueeze(1)], dim=1)
@@ -207,6 +210,8 @@ def with_offsets(layout_rows: Sequence[Sequence[int]], attention_mask: torch.Ten
 
 def _ranks(attention_mask: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
     """(B, T) each position's rank from the row's first real token (left padding negative)."""
+    import torch
+
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
     return positions.unsqueeze(0) - layout[:, 5:6].to(attention_mask.device)
 
@@ -234,6 +239,8 @@ def template_mask_states(backbone: Any, layout: PromptLayout, lengths: torch.Ten
     row per sentence length ``k`` in ``lengths``, the positions after the prefix shifted by ``k`` as if
     ``k`` sentence tokens stood in the slot (Prompt-BERT models.py ``get_delta``). Runs in the
     backbone's current mode (dropout in training, with gradients, as the official default)."""
+    import torch
+
     if layout.mask_offset is None:
         raise ValueError(f"template denoising needs {MASK_PLACEHOLDER} in the prompt {layout.prompt!r}")
     device = next(backbone.parameters()).device
