@@ -16,7 +16,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -160,27 +160,39 @@ def _closest_key_hint(key: str, valid: set[str]) -> str:
     return f"; closest valid key: {closest[0]}" if closest else ""
 
 
+def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
+    """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
+    sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
+    key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")) and not arg.startswith("++"):
+            continue
+        if _is_group(arg.split("=", 1)[0].lstrip("+")):
+            continue
+        try:
+            override = parser.parse_override(arg)
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 (the caller decides: Hydra's own message follows)
+            yield None
+            continue
+        yield override.key_or_group, values
+
+
 def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
     """One line for a value of the wrong type (``train.lr=abc``) instead of Hydra's five-line merge error.
 
     The value is set on the composed config (typed by the schema) as Hydra would; a sweep's values
     are each tried. Anything the parser does not take is left to Hydra.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf.errors import OmegaConfBaseException
 
-    parser = OverridesParser.create()
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg[0] in "+~" and not arg.startswith("++"):
-            continue  # +key adds a key (judged below), ~key deletes one; ++key sets it like key=
-        if _is_group(arg.split("=", 1)[0].lstrip("+")):
-            continue
-        try:
-            override = parser.parse_override(arg)
-            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
-        except Exception:  # noqa: BLE001 (Hydra's own message for what it cannot parse)
-            continue
-        key = override.key_or_group
+    for parsed in _value_overrides(argv):
+        if parsed is None:
+            continue  # Hydra's own message for what it cannot parse
+        key, values = parsed
         for cfg in composed:
             if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
                 continue  # absent (unknown keys are judged above) or a null default that takes any type
@@ -201,22 +213,12 @@ def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
     Each swept value is tried (every combination, for a small sweep). The checks that need a method's,
     loss's or model's code run in the job (:func:`cl_bench.config.validate`).
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
     settings: list[tuple[str, list[Any]]] = []
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")) and not arg.startswith("++"):
-            continue
-        if _is_group(arg.split("=", 1)[0].lstrip("+")):
-            continue
-        try:
-            override = parser.parse_override(arg)
-            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
-        except Exception:  # noqa: BLE001 (Hydra's own message for what it cannot parse)
-            return
-        if not override.key_or_group.startswith("hydra."):
-            settings.append((override.key_or_group, values))
+    for parsed in _value_overrides(argv):
+        if parsed is None:
+            return  # Hydra's own message for what it cannot parse
+        if not parsed[0].startswith("hydra."):
+            settings.append(parsed)
     if not settings or math.prod(len(values) for _, values in settings) > 256:
         return  # a large sweep: each job checks its own values
     for cfg in composed:
