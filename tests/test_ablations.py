@@ -137,6 +137,7 @@ def test_presets_set_top_level_shortcuts_and_the_command_line_wins(
     assert (cfg.seed, cfg.train.batch_size, cfg.model.dropout) == (7, 8, 0.2)
 
 
+@pytest.mark.slow  # ~20 s: composes every job of every ablation grid
 def test_every_point_of_every_grid_has_a_paper_row(data_dir: Path, tiny_bert: Path) -> None:
     # The report can compare every job of the presets to a figure of the paper.
     ablations = load_ablations()

@@ -73,6 +73,7 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert {"results.json", "config.yaml"} <= artifacts
 
 
+@pytest.mark.slow  # ~45 s on 2 quiet cores: the full STS suite in a subprocess; mode=eval is also in test_decoder_eval
 def test_eval_mode_scores_a_model_without_training(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     _cl_bench(
         ["mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg", "hydra.run.dir=ev", "logger.enabled=false"],
@@ -83,6 +84,7 @@ def test_eval_mode_scores_a_model_without_training(tiny_bert: Path, data_dir: Pa
     assert not (tmp_path / "mlflow.db").exists()  # logger disabled: nothing sent
 
 
+@pytest.mark.slow  # ~80 s on 2 quiet cores: two training jobs through the joblib launcher
 def test_parallel_sweep_is_one_parent_with_child_runs(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     # A fresh SQLite store and two parallel joblib workers: the store is created once, before the jobs.
     _cl_bench(

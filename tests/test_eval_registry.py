@@ -169,6 +169,7 @@ averages: {mine_avg: toy}
 """
 
 
+@pytest.mark.slow  # ~60 s on 2 quiet cores: a real cl-bench run; the in-process registry tests stay default
 def test_a_user_task_from_their_own_folder_through_the_real_command(tiny_bert: Path, tmp_path: Path) -> None:
     folder = tmp_path / "my_tasks"
     (folder / "eval_task").mkdir(parents=True)
