@@ -56,7 +56,8 @@ def _prefetch(typingctx, array, row, column):  # noqa: ANN001, ANN202 (numba int
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
         array_type = signature.args[0]
         data = context.make_array(array_type)(context, builder, args[0])
-        index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        kinds = signature.args[1:]
+        index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], kinds, strict=True)]
         pointer = cgutils.get_item_pointer(context, builder, array_type, data, index, wraparound=False)
         byte_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
         function = cgutils.get_or_insert_function(
