@@ -209,6 +209,7 @@ def method_declaration(target: str, static: bool = False) -> MethodDeclaration:
                              bool(values["encodes_views"]), bool(values["own_prompts"]), bool(values["takes_prompts"]))
 
 
+@functools.lru_cache(maxsize=256)
 def _loss_mark(module: str, name: str) -> LossDeclaration:
     tree = _tree(module)
     stmt = _top_level(tree, name)
@@ -244,7 +245,8 @@ def loss_declaration(target: str, static: bool = False) -> LossDeclaration:
     obj = _MISSING if static else _already_imported(target)
     if obj is _MISSING:
         try:
-            return _loss_mark(*_split(target))
+            mark = _loss_mark(*_split(target))
+            return LossDeclaration(mark.kind, dict(mark.needs))  # a copy: the cached one stays as read
         except NotStatic:
             if static:
                 raise
