@@ -19,7 +19,6 @@ from pathlib import Path
 
 from cl_bench.catalog import CONF_DIR
 
-
 #: the groups (and their keys) whose override can meet a rejection decided here
 _DECIDING = ("method", "loss", "augmentation", "pooler", "model", "experiment")
 
@@ -61,7 +60,13 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         prompt_inert_keys,
         unused_groups,
     )
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, signature, supplied_inputs
+    from cl_bench.declarations import (
+        NotStatic,
+        loss_declaration,
+        method_declaration,
+        signature,
+        supplied_inputs,
+    )
 
     try:
         method = method_declaration(str(cfg.method._target_), static=True)
