@@ -118,9 +118,14 @@ def loss_kind_of(path: Path) -> str | None:
         return None
 
 
-def losses_of_kinds(kinds: Sequence[str]) -> list[str]:
-    """Loss options whose function is of one of ``kinds``."""
-    return [name for name, path in options("loss").items() if loss_kind_of(path) in kinds]
+def loss_kinds() -> dict[str, str | None]:
+    """``{loss option: its function's kind}`` for every loss option."""
+    return {name: loss_kind_of(path) for name, path in options("loss").items()}
+
+
+def losses_of_kinds(kinds: Sequence[str], known: dict[str, str | None] | None = None) -> list[str]:
+    """Loss options whose function is of one of ``kinds`` (``known``: :func:`loss_kinds`, when already read)."""
+    return [name for name, kind in (loss_kinds() if known is None else known).items() if kind in kinds]
 
 
 def default_loss(method: str) -> str | None:
@@ -148,7 +153,7 @@ def default_augmentation(method: str) -> str:
 
 def method_rows() -> list[dict[str, str]]:
     """One row per method: name, groups and keys it uses, default loss, loss kinds, summary."""
-    rows = []
+    rows, kinds = [], loss_kinds()
     for name, path in options("method").items():
         node = read_yaml(path)
         try:  # the class's declarations, read from its source: listing imports no torch
@@ -160,7 +165,7 @@ def method_rows() -> list[dict[str, str]]:
         rows.append({
             "method": name,
             "uses": ", ".join(g for g in ("loss", "augmentation", "pooler") if g in cls.uses) or "-",
-            "losses": f"{'/'.join(cls.loss_kinds)}: {', '.join(losses_of_kinds(cls.loss_kinds))}",
+            "losses": f"{'/'.join(cls.loss_kinds)}: {', '.join(losses_of_kinds(cls.loss_kinds, kinds))}",
             "default_loss": default_loss(name) or "-",
             "default_augmentation": default_augmentation(name) if "augmentation" in cls.uses else "-",
             "keys": ", ".join(f"method.{k}" for k in keys) or "-",
@@ -194,8 +199,9 @@ def listing() -> str:
     for group, title in (("loss", "LOSSES"), ("augmentation", "AUGMENTATIONS"), ("pooler", "POOLERS"),
                          ("data", "DATA"), ("eval", "EVALUATION PRESETS"), ("experiment", "EXPERIMENT PRESETS")):
         lines.append(f"{title}  ({group}=NAME)")
+        kinds = loss_kinds() if group == "loss" else {}
         for name, path in options(group).items():
-            kind = f" [{loss_kind_of(path)}]" if group == "loss" else ""
+            kind = f" [{kinds[name]}]" if group == "loss" else ""
             lines.append(textwrap.fill(f"{name}{kind}: {summary_line(path)}", width=118, initial_indent="  ",
                                        subsequent_indent="      "))  # whole, wrapped
     return "\n".join(lines)

@@ -68,7 +68,6 @@ def _split(target: str) -> tuple[str, str]:
     return module, attr
 
 
-@functools.lru_cache(maxsize=256)
 def _tree(module: str) -> ast.Module:
     """The parsed source of ``module`` (found as an import would find it; its parent packages are
     imported, which for cl-bench's ``methods``/``losses``/``augment`` packages loads nothing)."""
@@ -78,7 +77,14 @@ def _tree(module: str) -> ast.Module:
         raise NotStatic(str(err)) from err
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise NotStatic(f"no source for {module}")
-    return ast.parse(Path(spec.origin).read_text(), filename=spec.origin)
+    return _parsed(spec.origin, Path(spec.origin).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, mtime_ns: int) -> ast.Module:
+    """A source file's syntax tree (cached per file and modification time: another folder's module of the
+    same name, or an edited file, is parsed anew)."""
+    return ast.parse(Path(path).read_text(), filename=path)
 
 
 def _literal(node: ast.expr) -> Any:
@@ -210,7 +216,12 @@ def method_declaration(target: str, static: bool = False) -> MethodDeclaration:
 
 
 def _loss_mark(module: str, name: str) -> LossDeclaration:
-    tree = _tree(module)
+    return _loss_mark_in(_tree(module), module, name)
+
+
+@functools.lru_cache(maxsize=256)
+def _loss_mark_in(tree: ast.Module, module: str, name: str) -> LossDeclaration:
+    """:func:`_loss_mark` on a parsed module (cached with the tree)."""
     stmt = _top_level(tree, name)
     if isinstance(stmt, ast.ImportFrom):
         source = _imported_from(stmt, module)
@@ -244,7 +255,8 @@ def loss_declaration(target: str, static: bool = False) -> LossDeclaration:
     obj = _MISSING if static else _already_imported(target)
     if obj is _MISSING:
         try:
-            return _loss_mark(*_split(target))
+            mark = _loss_mark(*_split(target))
+            return LossDeclaration(mark.kind, dict(mark.needs))  # a copy: the cached one stays as read
         except NotStatic:
             if static:
                 raise

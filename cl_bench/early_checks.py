@@ -1,24 +1,31 @@
 """The rejections that depend on a method's or loss's declarations, answered before torch is imported.
 
 A loss of a kind the method does not call, a group the method does not use (``method=sbert
-augmentation=eda_delete``) or a prompt key the method sets itself depend on what the method's class
-and the loss's function declare (``Method.uses``, ``Method.loss_kinds``, the ``loss_kind`` mark). The
-job's validation (:func:`cl_bench.config.check_overrides_act`) decides them from the same functions
-used here; these read the declarations from the source (:mod:`cl_bench.declarations`), so ``cl-bench``
-runs them on the composed config before Hydra's job starts and a wrong choice answers in about a
-second, not after torch, transformers and MLflow have loaded.
+augmentation=eda_delete``), a prompt key the method sets itself, a key its constructor does not take
+or a value of the wrong type depend on what the method's class and the loss's function declare
+(``Method.uses``, ``Method.loss_kinds``, the ``loss_kind`` mark, the keyword parameters). The job's
+validation (:func:`cl_bench.config.check_choices`) decides them with the same functions used here;
+these read the declarations from the source (:mod:`cl_bench.declarations`), so ``cl-bench`` runs them
+on the composed config before Hydra's job starts and a wrong choice answers in about a second, not
+after torch, transformers and MLflow have loaded.
 
-The checks that run the method's or loss's own code (``check_config``, ``check_setting``,
-``inert_keys``, the constructor's signature and types) stay in the job: they need the imported class.
+The checks that run the method's, loss's or augmentation's own code (``check_config``, ``check_setting``,
+``inert_keys``) stay in the job: they need the imported class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cl_bench.catalog import CONF_DIR
+from cl_bench.config import ConfigError
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from cl_bench.declarations import MethodDeclaration
 
 #: the groups (and their keys) whose override can meet a rejection decided here
 _DECIDING = ("method", "loss", "augmentation", "pooler", "model", "experiment")
@@ -50,6 +57,24 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         return
     if "MULTIRUN" in str(cfg.hydra.get("mode")) or cfg.mode != "train":
         return  # mode=eval: the job first reads the pooling recorded with the encoder
+    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration
+
+    try:
+        method = method_declaration(str(cfg.method._target_), static=True)
+        if "loss" in method.uses and cfg.loss.get("_target_"):
+            loss_declaration(str(cfg.loss._target_), static=True)
+    except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
+        return  # the job imports them and judges
+    try:
+        _check(cfg, method)
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
+        return
+
+
+def _check(cfg: DictConfig, method: MethodDeclaration) -> None:
+    """The checks of :func:`check_declared_choices` on the composed config."""
     from cl_bench.config import (
         _covered,
         check_loss_kind,
@@ -61,14 +86,8 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         prompt_inert_keys,
         unused_groups,
     )
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, signature, supplied_inputs
+    from cl_bench.declarations import NotStatic, loss_declaration, signature, supplied_inputs
 
-    try:
-        method = method_declaration(str(cfg.method._target_), static=True)
-        if "loss" in method.uses and cfg.loss.get("_target_"):
-            loss_declaration(str(cfg.loss._target_), static=True)
-    except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
-        return  # the job imports them and judges
     check_prompt_options(cfg)  # the job's first check (cl_bench.config.check_choices)
     # each option's keys and value types against its target's parameters, in the job's order (loss,
     # augmentation, method: cl_bench.config.check_choices); a signature only code tells is the job's to read
@@ -98,6 +117,4 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     for key in override_keys(list(cfg.hydra.overrides.task)):
         reason = _covered(key, inert)
         if reason is not None:
-            from cl_bench.config import ConfigError
-
             raise ConfigError(f"{key}: has no effect on this run: {reason}")
