@@ -326,3 +326,19 @@ def test_flow_dropout_embeddings_are_cached_as_recomputed(tiny_bert: Path, tmp_p
         assert len(entries()) == 4
     for other in (other_seed, other_batch, other_rate):
         assert np.abs(other - recomputed).max() > 1e-4
+
+
+def test_flow_evaluation_caches_its_dropout_embeddings(tiny_bert: Path, tmp_path: Path) -> None:
+    """Through ``evaluate`` (whose per-task fits run after its encoding context): the first flow evaluation
+    stores the dropout embeddings with the scored ones, the second encodes nothing and gives the same figures."""
+    root = write_sts_fixture(tmp_path / "sts", pairs_per_part=12)
+    common = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "postprocess": "flow",
+              "cache": True, "cache_dir": str(tmp_path / "cache"), "backend": "torch"}
+    fast = {"levels": 1, "depth": 1, "epochs": 0.5}
+    encoder = _tiny_encoder(tiny_bert, "avg")
+    first = evaluate(encoder, root, flow=fast, **common)
+    assert len(list((tmp_path / "cache" / "embeddings").glob("*.npy"))) == 2  # scored + dropout embeddings
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoder, "tokenize", lambda *a, **k: pytest.fail("dropout embeddings encoded although cached"))
+        second = evaluate(encoder, root, flow=fast, **common)
+    assert second["stsb"] == first["stsb"]

@@ -25,7 +25,7 @@ import torch
 from cl_bench.eval.flow import OFFICIAL_POOLER, FittedFlow, FlowOptions
 from cl_bench.eval.geometry import Whitening
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key
-from cl_bench.models.inference import current_settings
+from cl_bench.models.inference import EncodingSettings, current_settings
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def check_flow_encoder(encoder: Any, flow: FlowOptions) -> None:
                              f"{type(encoder).__name__}); use eval.flow.{key}={other}")
 
 
-def dropout_embedder(encoder: Any, batch_size: int, seed: int) -> Embed:
+def dropout_embedder(encoder: Any, batch_size: int, seed: int, settings: EncodingSettings | None = None) -> Embed:
     """Embeddings computed with ``encoder`` in training mode (dropout on), as BERT-flow fits its flow.
 
     The official ``get_embedding(bert_config, is_training=True)`` runs BERT with its dropout (0.1)
@@ -139,13 +139,15 @@ def dropout_embedder(encoder: Any, batch_size: int, seed: int) -> Embed:
     evaluation (``mlp_only_train``). The masks are drawn from ``seed`` (torch's generator reseeded at
     each call), so the same encoder, sentences, batch size and seed give the same embeddings: with
     the evaluation's embedding cache on (``eval.cache``), they are stored under a key of all of these
-    and the dropout probabilities, and a later run reads them instead of encoding again.
+    and the dropout probabilities, and a later run reads them instead of encoding again. ``settings``:
+    the evaluation's encoding settings (only their cache options act); None: those current at each call.
     """
 
     def embed(sentences: Sequence[str]) -> np.ndarray:
         sentences = list(sentences)
-        settings = current_settings()
-        cache = EmbeddingCache(settings.folder(), settings.cache_size_gb) if settings.cache and sentences else None
+        # the fits run after the evaluation's encoding context has closed: its settings are passed in
+        options = settings or current_settings()
+        cache = EmbeddingCache(options.folder(), options.cache_size_gb) if options.cache and sentences else None
         key = cache_key(_dropout_identity(encoder, batch_size, seed), sentences) if cache else ""
         cached = cache.load(key, len(sentences)) if cache else None
         if cached is not None:

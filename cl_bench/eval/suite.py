@@ -314,7 +314,8 @@ def evaluate(
         except ValueError as error:
             raise EvalConfigError(str(error)) from None
         if post.flow.fit_mode == "train":
-            post.fit_embed = dropout_embedder(encoder, batch_size, post.flow.seed)
+            post.fit_embed = dropout_embedder(encoder, batch_size, post.flow.seed,
+                                              encoding_settings(backend, precision, cache, cache_dir, cache_size_gb))
         log.info("BERT-flow: fitted on %s embeddings, pooled %s", "dropout (training-mode)"
                  if post.flow.fit_mode == "train" else "dropout-free", "as the official avg-last-2 "
                  "(avg_first_last, first_layer=1)" if post.flow.pooler == "official" else "with the run's pooler")
