@@ -52,6 +52,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow  # ~2 min on 2 cores: three training processes; the SIGTERM/checkpoint tests stay default
 def test_sigkill_then_resume_gives_the_same_final_metrics(tiny_bert, data_dir, tmp_path) -> None:
     # The reference prepares batches in the main process; the killed and resumed runs in 2 DataLoader
     # workers: equal figures show both that workers change nothing and that the resume is exact.
