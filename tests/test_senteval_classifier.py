@@ -38,19 +38,21 @@ def noisy(n: int, classes: int = 2, width: int = 6, seed: int = 0) -> tuple[np.n
     return x.astype(np.float32), y
 
 
-@pytest.mark.parametrize("name", ["full", "fast", "stopping"])
-def test_batched_grid_trains_the_one_at_a_time_models(name: str) -> None:
-    x, y = noisy(155, classes=3)
+@pytest.mark.parametrize(("name", "classes"), [("full", 3), ("fast", 3), ("stopping", 3), ("stopping", 6)])
+def test_batched_grid_trains_the_one_at_a_time_models(name: str, classes: int) -> None:
+    """Also with 6 classes (TREC): 12 lanes, 2 blocks of 8; with early stopping, a block whose
+    models have all stopped is skipped while the other trains on."""
+    x, y = noisy(155, classes=classes)
     # folds of unequal sizes (last minibatches differ), a 5% hold-out split, per-split penalties
     splits = [DataSplit(train, test) for train, test in stratified_folds(y, 4, 1111)]
     splits.append(DataSplit(np.arange(len(y))))
     penalties = np.array([L2_GRID[:2], L2_GRID[2:], L2_GRID[1:3], L2_GRID[::3], L2_GRID[:2]])
-    batched = fit_grid(x, y, splits, penalties, 3, SHORT[name])
-    reference = fit_grid_sequential(x, y, splits, penalties, 3, SHORT[name])
+    batched = fit_grid(x, y, splits, penalties, classes, SHORT[name])
+    reference = fit_grid_sequential(x, y, splits, penalties, classes, SHORT[name])
     assert np.array_equal(batched.accuracy, reference.accuracy)
     np.testing.assert_allclose(batched.weight, reference.weight, atol=1e-5)
     np.testing.assert_allclose(batched.bias, reference.bias, atol=1e-5)
-    initial = initial_linear(6, 3, 1111)[0].numpy()
+    initial = initial_linear(6, classes, 1111)[0].numpy()
     assert np.abs(batched.weight - initial).max(axis=(2, 3)).min() > 0  # every kept model was trained
 
 

@@ -12,9 +12,10 @@ its gradient, then the optimiser updates every lane. Float32 throughout, no fast
 reassociation, no fused multiply-add), the optimisers' element formulas those of ``torch.optim``'s
 single-tensor Adam and RMSprop.
 
-A stopped model's lanes keep training (that is free: they share the split's minibatches and
-registers) but its validation scores are ignored; its kept (best) copy and counters never change
-again, so its result is that of a model frozen at the stop.
+A stopped model's lanes keep training while another model shares their 8-lane block (that is free:
+they share the block's registers) but its validation scores are ignored; its kept (best) copy and
+counters never change again, so its result is that of a model frozen at the stop. A block whose
+models have all stopped is skipped.
 """
 
 from __future__ import annotations
@@ -80,9 +81,10 @@ def _prefetch_rows(features: np.ndarray, rows: np.ndarray, start: int, stop: int
 
 
 @njit(**_JIT)
-def _logits(features: np.ndarray, rows: np.ndarray, n_rows: int, weight: np.ndarray, out: np.ndarray) -> None:
+def _logits(features: np.ndarray, rows: np.ndarray, n_rows: int, weight: np.ndarray, out: np.ndarray,
+            blocks_on: np.ndarray) -> None:
     """``out[b, block, lane]`` = logit of lane for feature row ``rows[b]``, ``b < n_rows``: the sum
-    over features in order, then the bias."""
+    over features in order, then the bias; blocks not ``blocks_on`` (all their models stopped) are skipped."""
     dim = features.shape[1]
     _prefetch_rows(features, rows, 0, min(ROWS, n_rows))
     for b in range(0, n_rows, ROWS):
@@ -93,6 +95,8 @@ def _logits(features: np.ndarray, rows: np.ndarray, n_rows: int, weight: np.ndar
         x2 = features[rows[min(b + 2, n_rows - 1)]]
         x3 = features[rows[min(b + 3, n_rows - 1)]]
         for block in range(weight.shape[1]):
+            if not blocks_on[block]:
+                continue
             a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
             b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = np.float32(0.0)
             c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = np.float32(0.0)
@@ -131,8 +135,10 @@ def _logits(features: np.ndarray, rows: np.ndarray, n_rows: int, weight: np.ndar
 
 
 @njit(**_JIT)
-def _gradient(features: np.ndarray, rows: np.ndarray, n_rows: int, delta: np.ndarray, grad: np.ndarray) -> None:
-    """``grad`` = sum over the minibatch's rows, in order, of ``x_b (outer) delta_b`` (bias row: of ``delta_b``)."""
+def _gradient(features: np.ndarray, rows: np.ndarray, n_rows: int, delta: np.ndarray, grad: np.ndarray,
+              blocks_on: np.ndarray) -> None:
+    """``grad`` = sum over the minibatch's rows, in order, of ``x_b (outer) delta_b`` (bias row: of ``delta_b``);
+    0 on blocks not ``blocks_on``."""
     dim = features.shape[1]
     grad[:] = 0.0
     for b in range(0, n_rows, ROWS):
@@ -142,6 +148,8 @@ def _gradient(features: np.ndarray, rows: np.ndarray, n_rows: int, delta: np.nda
         x2 = features[rows[min(b + 2, n_rows - 1)]]
         x3 = features[rows[min(b + 3, n_rows - 1)]]
         for block in range(grad.shape[1]):
+            if not blocks_on[block]:
+                continue
             p, q, r, s = delta[b, block], delta[b + 1, block], delta[b + 2, block], delta[b + 3, block]
             p0, p1, p2, p3, p4, p5, p6, p7 = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
             q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
@@ -192,15 +200,17 @@ def _delta(labels: np.ndarray, rows: np.ndarray, n_rows: int, n_models: int, n_c
 
 @njit(**_JIT)
 def _correct(features: np.ndarray, labels: np.ndarray, rows: np.ndarray, n_models: int, n_classes: int,
-             weight: np.ndarray, logits: np.ndarray, rows_buffer: np.ndarray, counts: np.ndarray) -> None:
-    """``counts[r]``: rows of ``rows`` model ``r`` classifies right (argmax, first of ties, as torch)."""
+             weight: np.ndarray, logits: np.ndarray, rows_buffer: np.ndarray, counts: np.ndarray,
+             blocks_on: np.ndarray) -> None:
+    """``counts[r]``: rows of ``rows`` model ``r`` classifies right (argmax, first of ties, as torch); the
+    counts of a model in a block not ``blocks_on`` are meaningless."""
     counts[:] = 0
     flat = logits.reshape(logits.shape[0], -1)
     size = rows_buffer.shape[0]
     for start in range(0, len(rows), size):
         n = min(size, len(rows) - start)
         rows_buffer[:n] = rows[start:start + n]
-        _logits(features, rows_buffer, n, weight, logits)
+        _logits(features, rows_buffer, n, weight, logits, blocks_on)
         for b in range(n):
             target = labels[rows_buffer[b]]
             for r in range(n_models):
@@ -211,6 +221,17 @@ def _correct(features: np.ndarray, labels: np.ndarray, rows: np.ndarray, n_model
                         choice, top = c, flat[b, base + c]
                 if choice == target:
                     counts[r] += 1
+
+
+@njit(**_JIT)
+def _mark_blocks(stopped: np.ndarray, n_classes: int, blocks_on: np.ndarray) -> None:
+    """``blocks_on[block]``: a model with a lane in the block is still training (a stopped model's lanes
+    need no more updates: its result is its kept copy)."""
+    blocks_on[:] = False
+    for r in range(stopped.shape[0]):
+        if not stopped[r]:
+            for lane in range(r * n_classes, (r + 1) * n_classes):
+                blocks_on[lane // LANES] = True
 
 
 @njit(**_JIT)
@@ -234,6 +255,9 @@ def _train_split(
     delta = np.zeros((batch + ROWS - 1, blocks, LANES), np.float32)
     grad = np.zeros_like(weight)
     counts = np.zeros(n_models, np.int64)
+    # a block whose models have all stopped is no longer computed (TREC: 6 classes x 4 models = 3 blocks)
+    blocks_on = np.zeros(blocks, np.bool_)
+    _mark_blocks(stopped, n_classes, blocks_on)
     # the optimiser runs over the flat arrays (one long loop, vectorised whatever the lanes)
     flat_w, flat_g, flat_m, flat_v = weight.reshape(-1), grad.reshape(-1), first.reshape(-1), second.reshape(-1)
     flat_decay = decay.reshape(-1)
@@ -245,9 +269,9 @@ def _train_split(
                 n = min(batch, n_train - start)
                 for b in range(n):
                     rows[b] = train[order[start + b]]
-                _logits(features, rows, n, weight, logits)
+                _logits(features, rows, n, weight, logits, blocks_on)
                 _delta(labels, rows, n, n_models, n_classes, logits, delta)
-                _gradient(features, rows, n, delta, grad)
+                _gradient(features, rows, n, delta, grad, blocks_on)
                 counters[0] += 1
                 if adam:  # torch.optim.Adam, single-tensor step
                     # the step's scalars in float64, as torch computes them in Python, then cast to float32
@@ -269,7 +293,7 @@ def _train_split(
                         flat_v[k] = flat_v[k] * alpha + one_minus_alpha * gk * gk
                         flat_w[k] = flat_w[k] + negative_lr * gk / (np.sqrt(flat_v[k]) + eps)
         counters[1] += epoch_size
-        _correct(features, labels, valid, n_models, n_classes, weight, logits, rows, counts)
+        _correct(features, labels, valid, n_models, n_classes, weight, logits, rows, counts, blocks_on)
         going = 0
         for r in range(n_models):
             if stopped[r]:
@@ -287,6 +311,7 @@ def _train_split(
                 going += 1
         if going == 0:
             return
+        _mark_blocks(stopped, n_classes, blocks_on)
 
 
 @njit(parallel=True, **_JIT)
