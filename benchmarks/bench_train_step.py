@@ -118,6 +118,12 @@ def cl_bench_step_fn(model_path: str, lr: float, device: torch.device, dtype: to
     return step, shapes
 
 
+def count_parameters(config: Any) -> float:
+    """Millions of parameters of the backbone ``config`` describes (built on the meta device: no memory)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in AutoModel.from_config(config).parameters()) / 1e6
+
+
 def default_corpus() -> str:
     """wiki1m's head under ``$CL_BENCH_DATA`` (else ../shared/data)."""
     return os.path.join(os.environ.get("CL_BENCH_DATA", "../shared/data"), "corpus", "wiki1m_for_simcse.head.txt")
@@ -154,9 +160,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.manual_seed(0)
         ours, our_shapes = cl_bench_step_fn(model_path, 3e-5, device, dtype, args.max_length)
     peaks = print_device_peaks(device, config, args.peak_tokens)
-    params = sum(p.numel() for p in AutoModel.from_config(config).parameters()) / 1e6
     label = f"random {args.random_config} (tokenizer {args.model})" if args.random_config else args.model
-    print(f"model {label}: {config.num_hidden_layers} layers, H {config.hidden_size}, {params:.1f}M parameters; "
+    print(f"model {label}: {config.num_hidden_layers} layers, H {config.hidden_size}, {count_parameters(config):.1f}M "
+          f"parameters (backbone); "
           f"precision {args.precision}, batch {args.batch_size} ({2 * args.batch_size} views), "
           f"max length {args.max_length}, device {device}", flush=True)
     steps: dict[str, tuple[Step, ShapeRecorder]] = {"plain": (plain, plain_shapes), "cl-bench": (ours, our_shapes)}

@@ -19,8 +19,8 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORME
 PYTHON=${PYTHON:-python}
 first_dir() { for d in "$@"; do [ -n "$d" ] && [ -d "$d" ] && { echo "$d"; return; }; done; echo "${1:-}"; }
 DATA=$(first_dir "${CL_BENCH_DATA:-}" "$ROOT/shared/data" "$ROOT/../shared/data" /work/shared/data)
-MODEL=$(first_dir "${CL_BENCH_MINILM:-}" "$ROOT/shared/models/all-MiniLM-L6-v2" "$ROOT/../shared/models/all-MiniLM-L6-v2" \
-                  /work/shared/models/all-MiniLM-L6-v2)
+MODEL=$(first_dir "${CL_BENCH_MINILM:-}" "$(dirname "$DATA")/models/all-MiniLM-L6-v2" "$ROOT/shared/models/all-MiniLM-L6-v2" \
+                  "$ROOT/../shared/models/all-MiniLM-L6-v2" /work/shared/models/all-MiniLM-L6-v2)
 export CL_BENCH_DATA=$DATA
 BUDGET=${GPU_CHECKS_BUDGET:-540}
 START=$(date +%s)
