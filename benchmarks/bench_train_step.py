@@ -47,7 +47,7 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
-from cl_bench.train.loop import autocast, autocast_dtype
+from cl_bench.train.precision import autocast, autocast_dtype
 
 Step = Callable[[list[str]], float]
 

@@ -95,3 +95,29 @@ def test_gpu_checks_cpu_smoke_runs_every_part() -> None:
     assert re.search(r"^suite fp32: STS \(encode \+ score\) [0-9.]+ s \+ transfer encoding [0-9.]+ s \+ "
                      r"transfer classifiers [0-9.]+ s = [0-9.]+ s$", out, re.M), out
     assert "[fp32] classifier trec" in out and "finite: True" in out and "classifier warm-up" in out
+
+
+#: Packages cl-bench depends on that the GPU machine's image lacks (its package list, /work/.library/device/KINDS.md
+#: in this workplace): the GPU benchmarks must run without them, since nothing can be installed there.
+ABSENT_ON_GPU_IMAGE = ("hydra", "omegaconf", "mlflow", "nltk", "wn", "faiss", "pooch", "antlr4")
+
+
+def test_gpu_benchmarks_import_without_packages_the_gpu_image_lacks() -> None:
+    code = f"""
+import importlib.abc, importlib.util, sys
+absent = {ABSENT_ON_GPU_IMAGE!r}
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in absent:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+sys.meta_path.insert(0, Absent())
+find = importlib.util.find_spec
+importlib.util.find_spec = lambda name, package=None: None if name.split(".")[0] in absent else find(name, package)
+sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+import bench_train_step, bench_suite_gpu
+import cl_bench.eval.suite, cl_bench.eval.transfer, cl_bench.methods.simcse
+print("imported")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0 and result.stdout.strip() == "imported", result.stderr[-2000:]
