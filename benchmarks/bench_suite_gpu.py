@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,17 @@ def rate(flops: float, seconds: float, peak: float, precision: str) -> str:
     """``12.34 TFLOP/s, MFU 5.6% of the measured bf16 matmul peak``."""
     tflops = flops / seconds / 1e12 if seconds > 0 else float("nan")
     return f"{tflops:.4g} TFLOP/s, MFU {100 * tflops / peak:.1f}% of the measured {precision} matmul peak"
+
+
+def guarded(label: str, function: Callable[..., object], *args: object) -> bool:
+    """Run ``function(*args)``; on an exception print it with its traceback and go on (a GPU run is one
+    short lease: a failing part must not take the other parts' figures with it). Whether it succeeded."""
+    try:
+        function(*args)
+    except Exception:  # noqa: BLE001 (reported, then the next part runs)
+        print(f"{label}: FAILED\n{traceback.format_exc()}", flush=True)
+        return False
+    return True
 
 
 def warm_up_classifier(config: str) -> float:
@@ -126,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     # so a run cut short by its time limit still has them; the classifiers run on the CPU.
     parts: dict[str, dict[str, float]] = {precision: {} for precision in precisions}
     tables: dict[str, EmbeddingTable] = {}
-    for precision in precisions:
+
+    def encode_all(precision: str) -> None:
         peak = peaks[PEAK_KEYS[precision]]
         with encoding(EncodingSettings("torch", precision)):  # warm-up: CUDA context, cuBLAS handles, autocast caches
             encoder.encode(["a warm-up sentence.", "another, somewhat longer, warm-up sentence."] * 16, batch_size=32)
@@ -154,22 +168,32 @@ def main(argv: list[str] | None = None) -> None:
                   f"{shapes.padded_tokens()} padded tokens; "
                   f"{rate(encoder_flops(config, shapes.batches), table.seconds, peak, precision)}; "
                   f"embeddings {table.vectors.dtype}, finite: {bool(np.isfinite(table.vectors).all())}", flush=True)
-    if tables:
-        print(f"classifier warm-up (numba compilation, outside the timings): {warm_up_classifier(args.transfer_config):.1f} s",
-              flush=True)
-    for precision, table in tables.items():
-        seconds = parts[precision]["transfer classifiers"] = 0.0
+
+    def classify(precision: str) -> None:
+        parts[precision]["transfer classifiers"] = 0.0
         for task, task_parts in transfer.items():
             start = time.perf_counter()
-            scores = run_transfer_task(task, task_parts, table, args.transfer_config)
+            scores = run_transfer_task(task, task_parts, tables[precision], args.transfer_config)
             seconds = time.perf_counter() - start
             parts[precision]["transfer classifiers"] += seconds
             figures_text = " ".join(f"{key} {value:.2f}" for key, value in scores.items())
             print(f"[{precision}] classifier {task:5s}: {seconds:7.2f} s  ({figures_text})", flush=True)
+
+    failed: set[str] = set()
+    for precision in precisions:
+        if not guarded(f"[{precision}] encoding", encode_all, precision):
+            failed.add(precision)
+    if tables and guarded("classifier warm-up", lambda: print(
+            f"classifier warm-up (numba compilation, outside the timings): {warm_up_classifier(args.transfer_config):.1f} s",
+            flush=True)):
+        for precision in tables:
+            if not guarded(f"[{precision}] classifiers", classify, precision):
+                failed.add(precision)
     for precision in precisions:
         target = " (target <= 60 s in bf16 on a GPU)" if precision == "bf16" else ""
+        incomplete = " (INCOMPLETE: a part failed, see above)" if precision in failed else ""
         print(f"suite {precision}: " + " + ".join(f"{name} {seconds:.2f} s" for name, seconds in parts[precision].items())
-              + f" = {sum(parts[precision].values()):.2f} s{target}", flush=True)
+              + f" = {sum(parts[precision].values()):.2f} s{target}{incomplete}", flush=True)
     print(device_description(device))
 
 

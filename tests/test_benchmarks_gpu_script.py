@@ -14,7 +14,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import bench_train_step  # noqa: E402 (the benchmarks' modules, not a package)
+import bench_suite_gpu  # noqa: E402 (the benchmarks' modules, not a package)
+import bench_train_step  # noqa: E402
 from _common import (  # noqa: E402
     RANDOM_CONFIGS,
     datasheet_bf16,
@@ -79,6 +80,16 @@ def test_device_gemm_peaks_and_datasheet(monkeypatch: pytest.MonkeyPatch) -> Non
                            ("NVIDIA H200", "989 TFLOP/s"), ("NVIDIA H100 NVL", "835 TFLOP/s"), ("Tesla T4", "unknown")):
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, name=name: name)
         assert expected in datasheet_bf16(torch.device("cuda")), name
+
+
+def test_a_failing_suite_part_is_reported_and_the_run_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    assert not bench_suite_gpu.guarded("[bf16] encoding", broken)
+    assert bench_suite_gpu.guarded("[fp32] encoding", lambda: None)
+    out = capsys.readouterr().out
+    assert out.startswith("[bf16] encoding: FAILED\nTraceback") and "illegal memory access" in out
 
 
 @pytest.mark.slow
