@@ -75,7 +75,7 @@ EOF
 THREADS=$(nproc)
 if [ "$MODE" = gpu ]; then
   DEVICE=cuda CONFIG=bert-base
-  TRAIN=(--batch-size 64 --max-length 32 --steps 20 --warmup 3)
+  TRAIN=(--batch-size 64 --max-length 32 --steps 30 --warmup 5)
   SUITE=(--transfer-config full --batch-size 128)
   LIMITS=(150 100 400)
 else
