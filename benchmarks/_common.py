@@ -220,3 +220,142 @@ def profile_encoding(encoder: SentenceEncoder, sentences: list[str], batch_size:
             parts[category] = parts.get(category, 0.0) + event.self_cpu_time_total / 1e6
     parts["Python and framework (the rest)"] = wall - sum(parts.values())
     return [("total (profiled)", wall), *sorted(parts.items(), key=lambda item: -item[1])]
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU (or CPU) runs on a randomly initialised model: device, machine, same-run GEMM peaks (issue 25 item 4)
+# ------------------------------------------------------------------------------------------------
+#: ``--random-config`` name -> BertConfig overrides. ``bert-base``: ``BertConfig()``'s defaults, which are
+#: bert-base-uncased's shape (12 layers, H 768, 12 heads, FFN 3072, vocabulary 30,522); ``tiny``: the
+#: 2-layer shape of the CPU smoke run.
+RANDOM_CONFIGS: dict[str, dict[str, int]] = {
+    "bert-base": {},
+    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 256},
+}
+
+#: Datasheet dense (no sparsity) bf16 tensor-core TFLOP/s, printed as context only: the MFU divides by the
+#: fastest bf16 matrix product measured in the same run. (GPU name substrings, most specific first.)
+DATASHEET_BF16_TFLOPS: tuple[tuple[tuple[str, ...], float, str], ...] = (
+    (("H200", "NVL"), 835.0, "H200 NVL"),
+    (("H200",), 989.0, "H200 SXM"),
+    (("H100", "PCIe"), 756.0, "H100 PCIe"),
+    (("H100", "NVL"), 835.0, "H100 NVL"),
+    (("H100",), 989.0, "H100 SXM"),
+    (("A100",), 312.0, "A100"),
+)
+
+
+def bench_device(name: str) -> torch.device:
+    """``--device``: ``auto`` is cuda when torch sees a GPU, else cpu; ``cuda`` without one is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: torch {torch.__version__} sees no CUDA device")
+    return torch.device(name)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on CPU): every CUDA timing ends here."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_description(device: torch.device) -> str:
+    """One line: the GPU (name, capability, memory) or CPU, torch, CUDA and cuDNN versions, TF32 setting."""
+    versions = f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return (f"device: {props.name} (compute {props.major}.{props.minor}, {props.total_memory / 2**30:.0f} GiB, "
+                f"{props.multi_processor_count} SMs); {versions}; fp32 matmul precision "
+                f"{torch.get_float32_matmul_precision()} (TF32 {'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'})")
+    import platform
+
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")),
+                 platform.processor() or "unknown CPU")
+    return f"device: CPU {model}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}; {versions}"
+
+
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def datasheet_bf16(device: torch.device) -> str:
+    """The datasheet's dense bf16 peak of this GPU, as context (``unknown`` for other devices)."""
+    if device.type != "cuda":
+        return "datasheet bf16 peak: not applicable (CPU)"
+    name = torch.cuda.get_device_name(device)
+    for parts, tflops, label in DATASHEET_BF16_TFLOPS:
+        if all(part in name for part in parts):
+            return (f"datasheet bf16 dense peak ({label}): {tflops:.0f} TFLOP/s (context only; the MFU below "
+                    f"divides by the bf16 matmul rate measured in this run)")
+    return f"datasheet bf16 peak: unknown for '{name}'"
+
+
+def random_model_dir(kind: str, tokenizer_path: str, out_dir: str | os.PathLike[str], seed: int = 0) -> str:
+    """Save a randomly initialised ``BertModel`` of ``RANDOM_CONFIGS[kind]`` with ``tokenizer_path``'s
+    tokenizer to ``out_dir``: a local model folder every cl-bench loader takes, with no hub access.
+
+    Raises:
+        SystemExit: the tokenizer's vocabulary does not fit the config's (bert-base needs 30,522 ids).
+    """
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    config = BertConfig(**RANDOM_CONFIGS[kind])
+    if len(tokenizer) > config.vocab_size:
+        raise SystemExit(f"--random-config {kind}: the tokenizer of {tokenizer_path} has {len(tokenizer)} ids, "
+                         f"the config {config.vocab_size}")
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return str(out_dir)
+
+
+def gemm_shapes(config: Any, tokens: int, large: bool = False) -> list[tuple[int, int, int]]:
+    """(M, K, N) of one encoder layer's linear maps at ``tokens`` rows (Q/K/V/output, FFN up, FFN down),
+    one square product of the FFN width and, with ``large`` (a GPU), 8192³, where tensor cores come
+    closest to their datasheet rate: the candidates for the device's matmul peak."""
+    hidden, inner = int(config.hidden_size), int(config.intermediate_size)
+    shapes = [(tokens, hidden, hidden), (tokens, hidden, inner), (tokens, inner, hidden), (inner, inner, inner)]
+    return shapes + ([(8192, 8192, 8192)] if large else [])
+
+
+def device_gemm_peaks(device: torch.device, shapes: list[tuple[int, int, int]],
+                      dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16),
+                      repeats: int = 5, inner: int = 10) -> dict[str, tuple[float, tuple[int, int, int]]]:
+    """Fastest ``a @ b`` rate in TFLOP/s per dtype over ``shapes`` on ``device`` (CUDA-synchronised:
+    best of ``repeats`` timings of ``inner`` products after a warm-up), with the shape that reached it."""
+    peaks: dict[str, tuple[float, tuple[int, int, int]]] = {}
+    for dtype in dtypes:
+        name = str(dtype).removeprefix("torch.")
+        best = (0.0, shapes[0])
+        for m, k, n in shapes:
+            a = torch.randn(m, k, device=device, dtype=dtype)
+            b = torch.randn(k, n, device=device, dtype=dtype)
+            a @ b
+            synchronize(device)
+            seconds = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for _ in range(inner):
+                    a @ b
+                synchronize(device)
+                seconds = min(seconds, (time.perf_counter() - start) / inner)
+            rate = 2.0 * m * k * n / seconds / 1e12
+            if rate > best[0]:
+                best = (rate, (m, k, n))
+        peaks[name] = best
+    return peaks
+
+
+def print_device_peaks(device: torch.device, config: Any, tokens: int) -> dict[str, float]:
+    """Measure, print and return ``{dtype: TFLOP/s}`` of :func:`device_gemm_peaks` on the model's shapes."""
+    peaks = device_gemm_peaks(device, gemm_shapes(config, tokens, large=device.type == "cuda"))
+    for name, (rate, (m, k, n)) in peaks.items():
+        print(f"{name} matmul peak (measured, this run): {rate:.4g} TFLOP/s at {m}x{k}x{n} on {device}", flush=True)
+    print(datasheet_bf16(device), flush=True)
+    return {name: rate for name, (rate, _) in peaks.items()}

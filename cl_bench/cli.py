@@ -446,11 +446,12 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             # all eval.* options and the dev data of train.select_metric, so that nothing fails after training
             options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
             select_metric = cfg.train.select_metric if cfg.mode == "train" else None
-            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, **options)
+            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric,
+                              eval_device=str(cfg.train.device), **options)  # bf16 is checked where it encodes
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
             check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
-                                   cfg.eval.cache_size_gb)  # mteb's tasks encode with them too
+                                   cfg.eval.cache_size_gb, str(cfg.train.device))  # mteb's tasks encode with them too
     except ValueError as err:
         raise ConfigError(str(err)) from err
 

@@ -141,6 +141,8 @@ def check_eval_config(
     postprocess: str = "none",
     flow: Any = None,
     truncate_dim: int | None = None,
+    *,
+    eval_device: str | None = None,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -168,6 +170,8 @@ def check_eval_config(
         cache_dir: ``eval.cache_dir`` (None: the default cache folder).
         cache_size_gb: ``eval.cache_size_gb`` (> 0).
         truncate_dim: ``eval.truncate_dim`` (None or the number of leading dimensions scored, >= 1).
+        eval_device: ``train.device``, where evaluation encodes (bf16 is checked there); None or ``auto``: CUDA
+            when present, else the CPU.
         **unknown: anything else is an error (a misspelled key).
 
     Returns:
@@ -213,7 +217,7 @@ def check_eval_config(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
         )
     try:
-        check_encoding_options(backend, precision, cache, cache_dir, cache_size_gb)
+        check_encoding_options(backend, precision, cache, cache_dir, cache_size_gb, eval_device)
     except InferenceConfigError as err:
         raise EvalConfigError(str(err)) from err
     if select_metric is not None and select_metric not in SELECT_METRICS:

@@ -138,8 +138,24 @@ def check_bf16(device: torch.device) -> None:
     raise InferenceConfigError(f"eval.precision: bf16 is supported on CPU and CUDA, not on {device.type}")
 
 
-def check_inference_options(backend: str, precision: str, device: torch.device | None = None) -> None:
-    """Validate ``eval.backend``/``eval.precision`` for ``device`` (default: the probable eval device).
+def eval_device(train_device: torch.device | str | None) -> torch.device:
+    """The device evaluation encodes on: ``train.device`` as named (an encoder is moved there, in
+    ``mode=eval`` too), :func:`probable_eval_device` for ``auto``/None.
+
+    Raises:
+        InferenceConfigError: a CUDA device named where torch sees none (one line, not CUDA's traceback).
+    """
+    if train_device is None or str(train_device) == "auto":
+        return probable_eval_device()
+    device = torch.device(train_device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InferenceConfigError(f"eval.precision: bf16 on {device}, but torch sees no CUDA device")
+    return device
+
+
+def check_inference_options(backend: str, precision: str, device: torch.device | str | None = None) -> None:
+    """Validate ``eval.backend``/``eval.precision`` for ``device`` (``train.device``; None or ``auto``: the
+    probable eval device).
 
     Raises:
         InferenceConfigError: one line naming the key.
@@ -156,18 +172,20 @@ def check_inference_options(backend: str, precision: str, device: torch.device |
             "use eval.backend=torch or auto with eval.precision=bf16"
         )
     if precision == "bf16":
-        check_bf16(device if device is not None else probable_eval_device())
+        check_bf16(eval_device(device))
 
 
 def check_encoding_options(
-    backend: str, precision: str, cache: object, cache_dir: str | None, cache_size_gb: object
+    backend: str, precision: str, cache: object, cache_dir: str | None, cache_size_gb: object,
+    device: torch.device | str | None = None,
 ) -> None:
-    """Validate the ``eval.backend/precision/cache/cache_dir/cache_size_gb`` options (every task encodes with them).
+    """Validate the ``eval.backend/precision/cache/cache_dir/cache_size_gb`` options (every task encodes with
+    them) for evaluation on ``device`` (``train.device``; None: the probable eval device).
 
     Raises:
         InferenceConfigError: one line naming the key.
     """
-    check_inference_options(backend, precision)
+    check_inference_options(backend, precision, device)
     if not isinstance(cache, bool):
         raise InferenceConfigError(f"eval.cache: must be true or false, got {cache!r}")
     if isinstance(cache_size_gb, bool) or not isinstance(cache_size_gb, int | float) or cache_size_gb <= 0:

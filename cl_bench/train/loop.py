@@ -38,6 +38,7 @@ from cl_bench.train.checkpoint import (
 )
 from cl_bench.train.eta import JobClock, job_bar
 from cl_bench.train.optim import build_optimizer
+from cl_bench.train.precision import autocast, autocast_dtype  # noqa: F401 (re-exported: the loop's precision API)
 from cl_bench.train.selection import early_stopping_count
 
 log = logging.getLogger(__name__)
@@ -59,31 +60,6 @@ def resolve_device(name: str) -> torch.device:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``train.precision`` (None = fp32).
-
-    ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA and fp32 elsewhere; ``bf16`` also runs on
-    CPUs, where autocast's bf16 matrix products use the AVX512_BF16/AMX units when the CPU has them.
-
-    Raises:
-        ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
-    """
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return None
-    if precision == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if precision == "fp16" and device.type != "cuda":
-        raise ValueError(f"train.precision: fp16 needs a CUDA device, got {device}; use bf16 or fp32")
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
-    """Autocast to ``dtype`` on ``device`` (a no-op context for fp32)."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
 
 
 def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:

@@ -1,0 +1,37 @@
+"""``train.precision``: the autocast dtype on a device and its context, as the Trainer applies them.
+
+A module of its own (torch only) so that what measures the Trainer's step (``benchmarks/bench_train_step.py``)
+applies the same autocast without importing the loop's Hydra, OmegaConf and MLflow dependencies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``train.precision`` (None = fp32).
+
+    ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA and fp32 elsewhere; ``bf16`` also runs on
+    CPUs, where autocast's bf16 matrix products use the AVX512_BF16/AMX units when the CPU has them.
+
+    Raises:
+        ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
+    """
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return None
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError(f"train.precision: fp16 needs a CUDA device, got {device}; use bf16 or fp32")
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device`` (a no-op context for fp32)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
