@@ -25,7 +25,8 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder
-from cl_bench.train.loop import autocast, autocast_dtype, compile_encoder
+from cl_bench.train.loop import compile_encoder
+from cl_bench.train.precision import autocast, autocast_dtype
 
 VARIANTS = {  # name: (train.precision, train.compile)
     "fp32 eager": ("fp32", False),

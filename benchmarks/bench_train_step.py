@@ -3,7 +3,7 @@
 Both run on the same weights, batch (64 sentences = 128 views) and max length (32), with the same
 optimizer (AdamW), dropout, gradient clipping and precision, interleaved in one process so machine load
 affects both alike. ``--precision bf16`` wraps both forward passes and losses in the autocast cl-bench's
-Trainer uses for ``train.precision=bf16`` (``cl_bench.train.loop.autocast``; backward outside it, as there).
+Trainer uses for ``train.precision=bf16`` (``cl_bench.train.precision.autocast``; backward outside it, as there).
 Both tokenise in the timed step (cl-bench's data loader would do it in its workers).
 
     python benchmarks/bench_train_step.py --model ../shared/models/all-MiniLM-L6-v2 \

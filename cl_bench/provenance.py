@@ -72,7 +72,7 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
     mlp = eval_mlp(encoder)
     train_precision = "n/a (mode=eval)"
     if cfg.mode == "train":
-        from cl_bench.train.loop import autocast_dtype
+        from cl_bench.train.precision import autocast_dtype
 
         dtype = autocast_dtype(str(cfg.train.precision), torch.device(device))
         train_precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]

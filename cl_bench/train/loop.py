@@ -38,7 +38,7 @@ from cl_bench.train.checkpoint import (
 )
 from cl_bench.train.eta import JobClock, job_bar
 from cl_bench.train.optim import build_optimizer
-from cl_bench.train.precision import autocast, autocast_dtype  # noqa: F401 (re-exported: the loop's precision API)
+from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
 
 log = logging.getLogger(__name__)
