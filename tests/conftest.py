@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,18 @@ def build_tiny_bert(out_dir: Path, hidden: int = 32, layers: int = 2, seed: int 
     )
     BertModel(config).save_pretrained(out_dir)
     return out_dir
+
+
+@pytest.fixture(autouse=True)
+def _restore_data_root_variable() -> Iterator[None]:
+    """Tests that compose a config point CL_BENCH_DATA at their own folder: restore it after each, so
+    that a later test's :func:`data_root`/:func:`minilm_path` find the real data whatever ran before."""
+    saved = os.environ.get("CL_BENCH_DATA")
+    yield
+    if saved is None:
+        os.environ.pop("CL_BENCH_DATA", None)
+    else:
+        os.environ["CL_BENCH_DATA"] = saved
 
 
 @pytest.fixture(scope="session")
