@@ -55,6 +55,15 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         return
     if "MULTIRUN" in str(cfg.hydra.get("mode")) or cfg.mode != "train":
         return  # mode=eval: the job first reads the pooling recorded with the encoder
+    check_composed(cfg)
+
+
+def check_composed(cfg: DictConfig) -> None:
+    """:func:`check_declared_choices` on a composed training config (with its ``hydra`` node).
+
+    Raises:
+        ConfigError: the first rejection of :func:`cl_bench.config.check_choices`, in the job's words.
+    """
     from cl_bench import light_load
     from cl_bench.config import check_choices
     from cl_bench.declarations import NotStatic

@@ -240,7 +240,37 @@ DECLARED_REJECTED = [
      "cl-bench: error: loss.tau: has no effect on this run: loss=neighbour uses tau only with loss.similarity=cosine"),
     (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
+    # the method's, loss's and augmentation's own checks (their modules light-loaded: cl_bench.light_load)
+    (["method=cert", "method.queue_size=0"], "cl-bench: error: method.queue_size: must be >= 1, got 0"),
+    (["method=diffcse", "method.mask_ratio=2"], "cl-bench: error: method.mask_ratio: must be in (0, 1), got 2"),
+    (["method=promptbert", "method.head=foo"], "cl-bench: error: method.head: unknown value 'foo'; valid: mlp, mlm_transform"),
+    (["method=diffcse", "method.generator=null", "pooler.mlp_only_train=false"],
+     "cl-bench: error: pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only (official "
+     "--mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp"),
+    (["method=sncse", "augmentation=dropout"], "cl-bench: error: augmentation=dropout: method=sncse makes its soft negatives "
+                                               "with a text augmentation; use augmentation=negation (SNCSE's)"),
+    (["method=cert", "method.mochi_hardest=5"], "cl-bench: error: method.mochi_hardest: has no effect on this run: MoCHi is "
+                                                "off (method.mochi_synthetic = method.mochi_query_mixed = 0)"),
+    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd must be in [0, 1], got 2"),
+    (["augmentation=word_repetition", "augmentation.dup_type=x"],
+     "cl-bench: error: augmentation.dup_type: unknown 'x'; valid: bpe, word"),
+    (["augmentation=negation", "augmentation.source=x"], "cl-bench: error: augmentation.source: unknown 'x'; valid: rules, file"),
+    (["train.num_workers=2", "augmentation=mlm_replace", "train.device=cuda"],
+     "cl-bench: error: train.num_workers: augmentation=mlm_replace runs its model on the training device (cuda) at every "
+     "step, which forked DataLoader workers cannot use; set train.num_workers=0"),
+    (["train.matryoshka_dims=[0]"], "cl-bench: error: train.matryoshka_dims: must be a non-empty list of sizes >= 1, got [0]"),
+    (["eval.seed=3"], "cl-bench: error: eval.seed: has no effect on this run: no transfer task is evaluated (eval.tasks)"),
 ]
+#: the real MiniLM (its config.json gives the width before transformers loads): beside the data root, else the shared copy
+MINILM = next((p for p in (Path(os.environ.get("CL_BENCH_DATA", "/nonexistent")).parent / "models" / "all-MiniLM-L6-v2",
+                           Path("/work/shared/models/all-MiniLM-L6-v2")) if (p / "config.json").is_file()), None)
+if MINILM is not None:
+    DECLARED_REJECTED += [
+        ([f"model.name_or_path={MINILM}", "train.matryoshka_dims=[64,512]"],
+         "cl-bench: error: train.matryoshka_dims: 512 exceeds the model's embedding width 384"),
+        ([f"model.name_or_path={MINILM}", "eval.truncate_dim=400"],
+         "cl-bench: error: eval.truncate_dim: 400 exceeds the model's embedding width 384"),
+    ]
 
 
 def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
