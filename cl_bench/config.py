@@ -166,14 +166,14 @@ class CLBenchConfig:
 def register_schemas() -> None:
     """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
     ``cl_bench.data_dir`` resolver: the default data root, defined once in
-    :func:`cl_bench.data.download.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    :func:`cl_bench.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
     ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
 
 
 def _default_data_dir() -> str:
     # imported when the path is resolved: a command rejected before that loads no download code
-    from cl_bench.data.download import default_data_dir
+    from cl_bench.cache_dirs import default_data_dir
 
     return str(default_data_dir())
 

@@ -191,6 +191,8 @@ def _kind(top: str) -> str:
             kind = "light"
         else:
             kind = "unavailable"
+        if kind == "missing":
+            return kind  # not remembered: a folder added to sys.path later may hold it
     _KINDS[top] = kind
     return kind
 
