@@ -105,14 +105,15 @@ def main() -> None:
     print(cpu_description())
     print(f"load average (1, 5, 15 min) before: {load_average()}; python {sys.version.split()[0]}; "
           f"median of {args.repeats} runs each")
-    print(f"{'command':<52} {'exit':>4} {'wall s':>7} {'CPU s':>6}  imports")
+    width = max(len(label) for label, _ in commands)
+    print(f"{'command':<{width}} {'exit':>4} {'wall s':>7} {'CPU s':>6}  imports")
     with tempfile.TemporaryDirectory() as cwd:  # a rejected command must leave no outputs/ anyway
         for label, command in commands:
             runs = [time_command(command, cwd, env) for _ in range(args.repeats)]
             wall = statistics.median(r[0] for r in runs)
             cpu = statistics.median(r[1] for r in runs)
             heavy = heavy_imports(command, cwd, env)
-            print(f"{label:<52} {runs[0][2]:>4} {wall:>7.2f} {cpu:>6.2f}  {', '.join(heavy) or '-'}", flush=True)
+            print(f"{label:<{width}} {runs[0][2]:>4} {wall:>7.2f} {cpu:>6.2f}  {', '.join(heavy) or '-'}", flush=True)
         leftovers = sorted(str(p.relative_to(cwd)) for p in Path(cwd).iterdir())
     print(f"load average (1, 5, 15 min) after: {load_average()}")
     if leftovers:

@@ -369,3 +369,38 @@ def test_an_annotation_the_job_cannot_resolve_leaves_every_type_to_it(tmp_path: 
     with pytest.raises(NameError):
         typing.get_type_hints(importlib.import_module("odd_loss").odd)
     assert signature("odd_loss.odd") == type(signature("odd_loss.odd"))(("a", "tau"), False, {})
+
+
+USER_CHECKED = USER_METHOD + '''
+    @classmethod
+    def check_config(cls, values):
+        if values.get("shift", 1) < 1:
+            raise ValueError(f"method.shift: must be >= 1, got {values['shift']}")
+
+    @classmethod
+    def inert_keys(cls, values, setting):
+        return {"shift": "the pooler averages the shift away"} if setting.pooler == "avg" else {}
+'''
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["method.shift=0"], "cl-bench: error: method.shift: must be >= 1, got 0"),
+    (["pooler=avg", "method.shift=2"], "cl-bench: error: method.shift: has no effect on this run: the pooler averages the shift away"),
+])
+def test_a_users_own_method_checks_answer_without_torch(tmp_path: Path, argv: list[str], expected: str) -> None:
+    """A method from a ``hydra.searchpath`` folder, whose module imports torch: its ``check_config`` and
+    ``inert_keys`` answer in one line, light-loaded, with torch, transformers, mlflow still not imported."""
+    folder = tmp_path / "mine"
+    (folder / "method").mkdir(parents=True)
+    (folder / "neighbours_method.py").write_text(USER_CHECKED)
+    (folder / "method" / "neighbours.yaml").write_text("# Neighbours.\n_target_: neighbours_method.Neighbours\n"
+                                                       "name: neighbours\nshift: 1\n")
+    full = [f"hydra.searchpath=[file://{folder}]", "method=neighbours", "loss=infonce", *argv]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([full])], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    code, stderr, _ = result["answers"][0]
+    assert (code, stderr.strip()) == (2, expected)
+    assert result["heavy"] == []
