@@ -340,6 +340,15 @@ def _import(name: str, globals: dict[str, Any] | None = None, locals: Any = None
 _BUILTINS = dict(builtins.__dict__, __import__=_import)
 
 
+def forget() -> None:
+    """Drop every light module (and its ``sys.modules`` entry under :data:`LIGHT_PREFIX`): ``cl-bench`` calls it
+    once its early checks are done, so the job that follows sees only the real modules."""
+    _CACHE.clear()
+    _KINDS.clear()
+    for name in [n for n in sys.modules if n.startswith(LIGHT_PREFIX)]:
+        del sys.modules[name]
+
+
 def load(target: str) -> Any:
     """The object a dotted path names, from its light-loaded module.
 

@@ -47,7 +47,8 @@ for argv in json.loads(sys.argv[1]):
             code = exit_.code
     answers.append([code, err.getvalue(), out.getvalue()])
 heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
-print(json.dumps({"answers": answers, "heavy": heavy}))
+light = sorted(m for m in sys.modules if m.startswith("_cl_bench_light."))
+print(json.dumps({"answers": answers, "heavy": heavy, "light": light}))
 """
 
 
@@ -285,6 +286,7 @@ def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tm
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    assert result["light"] == []  # the light-loaded modules are dropped once cl-bench's early checks are done
     for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
         assert code == 2 and stderr.strip() == expected, (argv, stderr)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
