@@ -275,3 +275,21 @@ def test_local_model_width_is_what_transformers_reads() -> None:
         pytest.skip("no local MiniLM")
     assert local_model_width(str(MINILM)) == AutoConfig.from_pretrained(str(MINILM)).hidden_size == 384
     assert local_model_width("bert-base-uncased") is None
+
+
+def test_a_module_the_light_loader_cannot_run_gets_what_its_declarations_decide(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A method the light loader leaves alone (an installed package's module) is judged by its declarations, read
+    from the source: a loss of a kind it does not call is still rejected before torch, as the job rejects it."""
+    from tests.test_fast_rejection import USER_METHOD
+
+    (tmp_path / "installed_method.py").write_text(USER_METHOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(light_load._KINDS, "installed_method", "unavailable")  # as for a package in site-packages
+    with pytest.raises(NotStatic):
+        light_load.load("installed_method.Neighbours")
+    cfg = _composed(["loss=sg_opt"])
+    with open_dict(cfg):
+        cfg.method = OmegaConf.create({"_target_": "installed_method.Neighbours", "name": "neighbours", "shift": 1})
+    early = _early(cfg)
+    assert early is not None and early.startswith("loss=sg_opt: method=neighbours calls pair losses") and early == _job(cfg)
