@@ -42,6 +42,10 @@ from cl_bench.declarations import NotStatic
 
 #: packages imported for real by light-loaded code (cheap, and already loaded when cl-bench composes a config)
 REAL = frozenset({"omegaconf", "hydra", "yaml"})
+#: cl-bench's own modules imported for real: torch-free, and holding what must be one (the config's classes, the
+#: task registry a user's folder adds to)
+REAL_CL_BENCH = frozenset({"cl_bench.config", "cl_bench.catalog", "cl_bench.declarations", "cl_bench.light_load",
+                           "cl_bench.early_checks", "cl_bench.eval.registry"})
 #: packages whose real import a light session refuses (each takes seconds): any code that asks for one,
 #: light-loaded or not (``cl_bench.config`` reading a model's width), gets :class:`Unavailable`
 HEAVY = frozenset({"torch", "transformers", "mlflow", "peft", "sklearn", "pandas", "scipy", "onnxruntime",
@@ -296,15 +300,25 @@ def _run(module: types.ModuleType, spec: importlib.machinery.ModuleSpec) -> None
 
 
 def _bound_names(stmt: ast.stmt) -> set[str]:
-    """The names a top-level statement binds (also inside if/try/with/for bodies)."""
+    """The module-level names a top-level statement binds (also inside if/try/with/for bodies; not the local
+    names of a function, class body, lambda or comprehension)."""
     names: set[str] = set()
-    for node in ast.walk(stmt):
+    pending: list[ast.AST] = [stmt]
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            pending += [*node.decorator_list, *getattr(node, "bases", [])]  # a walrus there binds a module name
+            continue
+        if isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, ast.alias):
             names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        pending += list(ast.iter_child_nodes(node))
     return names
 
 
@@ -315,7 +329,7 @@ def _import(name: str, globals: dict[str, Any] | None = None, locals: Any = None
         name = importlib.util.resolve_name("." * level + name, (globals or {}).get("__package__") or "")
     top = name.partition(".")[0]
     kind = _kind(top)
-    if kind == "real":
+    if kind == "real" or name in REAL_CL_BENCH and fromlist:
         return importlib.__import__(name, globals, locals, fromlist, 0)
     if kind == "missing":
         raise ModuleNotFoundError(f"No module named '{top}'", name=top)
@@ -328,6 +342,8 @@ def _import(name: str, globals: dict[str, Any] | None = None, locals: Any = None
             _module(".".join(parts[: end + 1]))
         return _module(top)
     for item in fromlist:
+        if f"{name}.{item}" in REAL_CL_BENCH:  # `from cl_bench import config`
+            setattr(module, item, importlib.import_module(f"{name}.{item}"))
         if item == "*" or hasattr(module, item):
             continue
         try:  # `from package import submodule`
