@@ -3,9 +3,11 @@
 ``check_config``, ``check_setting``, ``inert_keys`` and ``supplied_inputs`` are classmethods (and a loss's
 or augmentation's ``check_config`` a plain function) that read the config values and nothing else, but
 they live in modules that import torch at the top (``nn.Module`` subclasses). :func:`load` runs such a
-module's top-level code in a namespace of its own, never registered in ``sys.modules``, where:
+module's top-level code in a module object of its own (in ``sys.modules`` only under :data:`LIGHT_PREFIX`,
+never under its real name), where:
 
-* ``cl_bench`` modules and a user's own source files it imports are light-loaded the same way (cached);
+* ``cl_bench`` modules and a user's own source files it imports are light-loaded the same way (cached),
+  but for the torch-free ones that hold shared state (:data:`REAL_CL_BENCH`);
 * the standard library, and omegaconf/hydra/yaml (already imported by ``cl-bench``), are the real ones;
 * any other package (torch, transformers, numpy, ...) is an *unavailable name*: reading an attribute of
   it or calling it gives another unavailable name (so ``import torch.nn.functional as F``, decorators and
@@ -20,7 +22,7 @@ A check that touches an unavailable name, at any depth, cannot be decided before
 is a ``BaseException``, so the check's own ``except Exception`` cannot swallow it, and every touch is also
 counted on the session (:func:`session`), so a caller trusts an answer only when nothing was touched.
 ``cl-bench`` (:mod:`cl_bench.early_checks`) then leaves the check to the job, which imports the real class;
-``tests/test_fast_rejection.py`` compares every built-in check's light answers with the real ones.
+``tests/test_light_load.py`` compares every built-in check's light answers with the real ones.
 """
 
 from __future__ import annotations
