@@ -28,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "mlflow", "sklearn", "pandas")
+#: a local checkpoint folder (its width is read from config.json): models/ beside the data root ($CL_BENCH_DATA)
+MINILM = Path(os.environ.get("CL_BENCH_DATA", "data")).absolute().parent / "models" / "all-MiniLM-L6-v2"
 
 #: (label, arguments after the interpreter); the rejections are the issue-25 inputs and its example
 COMMANDS: list[tuple[str, list[str]]] = [
@@ -46,6 +48,17 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("cl-bench method=sbert augmentation=eda_delete", ["-m", "cl_bench", "method=sbert", "augmentation=eda_delete"]),
     ("cl-bench method.mlm_weight=abc", ["-m", "cl_bench", "method.mlm_weight=abc"]),
     ("cl-bench loss.hard_negative_alpha=0.5", ["-m", "cl_bench", "loss.hard_negative_alpha=0.5"]),
+    # rejections by a method's, loss's or augmentation's own checks, their modules light-loaded (cl_bench/light_load.py)
+    ("cl-bench method=cert method.queue_size=0", ["-m", "cl_bench", "method=cert", "method.queue_size=0"]),
+    ("cl-bench method=diffcse method.mask_ratio=2", ["-m", "cl_bench", "method=diffcse", "method.mask_ratio=2"]),
+    ("cl-bench method=cert method.mochi_hardest=5", ["-m", "cl_bench", "method=cert", "method.mochi_hardest=5"]),
+    ("cl-bench loss=mixcse loss.lambd=2", ["-m", "cl_bench", "loss=mixcse", "loss.lambd=2"]),
+    ("cl-bench augmentation=word_repetition augmentation.dup_type=x",
+     ["-m", "cl_bench", "augmentation=word_repetition", "augmentation.dup_type=x"]),
+    ("cl-bench train.matryoshka_dims=[0]", ["-m", "cl_bench", "train.matryoshka_dims=[0]"]),
+    ("cl-bench eval.seed=3", ["-m", "cl_bench", "eval.seed=3"]),
+    ("cl-bench model.name_or_path=MiniLM eval.truncate_dim=400",
+     ["-m", "cl_bench", f"model.name_or_path={MINILM}", "eval.truncate_dim=400"]),
 ]
 REFERENCE = ("python -c 'import torch, transformers, mlflow'", ["-c", "import torch, transformers, mlflow"])
 
@@ -88,18 +101,19 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="also time importing torch, transformers, mlflow")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    commands = COMMANDS + ([REFERENCE] if args.reference else [])
+    commands = [c for c in COMMANDS if "MiniLM" not in c[0] or MINILM.is_dir()] + ([REFERENCE] if args.reference else [])
     print(cpu_description())
     print(f"load average (1, 5, 15 min) before: {load_average()}; python {sys.version.split()[0]}; "
           f"median of {args.repeats} runs each")
-    print(f"{'command':<52} {'exit':>4} {'wall s':>7} {'CPU s':>6}  imports")
+    width = max(len(label) for label, _ in commands)
+    print(f"{'command':<{width}} {'exit':>4} {'wall s':>7} {'CPU s':>6}  imports")
     with tempfile.TemporaryDirectory() as cwd:  # a rejected command must leave no outputs/ anyway
         for label, command in commands:
             runs = [time_command(command, cwd, env) for _ in range(args.repeats)]
             wall = statistics.median(r[0] for r in runs)
             cpu = statistics.median(r[1] for r in runs)
             heavy = heavy_imports(command, cwd, env)
-            print(f"{label:<52} {runs[0][2]:>4} {wall:>7.2f} {cpu:>6.2f}  {', '.join(heavy) or '-'}", flush=True)
+            print(f"{label:<{width}} {runs[0][2]:>4} {wall:>7.2f} {cpu:>6.2f}  {', '.join(heavy) or '-'}", flush=True)
         leftovers = sorted(str(p.relative_to(cwd)) for p in Path(cwd).iterdir())
     print(f"load average (1, 5, 15 min) after: {load_average()}")
     if leftovers:

@@ -14,3 +14,13 @@ def cache_root() -> Path:
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "cl-bench"
+
+
+def default_data_dir() -> Path:
+    """The data root: ``$CL_BENCH_DATA`` if set, else ``data/`` in cl-bench's cache folder (:func:`cache_root`).
+    ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``); here, not in
+    :mod:`cl_bench.data.download`, so that composing a config imports no HTTP client (cl-bench's answers before torch).
+    """
+    if os.environ.get("CL_BENCH_DATA"):
+        return Path(os.environ["CL_BENCH_DATA"])
+    return cache_root() / "data"

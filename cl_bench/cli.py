@@ -293,10 +293,14 @@ def main() -> None:
         check_group_choices(sys.argv[1:])
         from cl_bench.early_checks import check_declared_choices
 
-        check_declared_choices(sys.argv[1:])  # a loss the method cannot call, a group it does not use: no torch
+        check_declared_choices(sys.argv[1:])  # a loss the method cannot call, a method's own checks: no torch
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        from cl_bench import light_load
+
+        light_load.forget()  # the job imports the real modules; the light copies are done with
     if "WORLD_SIZE" in os.environ:  # under torchrun, join the process group and agree on one run dir
         from cl_bench import distributed  # torch: only a launched job loads it before Hydra's run
 

@@ -20,6 +20,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from cl_bench import light_load
 from cl_bench.flow_options import FlowOptions
 from cl_bench.models.pooler_names import POOLERS
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
@@ -165,14 +166,14 @@ class CLBenchConfig:
 def register_schemas() -> None:
     """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
     ``cl_bench.data_dir`` resolver: the default data root, defined once in
-    :func:`cl_bench.data.download.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    :func:`cl_bench.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
     ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
 
 
 def _default_data_dir() -> str:
     # imported when the path is resolved: a command rejected before that loads no download code
-    from cl_bench.data.download import default_data_dir
+    from cl_bench.cache_dirs import default_data_dir
 
     return str(default_data_dir())
 
@@ -181,6 +182,8 @@ def _default_data_dir() -> str:
 # Validation
 # ------------------------------------------------------------------------------------------------
 def _import_target(path: str, key: str) -> Any:
+    if light_load.active():  # cl-bench's checks before torch (cl_bench.early_checks): NotStatic leaves it to the job
+        return light_load.load(path)
     module_name, _, attr = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -215,6 +218,12 @@ def check_target_node(node: DictConfig, key: str, skip: tuple[str, ...] = ()) ->
     target_path = node.get("_target_")
     if not target_path:
         raise ConfigError(f"{key}: no _target_ given")
+    if light_load.active():  # before torch: the parameters as the source declares them (the same, tested)
+        from cl_bench.declarations import signature
+
+        found = signature(str(target_path))
+        check_node_against(node, key, skip, found.params, found.accepts_kwargs, found.hints)
+        return
     target = _import_target(str(target_path), key)
     signature = inspect.signature(target)
     try:
@@ -376,8 +385,8 @@ def check_matryoshka(cfg: DictConfig) -> None:
     dims = cfg.train.get("matryoshka_dims")
     if dims is None:
         return
-    from cl_bench.losses.matryoshka import EMBEDDING_KINDS, check_dims
-
+    check_dims = _import_target("cl_bench.losses.matryoshka.check_dims", "train.matryoshka_dims")
+    embedding_kinds = _import_target("cl_bench.losses.matryoshka.EMBEDDING_KINDS", "train.matryoshka_dims")
     weights = cfg.train.get("matryoshka_weights")
     try:
         check_dims(list(dims), None if weights is None else list(weights))
@@ -388,10 +397,10 @@ def check_matryoshka(cfg: DictConfig) -> None:
     if "loss" not in cls.uses:
         raise ConfigError(f"train.matryoshka_dims: method={name} has no loss to wrap")
     kind = getattr(loss_function(cfg), "loss_kind", None)
-    if kind not in EMBEDDING_KINDS:
+    if kind not in embedding_kinds:
         raise ConfigError(
             f"train.matryoshka_dims: loss={cfg.loss.get('name')} of method={name} is a {kind} loss, which does not "
-            f"take sentence embeddings (Matryoshka wraps {', '.join(EMBEDDING_KINDS)} losses)"
+            f"take sentence embeddings (Matryoshka wraps {', '.join(embedding_kinds)} losses)"
         )
     width = _model_width(str(cfg.model.name_or_path))
     if width is not None and max(dims) > width:
@@ -400,6 +409,9 @@ def check_matryoshka(cfg: DictConfig) -> None:
 
 def _model_width(name_or_path: str) -> int | None:
     """The checkpoint's hidden size from its config file alone (None when it cannot be read offline)."""
+    width = local_model_width(name_or_path)
+    if width is not None:
+        return width
     try:
         from transformers import AutoConfig
 
@@ -523,8 +535,7 @@ def _condition_holds(condition: str, values: dict[str, Any]) -> bool:
 def run_setting(cfg: DictConfig, cls: Any) -> Any:
     """The choices besides the method's own keys that decide whether a method key can act
     (:class:`cl_bench.methods.base.RunSetting`)."""
-    from cl_bench.methods.base import RunSetting
-
+    RunSetting = _import_target("cl_bench.methods.base.RunSetting", "method")  # noqa: N806 (light-loaded before torch)
     augmentation = None
     if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
         augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
@@ -550,13 +561,37 @@ def local_model_type(name_or_path: str) -> str | None:
         return None
 
 
+#: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
+#: ``model_type``; tests/test_light_load.py checks each against transformers' own config classes
+WIDTH_KEYS = {**dict.fromkeys(("bert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta", "deberta-v2", "albert",
+                               "camembert", "modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
+                               "gpt_neox", "opt"), "hidden_size"),
+              "gpt2": "n_embd", "distilbert": "dim", "t5": "d_model", "mt5": "d_model", "bart": "d_model"}
+
+
+def local_model_width(name_or_path: str) -> int | None:
+    """A local checkpoint folder's embedding width from its config.json, read as JSON (no model library
+    imported): the key transformers reads as ``hidden_size`` for its ``model_type`` (:data:`WIDTH_KEYS`).
+    None for a hub id, another model type, a folder with its own config code (``auto_map``) or an unreadable
+    file: then transformers' ``AutoConfig`` answers (:func:`_model_width`)."""
+    try:
+        config = json.loads((Path(name_or_path) / "config.json").read_text())
+        width = config[WIDTH_KEYS[config["model_type"]]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if "auto_map" in config or isinstance(width, bool) or not isinstance(width, int):
+        return None
+    return width
+
+
 def inert_keys(cfg: DictConfig) -> dict[str, str]:
     """Config keys (or whole groups) that cannot act on this run, each with the reason.
 
     A key listed here may not be overridden (:func:`check_overrides_act`) and is left out of the
     run's params and tags (:func:`acting_params`).
     """
-    from cl_bench.eval.mteb import split_tasks
+    # the registry imports no torch: cl-bench's checks run this before the job
+    from cl_bench.eval.registry import split_tasks, uses_transfer
 
     inert: dict[str, str] = {}
     if cfg.mode == "eval":
@@ -583,8 +618,6 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
     for key, reason in pooler_inert_keys(cfg).items():
         inert.setdefault(key, reason)
     inert.update({k: v for k, v in prompt_inert_keys(cfg).items() if _covered(k, inert) is None})
-    from cl_bench.eval.tasks import uses_transfer
-
     transfer = uses_transfer(str(t) for t in cfg.eval.tasks) or (
         cfg.mode == "train" and cfg.train.select_metric == "transfer_dev_avg"
     )
@@ -728,8 +761,6 @@ def check_option_values(cfg: DictConfig, cls: type) -> None:
 def check_workers_can_augment(cfg: DictConfig) -> None:
     """Reject ``train.num_workers > 0`` when the augmentation runs a model on a GPU at every step: the
     DataLoader's forked worker processes, where augmentation runs, cannot use CUDA (or MPS)."""
-    import torch
-
     if int(cfg.train.get("num_workers", 0) or 0) == 0:
         return
     augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
@@ -737,6 +768,8 @@ def check_workers_can_augment(cfg: DictConfig) -> None:
         return
     device = str(cfg.train.device)
     if device == "auto":
+        import torch  # here: a run with train.device set is judged before torch loads
+
         mps = getattr(torch.backends, "mps", None)
         device = "cuda" if torch.cuda.is_available() else "mps" if mps is not None and mps.is_available() else "cpu"
     if device != "cpu":

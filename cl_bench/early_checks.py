@@ -1,16 +1,20 @@
-"""The rejections that depend on a method's or loss's declarations, answered before torch is imported.
+"""The job's choice checks (:func:`cl_bench.config.check_choices`), answered before torch is imported.
 
 A loss of a kind the method does not call, a group the method does not use (``method=sbert
-augmentation=eda_delete``), a prompt key the method sets itself, a key its constructor does not take
-or a value of the wrong type depend on what the method's class and the loss's function declare
-(``Method.uses``, ``Method.loss_kinds``, the ``loss_kind`` mark, the keyword parameters). The job's
-validation (:func:`cl_bench.config.check_choices`) decides them with the same functions used here;
-these read the declarations from the source (:mod:`cl_bench.declarations`), so ``cl-bench`` runs them
-on the composed config before Hydra's job starts and a wrong choice answers in about a second, not
-after torch, transformers and MLflow have loaded.
+augmentation=eda_delete``), a key a method's constructor does not take, a method's, loss's or
+augmentation's own value check (``method=cert method.queue_size=0``, ``loss=mixcse loss.lambd=2``), a
+method key that cannot act (``method.mochi_hardest`` with MoCHi off), Matryoshka sizes or
+``eval.truncate_dim`` wider than a local model: all these depend on code in modules that import torch.
+``cl-bench`` runs the job's own :func:`~cl_bench.config.check_choices` on the composed config before
+Hydra's job starts, with those modules light-loaded (:mod:`cl_bench.light_load`): the same checks, in
+the same order, with the same messages, in about a second instead of after torch, transformers and
+MLflow have loaded.
 
-The checks that run the method's, loss's or augmentation's own code (``check_config``, ``check_setting``,
-``inert_keys``) stay in the job: they need the imported class.
+A check that needs what only the real import gives (a tensor, a model's files from the hub cache) stops
+the light run with no answer: the job gives its own (that one, or a later one: the checks before it
+passed). An answer that touched anything unavailable is never given. A method whose module the light
+loader cannot run (an installed package's) gets the rejections its declarations decide, read from the
+source (:mod:`cl_bench.declarations`).
 """
 
 from __future__ import annotations
@@ -27,27 +31,22 @@ if TYPE_CHECKING:
 
     from cl_bench.declarations import MethodDeclaration
 
-#: the groups (and their keys) whose override can meet a rejection decided here
-_DECIDING = ("method", "loss", "augmentation", "pooler", "model", "experiment")
-
-
 def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
-    """Reject a single training run whose choices the declarations already rule out (one line, names the key).
+    """Reject a single training run that the job's choice checks reject (one line, names the key), before torch.
 
     Only a run Hydra would start as one job is judged here, on the config it will get: a multirun (``-m``,
     or a preset that sets ``hydra.mode``) records each failed job, as before, and a command line with
-    Hydra flags or one that does not compose is left to Hydra. A declaration that cannot be read without
-    importing its module (a computed value) leaves the check to the job.
+    Hydra flags or one that does not compose is left to Hydra. A check that only the real import decides
+    stops the light run (the declarations read from the source still decide theirs: :func:`_check`).
 
     Raises:
-        ConfigError: the first rejection of :func:`cl_bench.config.check_overrides_act` that the
-            declarations decide (loss kind, unused group, prompt key, a pooler's own key).
+        ConfigError: the first rejection of :func:`cl_bench.config.check_choices`, in the job's words.
     """
     if any(arg.startswith("-") for arg in argv):
         return
     overrides = [arg for arg in argv if "=" in arg]
-    if not any(arg.split("=", 1)[0].lstrip("+~").split(".")[0].split("/")[0] in _DECIDING for arg in overrides):
-        return  # the defaults fit one another: only these groups can bring a choice the declarations rule out
+    if not overrides:
+        return  # the defaults fit one another
     from hydra import compose, initialize_config_dir
 
     try:
@@ -57,6 +56,46 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
         return
     if "MULTIRUN" in str(cfg.hydra.get("mode")) or cfg.mode != "train":
         return  # mode=eval: the job first reads the pooling recorded with the encoder
+    check_composed(cfg)
+
+
+def check_composed(cfg: DictConfig) -> None:
+    """:func:`check_declared_choices` on a composed training config (with its ``hydra`` node).
+
+    Raises:
+        ConfigError: the first rejection of :func:`cl_bench.config.check_choices`, in the job's words.
+    """
+    from cl_bench import light_load
+    from cl_bench.config import check_choices
+    from cl_bench.declarations import NotStatic
+
+    try:
+        with light_load.session() as state:
+            try:
+                light_load.load(str(cfg.method._target_))
+            except NotStatic:  # a module the light loader cannot run (an installed package's)
+                runs_light = False
+            else:
+                runs_light = True
+                check_choices(cfg, list(cfg.hydra.overrides.task))  # the job's checks, its classes light-loaded
+    except ConfigError:
+        if not state.touched:
+            raise
+        # the answer used a name only the real import gives: the job's to give
+    except (NotStatic, light_load.Unavailable):
+        # a check only the real classes decide: the job gives it, or a later one (the checks before it passed)
+        pass
+    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
+        pass
+    else:
+        if not runs_light:  # what its source declares, read without running it
+            _check_declarations(cfg)
+
+
+def _check_declarations(cfg: DictConfig) -> None:
+    """The rejections the declarations read from the source decide (:func:`_check`), for a method whose module the
+    light loader cannot run. (Some of the job's checks come before these and are not run here: with two faults,
+    the job may name the other one first.)"""
     from cl_bench.declarations import NotStatic, loss_declaration, method_declaration
 
     try:

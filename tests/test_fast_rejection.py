@@ -47,7 +47,8 @@ for argv in json.loads(sys.argv[1]):
             code = exit_.code
     answers.append([code, err.getvalue(), out.getvalue()])
 heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
-print(json.dumps({"answers": answers, "heavy": heavy}))
+light = sorted(m for m in sys.modules if m.startswith("_cl_bench_light."))
+print(json.dumps({"answers": answers, "heavy": heavy, "light": light}))
 """
 
 
@@ -240,7 +241,37 @@ DECLARED_REJECTED = [
      "cl-bench: error: loss.tau: has no effect on this run: loss=neighbour uses tau only with loss.similarity=cosine"),
     (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
+    # the method's, loss's and augmentation's own checks (their modules light-loaded: cl_bench.light_load)
+    (["method=cert", "method.queue_size=0"], "cl-bench: error: method.queue_size: must be >= 1, got 0"),
+    (["method=diffcse", "method.mask_ratio=2"], "cl-bench: error: method.mask_ratio: must be in (0, 1), got 2"),
+    (["method=promptbert", "method.head=foo"], "cl-bench: error: method.head: unknown value 'foo'; valid: mlp, mlm_transform"),
+    (["method=diffcse", "method.generator=null", "pooler.mlp_only_train=false"],
+     "cl-bench: error: pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only (official "
+     "--mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp"),
+    (["method=sncse", "augmentation=dropout"], "cl-bench: error: augmentation=dropout: method=sncse makes its soft negatives "
+                                               "with a text augmentation; use augmentation=negation (SNCSE's)"),
+    (["method=cert", "method.mochi_hardest=5"], "cl-bench: error: method.mochi_hardest: has no effect on this run: MoCHi is "
+                                                "off (method.mochi_synthetic = method.mochi_query_mixed = 0)"),
+    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd must be in [0, 1], got 2"),
+    (["augmentation=word_repetition", "augmentation.dup_type=x"],
+     "cl-bench: error: augmentation.dup_type: unknown 'x'; valid: bpe, word"),
+    (["augmentation=negation", "augmentation.source=x"], "cl-bench: error: augmentation.source: unknown 'x'; valid: rules, file"),
+    (["train.num_workers=2", "augmentation=mlm_replace", "train.device=cuda"],
+     "cl-bench: error: train.num_workers: augmentation=mlm_replace runs its model on the training device (cuda) at every "
+     "step, which forked DataLoader workers cannot use; set train.num_workers=0"),
+    (["train.matryoshka_dims=[0]"], "cl-bench: error: train.matryoshka_dims: must be a non-empty list of sizes >= 1, got [0]"),
+    (["eval.seed=3"], "cl-bench: error: eval.seed: has no effect on this run: no transfer task is evaluated (eval.tasks)"),
 ]
+#: the real MiniLM (its config.json gives the width before transformers loads): beside the data root, else the shared copy
+MINILM = next((p for p in (Path(os.environ.get("CL_BENCH_DATA", "/nonexistent")).parent / "models" / "all-MiniLM-L6-v2",
+                           Path("/work/shared/models/all-MiniLM-L6-v2")) if (p / "config.json").is_file()), None)
+if MINILM is not None:
+    DECLARED_REJECTED += [
+        ([f"model.name_or_path={MINILM}", "train.matryoshka_dims=[64,512]"],
+         "cl-bench: error: train.matryoshka_dims: 512 exceeds the model's embedding width 384"),
+        ([f"model.name_or_path={MINILM}", "eval.truncate_dim=400"],
+         "cl-bench: error: eval.truncate_dim: 400 exceeds the model's embedding width 384"),
+    ]
 
 
 def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
@@ -255,6 +286,7 @@ def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tm
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    assert result["light"] == []  # the light-loaded modules are dropped once cl-bench's early checks are done
     for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
         assert code == 2 and stderr.strip() == expected, (argv, stderr)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -339,3 +371,38 @@ def test_an_annotation_the_job_cannot_resolve_leaves_every_type_to_it(tmp_path: 
     with pytest.raises(NameError):
         typing.get_type_hints(importlib.import_module("odd_loss").odd)
     assert signature("odd_loss.odd") == type(signature("odd_loss.odd"))(("a", "tau"), False, {})
+
+
+USER_CHECKED = USER_METHOD + '''
+    @classmethod
+    def check_config(cls, values):
+        if values.get("shift", 1) < 1:
+            raise ValueError(f"method.shift: must be >= 1, got {values['shift']}")
+
+    @classmethod
+    def inert_keys(cls, values, setting):
+        return {"shift": "the pooler averages the shift away"} if setting.pooler == "avg" else {}
+'''
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["method.shift=0"], "cl-bench: error: method.shift: must be >= 1, got 0"),
+    (["pooler=avg", "method.shift=2"], "cl-bench: error: method.shift: has no effect on this run: the pooler averages the shift away"),
+])
+def test_a_users_own_method_checks_answer_without_torch(tmp_path: Path, argv: list[str], expected: str) -> None:
+    """A method from a ``hydra.searchpath`` folder, whose module imports torch: its ``check_config`` and
+    ``inert_keys`` answer in one line, light-loaded, with torch, transformers, mlflow still not imported."""
+    folder = tmp_path / "mine"
+    (folder / "method").mkdir(parents=True)
+    (folder / "neighbours_method.py").write_text(USER_CHECKED)
+    (folder / "method" / "neighbours.yaml").write_text("# Neighbours.\n_target_: neighbours_method.Neighbours\n"
+                                                       "name: neighbours\nshift: 1\n")
+    full = [f"hydra.searchpath=[file://{folder}]", "method=neighbours", "loss=infonce", *argv]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([full])], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    code, stderr, _ = result["answers"][0]
+    assert (code, stderr.strip()) == (2, expected)
+    assert result["heavy"] == []

@@ -46,7 +46,7 @@ from typing import IO, Any
 import pooch
 from filelock import FileLock
 
-from cl_bench.cache_dirs import cache_root
+from cl_bench.cache_dirs import cache_root, default_data_dir  # noqa: F401 (default_data_dir: re-exported)
 from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's API)
     CHUNK,
     ChecksumError,
@@ -79,16 +79,6 @@ def load_manifest(path: str | Path | None = None) -> dict[str, Any]:
         The parsed manifest.
     """
     return json.loads(Path(path or MANIFEST_PATH).read_text(encoding="utf-8"))
-
-
-def default_data_dir() -> Path:
-    """The data root: ``$CL_BENCH_DATA`` if set, else ``data/`` in cl-bench's cache folder
-    (:func:`cl_bench.cache_dirs.cache_root`: ``~/.cache/cl-bench`` unless moved).
-    ``conf/paths/default.yaml`` reads this function (resolver ``cl_bench.data_dir``).
-    """
-    if os.environ.get("CL_BENCH_DATA"):
-        return Path(os.environ["CL_BENCH_DATA"])
-    return cache_root() / "data"
 
 
 def count_lines(path: Path) -> int:

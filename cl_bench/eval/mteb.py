@@ -37,13 +37,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from cl_bench.data.text import DataFileError
-from cl_bench.eval.registry import load_task
+from cl_bench.eval.registry import MTEB_PREFIX, is_mteb_task, load_task, split_tasks  # noqa: F401 (re-exported)
 from cl_bench.eval.suite import encoding_flags
 from cl_bench.models.inference import EncodingSettings, encoding
 
 log = logging.getLogger(__name__)
 
-MTEB_PREFIX = "mteb:"
 #: MTEB STS task -> cl-bench STS task whose SentEval files hold the same pairs.
 LOCAL_STS_TASKS: dict[str, str] = {
     "STS12": "sts12",
@@ -66,22 +65,6 @@ class Encoder(Protocol):
 
 class MTEBUnavailableError(RuntimeError):
     """mteb is not installed, or a task's data cannot be had; the message says what to do."""
-
-
-def is_mteb_task(name: str) -> bool:
-    """Whether an ``eval.tasks`` entry names an MTEB task (``mteb:<TaskName>``)."""
-    return str(name).startswith(MTEB_PREFIX)
-
-
-def split_tasks(tasks: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Separate ``eval.tasks`` into cl-bench's own entries and MTEB task names (prefix removed)."""
-    own, mteb_names = [], []
-    for name in tasks:
-        if is_mteb_task(name):
-            mteb_names.append(str(name)[len(MTEB_PREFIX) :])
-        else:
-            own.append(name)
-    return own, mteb_names
 
 
 def _strip(name: str) -> str:

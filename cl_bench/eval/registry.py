@@ -169,6 +169,34 @@ def tasks_in_average(average: str) -> list[str]:
     return [task.name for task in TASKS.values() if average in task.averages]
 
 
+def uses_transfer(tasks: Iterable[str]) -> bool:
+    """Whether any of these task or group names evaluates a transfer task (one that reads ``eval.transfer_*``)."""
+    task_groups = groups()
+    names = [str(t).strip().lower() for t in tasks]
+    expanded = [n for name in names for n in task_groups.get(name, (name,))]
+    return any(name in TASKS and TASKS[name].kind == "transfer" for name in expanded)
+
+
+#: the ``eval.tasks`` prefix of an MTEB task (``mteb:STS12``; cl_bench.eval.mteb runs them)
+MTEB_PREFIX = "mteb:"
+
+
+def is_mteb_task(name: str) -> bool:
+    """Whether an ``eval.tasks`` entry names an MTEB task (``mteb:<TaskName>``)."""
+    return str(name).startswith(MTEB_PREFIX)
+
+
+def split_tasks(tasks: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Separate ``eval.tasks`` into cl-bench's own entries and MTEB task names (prefix removed)."""
+    own, mteb_names = [], []
+    for name in tasks:
+        if is_mteb_task(name):
+            mteb_names.append(str(name)[len(MTEB_PREFIX) :])
+        else:
+            own.append(name)
+    return own, mteb_names
+
+
 def complete_averages(results: Mapping[str, float]) -> dict[str, float]:
     """Every declared average whose metrics are all in ``results`` (their plain mean)."""
     import numpy as np

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.eval.postprocess import build_postprocess
-from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
+from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average, uses_transfer  # noqa: F401
 from cl_bench.models.inference import InferenceConfigError, check_encoding_options
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
@@ -74,14 +74,6 @@ def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
             valid = ", ".join(dict.fromkeys((*task_groups, *TASKS)))
             raise EvalConfigError(f"eval.tasks: unknown task '{name}'; valid: {valid}")
     return [task for task in TASKS if task in chosen]
-
-
-def uses_transfer(tasks: Iterable[str]) -> bool:
-    """Whether any of these task or group names evaluates a transfer task (one that reads ``eval.transfer_*``)."""
-    task_groups = groups()
-    names = [str(t).strip().lower() for t in tasks]
-    expanded = [n for name in names for n in task_groups.get(name, (name,))]
-    return any(name in TASKS and TASKS[name].kind == "transfer" for name in expanded)
 
 
 def required_files(
