@@ -440,7 +440,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """All checks that need no model: config values, files, evaluation tasks, and that every
     override acts on the run."""
     from cl_bench.eval import check_eval_config
-    from cl_bench.eval.mteb import check_mteb_tasks, split_tasks
+    from cl_bench.eval.mteb import check_mteb_tasks
+    from cl_bench.eval.registry import split_tasks
     from cl_bench.models.inference import check_encoding_options
 
     validate(cfg, overrides)
@@ -463,7 +464,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
 def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
     from cl_bench.eval import evaluate
-    from cl_bench.eval.mteb import run_mteb, split_tasks
+    from cl_bench.eval.mteb import run_mteb
+    from cl_bench.eval.registry import split_tasks
     from cl_bench.models.inference import encoding_settings
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
@@ -767,7 +769,7 @@ def _train_and_evaluate(
 
 def _final_eval_ratio(cfg: DictConfig) -> float:
     """The final evaluation's encoding work in dev evaluations (distinct sentences), for the job's ETA."""
-    from cl_bench.eval.mteb import split_tasks
+    from cl_bench.eval.registry import split_tasks
     from cl_bench.eval.suite import encoding_workload
 
     own_tasks, _ = split_tasks(cfg.eval.tasks)

@@ -454,8 +454,8 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     The training corpus (when it lies in the data root) and the evaluation's files: the final
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
-    from cl_bench.eval.mteb import split_tasks
     from cl_bench.eval.postprocess import build_postprocess
+    from cl_bench.eval.registry import split_tasks
     from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
 
     root = Path(cfg.paths.data_dir).absolute()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 
 from cl_bench.catalog import CONF_DIR
@@ -262,16 +263,14 @@ DECLARED_REJECTED = [
     (["train.matryoshka_dims=[0]"], "cl-bench: error: train.matryoshka_dims: must be a non-empty list of sizes >= 1, got [0]"),
     (["eval.seed=3"], "cl-bench: error: eval.seed: has no effect on this run: no transfer task is evaluated (eval.tasks)"),
 ]
-#: the real MiniLM (its config.json gives the width before transformers loads): beside the data root, else the shared copy
-MINILM = next((p for p in (Path(os.environ.get("CL_BENCH_DATA", "/nonexistent")).parent / "models" / "all-MiniLM-L6-v2",
-                           Path("/work/shared/models/all-MiniLM-L6-v2")) if (p / "config.json").is_file()), None)
-if MINILM is not None:
-    DECLARED_REJECTED += [
-        ([f"model.name_or_path={MINILM}", "train.matryoshka_dims=[64,512]"],
-         "cl-bench: error: train.matryoshka_dims: 512 exceeds the model's embedding width 384"),
-        ([f"model.name_or_path={MINILM}", "eval.truncate_dim=400"],
-         "cl-bench: error: eval.truncate_dim: 400 exceeds the model's embedding width 384"),
-    ]
+#: the real MiniLM (its config.json gives the width before transformers loads); missing, collection fails naming it
+MINILM = minilm_path()
+DECLARED_REJECTED += [
+    ([f"model.name_or_path={MINILM}", "train.matryoshka_dims=[64,512]"],
+     "cl-bench: error: train.matryoshka_dims: 512 exceeds the model's embedding width 384"),
+    ([f"model.name_or_path={MINILM}", "eval.truncate_dim=400"],
+     "cl-bench: error: eval.truncate_dim: 400 exceeds the model's embedding width 384"),
+]
 
 
 def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from typing import IO, Any
 import pooch
 from filelock import FileLock
 
-from cl_bench.cache_dirs import cache_root, default_data_dir  # noqa: F401 (default_data_dir: re-exported)
+from cl_bench.cache_dirs import default_data_dir
 from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's API)
     CHUNK,
     ChecksumError,

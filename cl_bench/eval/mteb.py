@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cl_bench.data.text import DataFileError
-from cl_bench.eval.registry import MTEB_PREFIX, is_mteb_task, load_task, split_tasks  # noqa: F401 (re-exported)
+from cl_bench.eval.registry import MTEB_PREFIX, load_task
 from cl_bench.eval.suite import encoding_flags
 from cl_bench.models.inference import EncodingSettings, encoding
 

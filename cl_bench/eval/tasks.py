@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.eval.postprocess import build_postprocess
-from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average, uses_transfer  # noqa: F401
+from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
 from cl_bench.models.inference import InferenceConfigError, check_encoding_options
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
