@@ -18,7 +18,6 @@ the sweep's parent run(s) in MLflow under ``report/``. Runs are read with ``mlfl
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import sys
@@ -39,6 +38,7 @@ from cl_bench.reference_results import (
     specs_for,
     values_equal,
 )
+from cl_bench.report_cli import SWEEP_METRICS, build_parser
 
 log = logging.getLogger("cl_bench.report")
 
@@ -243,7 +243,6 @@ def markdown_table(table: AblationTable) -> str:
 # The sweep itself
 # ------------------------------------------------------------------------------------------------
 #: Metrics a sweep table compares, the first one its runs have wins (``--metric`` picks another).
-SWEEP_METRICS = ("best_stsb_dev", "stsb_dev", "stsb", "sts_avg")
 #: Params that tell replicates apart, not points.
 REPLICATE_KEYS = ("seed",)
 #: Params that differ per job without being a knob (where it wrote its files, how it was logged).
@@ -982,34 +981,10 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point."""
+    """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.report_cli`)."""
     from cl_bench.tracking.mlflow_logger import default_tracking_uri
 
-    parser = argparse.ArgumentParser(
-        prog="cl-bench-report",
-        description="Tables and plots of a sweep's MLflow runs, with the papers' tables where they apply.",
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--experiment", help="MLflow experiment name (e.g. ablation_dropout, cpu_repro)")
-    source.add_argument("--parent-run", help="the sweep's MLflow parent run id (one sweep only)")
-    source.add_argument("--sweep-dir", help="a sweep's directory: its jobs' run folders, no MLflow (logger=none)")
-    parser.add_argument("--tracking-uri", help="MLflow store or server (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
-    parser.add_argument("--ablation", action="append", help="add this paper table (repeatable; default: from the runs' experiment tag)")
-    parser.add_argument("--metric", help=f"the sweep table's metric (default: the first present of {', '.join(SWEEP_METRICS)})")
-    parser.add_argument("--out", help="output directory (default: outputs/reports/<experiment or run id>)")
-    parser.add_argument("--no-attach", action="store_true", help="do not log the report to the parent run(s)")
-    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                        help="paired comparison of two runs or points: MLflow run ids, run directories, or point "
-                             "labels of the sweep given by --parent-run/--experiment (e.g. 'dropout=0.1')")
-    parser.add_argument("--resamples", type=int, default=1000,
-                        help="bootstrap resamples of --compare and of the report's one-seed tests (default 1000)")
-    parser.add_argument("--control", action="append", default=[],
-                        help="a control run beside the sweep's points (repeatable): an MLflow run id, or tag=value "
-                             "(e.g. encoder=princeton-nlp/unsup-simcse-bert-base-uncased: the mode=eval runs of that "
-                             "released checkpoint)")
-    parser.add_argument("--reference", help="the sweep's reference point label (default: the point at the preset's "
-                                            "defaults, e.g. 'dropout=0.1'); every point is tested against it")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
@@ -1030,7 +1005,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{markdown_compare(table, label_a, label_b)}\n\ntable: {files[0]}")
         return 0
     if not (args.experiment or args.parent_run or args.sweep_dir):
-        parser.error("one of --experiment, --parent-run, --sweep-dir or --compare is required")
+        build_parser().error("one of --experiment, --parent-run, --sweep-dir or --compare is required")
     out = Path(args.out or Path("outputs") / "reports" / (args.experiment or args.parent_run or Path(args.sweep_dir or "").name))
     try:
         if args.sweep_dir:
@@ -1201,6 +1176,3 @@ def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, track
         lines.append(f"full report (no MLflow): cl-bench-report --sweep-dir {sweep_dir}")
     return "\n".join(lines)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -405,3 +405,29 @@ def test_a_users_own_method_checks_answer_without_torch(tmp_path: Path, argv: li
     code, stderr, _ = result["answers"][0]
     assert (code, stderr.strip()) == (2, expected)
     assert result["heavy"] == []
+
+
+def test_report_help_and_a_wrong_argument_import_neither_pandas_nor_mlflow() -> None:
+    """``cl-bench-report --help`` and an unknown argument answer from the argument parser alone
+    (:mod:`cl_bench.report_cli`): pandas, matplotlib, MLflow and torch stay unimported."""
+    probe = """
+import contextlib, io, json, sys
+from cl_bench import report_cli
+codes = []
+for argv in (["--help"], ["--experiments", "x"]):
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            report_cli.main(argv)
+        except SystemExit as exit_:
+            codes.append([exit_.code, out.getvalue(), err.getvalue()])
+heavy = sorted(m for m in ("torch", "transformers", "mlflow", "pandas", "matplotlib") if m in sys.modules)
+print(json.dumps({"codes": codes, "heavy": heavy}))
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    (help_code, help_text, _), (error_code, _, error_text) = result["codes"]
+    assert help_code == 0 and "--parent-run" in help_text and "best_stsb_dev" in help_text
+    assert error_code == 2 and "unrecognized arguments: --experiments" in error_text
+    assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
