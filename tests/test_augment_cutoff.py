@@ -98,7 +98,7 @@ def test_cutoff_is_deterministic_under_a_seed_and_identity_at_rate_zero(cls) -> 
 
 
 def test_cutoff_rate_is_validated() -> None:
-    with pytest.raises(ValueError, match="augmentation.rate must be in"):
+    with pytest.raises(ValueError, match="augmentation.rate: must be in"):
         TokenCutoff(1.0)
 
 

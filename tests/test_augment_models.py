@@ -267,7 +267,7 @@ def test_back_translation_without_models_or_file_says_what_to_set(corpus) -> Non
         BackTranslation(corpus_file=str(corpus[0])).setup(None, "")
     with pytest.raises(BackTranslationUnavailable, match="needs augmentation.paraphrase_file"):
         BackTranslation(source="file").setup(None, "")
-    with pytest.raises(ValueError, match="augmentation.source must be one of auto, models, file"):
+    with pytest.raises(ValueError, match="augmentation.source: must be one of auto, models, file"):
         BackTranslation(source="web")
 
 

@@ -145,7 +145,7 @@ def test_deletions_never_empty_a_sentence(augmentation) -> None:
     [(Crop, "augmentation.rate"), (WordDeletion, "augmentation.rate"), (RandomSwap, "augmentation.alpha")],
 )
 def test_bad_rates_name_their_key(cls, key: str) -> None:
-    with pytest.raises(ValueError, match=f"{key} must be in"):
+    with pytest.raises(ValueError, match=f"{key}: must be in"):
         cls(1.5)
 
 

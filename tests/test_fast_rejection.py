@@ -253,7 +253,7 @@ DECLARED_REJECTED = [
                                                "with a text augmentation; use augmentation=negation (SNCSE's)"),
     (["method=cert", "method.mochi_hardest=5"], "cl-bench: error: method.mochi_hardest: has no effect on this run: MoCHi is "
                                                 "off (method.mochi_synthetic = method.mochi_query_mixed = 0)"),
-    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd must be in [0, 1], got 2"),
+    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd: must be in [0, 1], got 2"),
     (["augmentation=word_repetition", "augmentation.dup_type=x"],
      "cl-bench: error: augmentation.dup_type: unknown 'x'; valid: bpe, word"),
     (["augmentation=negation", "augmentation.source=x"], "cl-bench: error: augmentation.source: unknown 'x'; valid: rules, file"),

@@ -200,8 +200,8 @@ def test_triplet_random_mining_is_seeded_and_never_harder_than_hardest() -> None
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda a, p: info_nce(a, p, tau=0.0), "loss.tau must be > 0"),
-        (lambda a, p: ntxent(a, p, tau=-1.0), "loss.tau must be > 0"),
+        (lambda a, p: info_nce(a, p, tau=0.0), "loss.tau: must be > 0"),
+        (lambda a, p: ntxent(a, p, tau=-1.0), "loss.tau: must be > 0"),
         (lambda a, p: info_nce(a, p[:3]), "anchors and positives must both be (N, D)"),
         (lambda a, p: supcon(a, p, labels=[0, 1]), "labels: expected one label per anchor"),
         (lambda a, p: supcon(a, p, labels=torch.rand(4)), "labels: expected integer class labels"),
@@ -210,13 +210,13 @@ def test_triplet_random_mining_is_seeded_and_never_harder_than_hardest() -> None
             lambda a, p: info_nce(a, p, torch.randn(2, 8), hard_negative_alpha=2.0),
             "one hard negative per anchor",
         ),
-        (lambda a, p: triplet(a, p, mining="semi"), "loss.mining must be one of hardest, random"),
-        (lambda a, p: triplet(a, p, margin=0.0), "loss.margin must be > 0"),
-        (lambda a, p: debiased(a, p, tau_plus=1.0), "loss.tau_plus must be in [0, 1)"),
-        (lambda a, p: hard_negative(a, p, beta=-1.0), "loss.beta must be >= 0"),
-        (lambda a, p: nce(a, p, noise_prob=0.0), "loss.noise_prob must be in (0, 1]"),
-        (lambda a, p: npair(a, p, l2_reg=-0.1), "loss.l2_reg must be >= 0"),
-        (lambda a, p: supcon(a, p, contrast_mode="none"), "loss.contrast_mode must be one of all, one"),
+        (lambda a, p: triplet(a, p, mining="semi"), "loss.mining: must be one of hardest, random"),
+        (lambda a, p: triplet(a, p, margin=0.0), "loss.margin: must be > 0"),
+        (lambda a, p: debiased(a, p, tau_plus=1.0), "loss.tau_plus: must be in [0, 1)"),
+        (lambda a, p: hard_negative(a, p, beta=-1.0), "loss.beta: must be >= 0"),
+        (lambda a, p: nce(a, p, noise_prob=0.0), "loss.noise_prob: must be in (0, 1]"),
+        (lambda a, p: npair(a, p, l2_reg=-0.1), "loss.l2_reg: must be >= 0"),
+        (lambda a, p: supcon(a, p, contrast_mode="none"), "loss.contrast_mode: must be one of all, one"),
     ],
 )
 def test_bad_arguments_fail_with_one_line_naming_the_key(call, message: str) -> None:

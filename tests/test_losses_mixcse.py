@@ -120,7 +120,7 @@ def test_mixcse_rejects_labels_and_bad_lambda() -> None:
     a, p = randn(3, DIM, seed=1), randn(3, DIM, seed=2)
     with pytest.raises(ValueError, match="loss=mixcse: labels"):
         mixcse(a, p, labels=[0, 1, 0])
-    with pytest.raises(ValueError, match=r"loss.lambd must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"loss.lambd: must be in \[0, 1\]"):
         mixcse(a, p, lambd=1.5)
     with pytest.raises(ValueError, match="loss.mask_positive_mix: unknown 'half'"):
         mixcse(a, p, mask_positive_mix="half")

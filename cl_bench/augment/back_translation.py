@@ -354,7 +354,7 @@ class BackTranslation(Augmentation):
         limit: int | None = None,
     ) -> None:
         if source not in SOURCES:
-            raise ValueError(f"augmentation.source must be one of {', '.join(SOURCES)}, got '{source}'")
+            raise ValueError(f"augmentation.source: must be one of {', '.join(SOURCES)}, got '{source}'")
         self.pivot_lang, self.source_lang = pivot_lang, source_lang
         self.forward_model, self.backward_model = forward_model, backward_model
         self.paraphrase_file, self.corpus_file = paraphrase_file, corpus_file

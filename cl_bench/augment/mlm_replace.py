@@ -76,11 +76,11 @@ class MLMReplace(Augmentation):
         self, probability: float = 0.15, mlm_model: str | None = None, top_k: int = 100, batch_size: int = 64
     ) -> None:
         if not 0.0 < probability <= 1.0:
-            raise ValueError(f"augmentation.probability must be in (0, 1], got {probability}")
+            raise ValueError(f"augmentation.probability: must be in (0, 1], got {probability}")
         if top_k < 1:
-            raise ValueError(f"augmentation.top_k must be >= 1, got {top_k}")
+            raise ValueError(f"augmentation.top_k: must be >= 1, got {top_k}")
         if batch_size < 1:
-            raise ValueError(f"augmentation.batch_size must be >= 1, got {batch_size}")
+            raise ValueError(f"augmentation.batch_size: must be >= 1, got {batch_size}")
         self.probability = float(probability)
         self.mlm_model = mlm_model
         self.top_k = int(top_k)

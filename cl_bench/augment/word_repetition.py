@@ -72,7 +72,7 @@ class WordRepetition(Augmentation):
         """One-line errors naming the key, before any model loads."""
         rate = values.get("dup_rate", 0.32)
         if not 0.0 <= float(rate) <= 1.0:
-            raise ValueError(f"augmentation.dup_rate must be in [0, 1], got {rate}")
+            raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {rate}")
         if values.get("dup_type", "bpe") not in DUP_TYPES:
             raise ValueError(f"augmentation.dup_type: unknown '{values.get('dup_type')}'; valid: {', '.join(DUP_TYPES)}")
 

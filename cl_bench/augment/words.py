@@ -43,7 +43,7 @@ def rounded_count(rate: float, length: int) -> int:
 def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) -> None:
     """One-line error unless ``0 <= rate < upper``."""
     if not 0.0 <= rate < upper:
-        raise ValueError(f"{key} must be in [0, {upper:g}), got {rate}")
+        raise ValueError(f"{key}: must be in [0, {upper:g}), got {rate}")
 
 
 def crop_words(words: Sequence[str], rate: float, rng: random.Random) -> list[str]:

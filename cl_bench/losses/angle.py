@@ -36,7 +36,7 @@ ANGLE_POOLINGS = ("sum", "mean")
 def _check(weights: dict[str, float], scales: dict[str, float], pooling: str) -> None:
     for key, value in weights.items():
         if value < 0:
-            raise ValueError(f"loss.{key} must be >= 0, got {value}")
+            raise ValueError(f"loss.{key}: must be >= 0, got {value}")
     for key, value in scales.items():
         check_scale(value, key)
     if pooling not in ANGLE_POOLINGS:

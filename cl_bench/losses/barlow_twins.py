@@ -50,7 +50,7 @@ def barlow_twins(z1: torch.Tensor, z2: torch.Tensor, *, lambd: float = 0.0051) -
         Scalar loss (at least float32).
     """
     if not lambd >= 0:
-        raise ValueError(f"loss.lambd must be >= 0, got {lambd}")
+        raise ValueError(f"loss.lambd: must be >= 0, got {lambd}")
     c = cross_correlation(z1, z2)
     diagonal = torch.diagonal(c)
     on_diagonal = (1.0 - diagonal).pow(2).sum()

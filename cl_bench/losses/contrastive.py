@@ -38,7 +38,7 @@ def contrastive(
         Scalar loss.
     """
     if not margin > 0:
-        raise ValueError(f"loss.margin must be > 0, got {margin}")
+        raise ValueError(f"loss.margin: must be > 0, got {margin}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     sq = squared_distances(pairs.rows, pairs.columns, normalize)
     hinge = (margin - distances(pairs.rows, pairs.columns, normalize)).clamp_min(0.0).pow(2)

@@ -22,7 +22,7 @@ from cl_bench.losses.similarity import masked_logsumexp, working_precision
 def check_scale(value: float, key: str) -> None:
     """Raise a one-line error naming ``loss.<key>`` unless the scale is > 0."""
     if not value > 0:
-        raise ValueError(f"loss.{key} must be > 0, got {value}")
+        raise ValueError(f"loss.{key}: must be > 0, got {value}")
 
 
 def ranking_logsumexp(values: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

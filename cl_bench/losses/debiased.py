@@ -45,9 +45,9 @@ def debiased_estimate_loss(
         Scalar loss; a row without negatives contributes 0.
     """
     if not 0.0 <= tau_plus < 1.0:
-        raise ValueError(f"loss.tau_plus must be in [0, 1), got {tau_plus}")
+        raise ValueError(f"loss.tau_plus: must be in [0, 1), got {tau_plus}")
     if beta < 0:
-        raise ValueError(f"loss.beta must be >= 0, got {beta}")
+        raise ValueError(f"loss.beta: must be >= 0, got {beta}")
     side = "both" if symmetric else None
     pairs = contrast_pairs(
         anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"

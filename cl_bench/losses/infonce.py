@@ -59,7 +59,7 @@ def info_nce(
                 f"loss.hard_negative_alpha needs one hard negative per anchor ({n}), got {hard_negatives.shape[0]}"
             )
         if hard_negative_alpha < 0:
-            raise ValueError(f"loss.hard_negative_alpha must be >= 0, got {hard_negative_alpha}")
+            raise ValueError(f"loss.hard_negative_alpha: must be >= 0, got {hard_negative_alpha}")
         own = torch.zeros_like(negative)
         own[:, n:] = torch.eye(n, dtype=torch.bool, device=own.device)
         if hard_negative_alpha == 0:

@@ -39,7 +39,7 @@ def lifted(
         Scalar loss.
     """
     if not margin > 0:
-        raise ValueError(f"loss.margin must be > 0, got {margin}")
+        raise ValueError(f"loss.margin: must be > 0, got {margin}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     dist = distances(pairs.rows, pairs.columns, normalize)
     slack = margin - dist

@@ -77,7 +77,7 @@ def memory_bank_nce(
     if not partition > 0:
         raise ValueError(f"partition must be > 0, got {partition}")
     if not proximal_lambda >= 0:
-        raise ValueError(f"loss.proximal_lambda must be >= 0, got {proximal_lambda}")
+        raise ValueError(f"loss.proximal_lambda: must be >= 0, got {proximal_lambda}")
     logits = bank_logits(features, positives.detach(), noise.detach(), tau)
     num_noise = noise.shape[1]
     # log P(i|f) − log(M·P_n): log h = −softplus(−that), log(1 − h) = −softplus(that)

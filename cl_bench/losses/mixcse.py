@@ -91,7 +91,7 @@ def check_config(values: dict) -> None:
     """One-line errors naming ``loss.lambd`` / ``loss.mask_positive_mix`` (also run before any model loads)."""
     lambd = values.get("lambd", 0.2)
     if not 0.0 <= float(lambd) <= 1.0:
-        raise ValueError(f"loss.lambd must be in [0, 1], got {lambd}")
+        raise ValueError(f"loss.lambd: must be in [0, 1], got {lambd}")
     mask = values.get("mask_positive_mix", "zero")
     if mask not in MASK_POSITIVE_MIX:
         raise ValueError(f"loss.mask_positive_mix: unknown '{mask}'; valid: {', '.join(MASK_POSITIVE_MIX)}")

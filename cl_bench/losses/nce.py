@@ -44,7 +44,7 @@ def nce(
         data term, which is then exactly 0 (σ(+inf) = 1).
     """
     if noise_prob is not None and not 0.0 < noise_prob <= 1.0:
-        raise ValueError(f"loss.noise_prob must be in (0, 1], got {noise_prob}")
+        raise ValueError(f"loss.noise_prob: must be in (0, 1], got {noise_prob}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     logits = cosine_logits(pairs.rows, pairs.columns, tau)
     num_noise = pairs.negative.sum(dim=1, keepdim=True)  # k of each anchor

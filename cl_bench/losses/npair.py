@@ -37,7 +37,7 @@ def npair(
         Scalar loss.
     """
     if l2_reg < 0:
-        raise ValueError(f"loss.l2_reg must be >= 0, got {l2_reg}")
+        raise ValueError(f"loss.l2_reg: must be >= 0, got {l2_reg}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     logits = dot_logits(pairs.rows, pairs.columns, tau)
     norms = working_precision(anchors).pow(2).sum(-1) + working_precision(positives).pow(2).sum(-1)

@@ -56,6 +56,6 @@ def sbert_triplet(
         margin: ε (SBERT: 1).
     """
     if not margin > 0:
-        raise ValueError(f"loss.margin must be > 0, got {margin}")
+        raise ValueError(f"loss.margin: must be > 0, got {margin}")
     a, p, n = (working_precision(x) for x in (anchors, positives, negatives))
     return (euclidean(a, p) - euclidean(a, n) + margin).clamp_min(0.0).mean()

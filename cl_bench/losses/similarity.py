@@ -31,7 +31,7 @@ Columns = Literal["positives", "both"]
 def check_tau(tau: float) -> None:
     """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
     if not tau > 0:
-        raise ValueError(f"loss.tau must be > 0, got {tau}")
+        raise ValueError(f"loss.tau: must be > 0, got {tau}")
 
 
 def working_precision(x: torch.Tensor) -> torch.Tensor:

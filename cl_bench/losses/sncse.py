@@ -49,6 +49,6 @@ def sncse_loss(
         bml_weight: lambda.
     """
     if beta < alpha:
-        raise ValueError(f"loss.beta must be >= loss.alpha, got alpha={alpha}, beta={beta}")
+        raise ValueError(f"loss.beta: must be >= loss.alpha, got alpha={alpha}, beta={beta}")
     contrastive = info_nce(anchors, positives, tau=tau)
     return contrastive + bml_weight * bidirectional_margin(anchors, positives, soft_negatives, alpha=alpha, beta=beta)

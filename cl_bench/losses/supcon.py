@@ -43,7 +43,7 @@ def supcon(
     """
     if contrast_mode not in CONTRAST_MODES:
         raise ValueError(
-            f"loss.contrast_mode must be one of {', '.join(CONTRAST_MODES)}, got '{contrast_mode}'"
+            f"loss.contrast_mode: must be one of {', '.join(CONTRAST_MODES)}, got '{contrast_mode}'"
         )
     pairs = contrast_pairs(
         anchors,

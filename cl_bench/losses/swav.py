@@ -36,9 +36,9 @@ def sinkhorn_knopp(scores: torch.Tensor, epsilon: float = 0.05, iterations: int 
         (N, K) plan with row sums ``1/N``; multiply by N for per-sample codes that sum to 1.
     """
     if not epsilon > 0:
-        raise ValueError(f"loss.epsilon must be > 0, got {epsilon}")
+        raise ValueError(f"loss.epsilon: must be > 0, got {epsilon}")
     if iterations < 1:
-        raise ValueError(f"loss.sinkhorn_iterations must be >= 1, got {iterations}")
+        raise ValueError(f"loss.sinkhorn_iterations: must be >= 1, got {iterations}")
     logits = working_precision(scores).detach() / epsilon
     # shifting by the maximum leaves the normalised plan unchanged and keeps exp finite at small ε
     plan = torch.exp(logits - logits.max())

@@ -45,9 +45,9 @@ def triplet(
         Scalar loss (mean over positive pairs whose anchor has a negative; 0 if none has).
     """
     if not margin > 0:
-        raise ValueError(f"loss.margin must be > 0, got {margin}")
+        raise ValueError(f"loss.margin: must be > 0, got {margin}")
     if mining not in MINING:
-        raise ValueError(f"loss.mining must be one of {', '.join(MINING)}, got '{mining}'")
+        raise ValueError(f"loss.mining: must be one of {', '.join(MINING)}, got '{mining}'")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     sq = squared_distances(pairs.rows, pairs.columns, normalize)
     has_negative = pairs.negative.any(dim=1)

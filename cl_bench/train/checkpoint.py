@@ -37,7 +37,9 @@ def restore_rng_states(states: dict[str, Any], method_rng: random.Random) -> Non
     np.random.set_state(states["numpy"])
     torch.set_rng_state(states["torch"])
     if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+        # the devices this machine has (a run resumed on fewer GPUs than it was saved on: the first ones)
+        for index, state in enumerate(states["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(state, index)
     method_rng.setstate(states["method"])
 
 
