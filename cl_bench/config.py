@@ -551,14 +551,21 @@ def run_setting(cfg: DictConfig, cls: Any) -> Any:
                       model_type=local_model_type(str(cfg.model.name_or_path)))
 
 
-def local_model_type(name_or_path: str) -> str | None:
-    """``model_type`` from a local checkpoint folder's config.json, read as JSON (no model library imported);
-    None for a hub id or an unreadable file (the model's loader then says what is wrong)."""
-    config_file = Path(name_or_path) / "config.json"
+def _local_config(name_or_path: str) -> dict[str, Any] | None:
+    """A local checkpoint folder's config.json read as JSON (no model library imported); None for a hub id
+    or an unreadable file."""
     try:
-        return str(json.loads(config_file.read_text())["model_type"])
-    except (OSError, ValueError, KeyError):
+        config = json.loads((Path(name_or_path) / "config.json").read_text())
+    except (OSError, ValueError):
         return None
+    return config if isinstance(config, dict) else None
+
+
+def local_model_type(name_or_path: str) -> str | None:
+    """``model_type`` from a local checkpoint folder's config.json; None for a hub id or an unreadable file
+    (the model's loader then says what is wrong)."""
+    config = _local_config(name_or_path)
+    return None if config is None or "model_type" not in config else str(config["model_type"])
 
 
 #: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
@@ -574,10 +581,10 @@ def local_model_width(name_or_path: str) -> int | None:
     imported): the key transformers reads as ``hidden_size`` for its ``model_type`` (:data:`WIDTH_KEYS`).
     None for a hub id, another model type, a folder with its own config code (``auto_map``) or an unreadable
     file: then transformers' ``AutoConfig`` answers (:func:`_model_width`)."""
+    config = _local_config(name_or_path)
     try:
-        config = json.loads((Path(name_or_path) / "config.json").read_text())
-        width = config[WIDTH_KEYS[config["model_type"]]]
-    except (OSError, ValueError, KeyError, TypeError):
+        width = config[WIDTH_KEYS[config["model_type"]]]  # type: ignore[index]
+    except (KeyError, TypeError):
         return None
     if "auto_map" in config or isinstance(width, bool) or not isinstance(width, int):
         return None
