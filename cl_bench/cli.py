@@ -442,21 +442,18 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks
     from cl_bench.eval.registry import split_tasks
-    from cl_bench.models.inference import check_encoding_options
 
-    validate(cfg, overrides)
+    validate(cfg, overrides)  # the eval.* values among them (cl_bench.config.check_eval_options)
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     try:
         if own_tasks or not mteb_tasks:
-            # all eval.* options and the dev data of train.select_metric, so that nothing fails after training
+            # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
             options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
             select_metric = cfg.train.select_metric if cfg.mode == "train" else None
             check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric,
-                              eval_device=str(cfg.train.device), **options)  # bf16 is checked where it encodes
+                              eval_device=str(cfg.train.device), **options)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
-            check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
-                                   cfg.eval.cache_size_gb, str(cfg.train.device))  # mteb's tasks encode with them too
     except ValueError as err:
         raise ConfigError(str(err)) from err
 
@@ -691,7 +688,7 @@ def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
     the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
     model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
     """
-    from cl_bench.models.encoder import ENCODER_META_FILE
+    from cl_bench.rundir import ENCODER_META_FILE
 
     meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}

@@ -262,6 +262,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """
     check_values(cfg)
     check_choices(cfg, overrides)
+    check_eval_options(cfg)
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.decoders import BackboneOptionError
@@ -749,6 +750,35 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
         if width is not None and truncate_dim > width:
             raise ConfigError(f"eval.truncate_dim: {truncate_dim} exceeds the model's embedding width {width}")
     check_overrides_act(cfg, overrides)
+
+
+def check_eval_options(cfg: DictConfig) -> None:
+    """The ``eval.*`` values and ``train.select_metric`` (:func:`cl_bench.eval.check_eval_config` without its data
+    files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
+    :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
+    (:mod:`cl_bench.early_checks`, the checks light-loaded). The data files and the ``mteb:`` task names are
+    checked after the data is there (``cl_bench.cli.preflight``).
+
+    Raises:
+        ConfigError: one line naming the key.
+    """
+    from cl_bench.eval.registry import split_tasks
+
+    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
+    device = str(cfg.train.device)  # where evaluation encodes: bf16 is judged there
+    try:
+        if own_tasks or not mteb_tasks:
+            options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+            select_metric = cfg.train.select_metric if cfg.mode == "train" else None
+            check_eval_config = _import_target("cl_bench.eval.tasks.check_eval_config", "eval")
+            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, eval_device=device,
+                              files=False, **options)
+        else:
+            check_encoding_options = _import_target("cl_bench.models.inference.check_encoding_options", "eval")
+            check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
+                                   cfg.eval.cache_size_gb, device)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
 
 
 def check_option_values(cfg: DictConfig, cls: type) -> None:

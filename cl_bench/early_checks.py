@@ -4,7 +4,8 @@ A loss of a kind the method does not call, a group the method does not use (``me
 augmentation=eda_delete``), a key a method's constructor does not take, a method's, loss's or
 augmentation's own value check (``method=cert method.queue_size=0``, ``loss=mixcse loss.lambd=2``), a
 method key that cannot act (``method.mochi_hardest`` with MoCHi off), Matryoshka sizes or
-``eval.truncate_dim`` wider than a local model: all these depend on code in modules that import torch.
+``eval.truncate_dim`` wider than a local model, the ``eval.*`` values (:func:`cl_bench.config.check_eval_options`):
+all these depend on code in modules that import torch.
 ``cl-bench`` runs the job's own :func:`~cl_bench.config.check_choices` on the composed config before
 Hydra's job starts, with those modules light-loaded (:mod:`cl_bench.light_load`): the same checks, in
 the same order, with the same messages, in about a second instead of after torch, transformers and
@@ -19,7 +20,9 @@ source (:mod:`cl_bench.declarations`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,13 +37,14 @@ if TYPE_CHECKING:
 def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     """Reject a single training run that the job's choice checks reject (one line, names the key), before torch.
 
-    Only a run Hydra would start as one job is judged here, on the config it will get: a multirun (``-m``,
-    or a preset that sets ``hydra.mode``) records each failed job, as before, and a command line with
-    Hydra flags or one that does not compose is left to Hydra. A check that only the real import decides
+    Only a run Hydra would start as one job is judged here, on the config it will get (``mode=eval``: with the
+    pooling recorded with the encoder, as the job applies it first): a multirun (``-m``, or a preset that sets
+    ``hydra.mode``) records each failed job, as before, and a command line with Hydra flags or one that does not
+    compose is left to Hydra. A check that only the real import decides
     stops the light run (the declarations read from the source still decide theirs: :func:`_check`).
 
     Raises:
-        ConfigError: the first rejection of :func:`cl_bench.config.check_choices`, in the job's words.
+        ConfigError: the first rejection of the job's checks before model and data (:func:`check_composed`), in its words.
     """
     if any(arg.startswith("-") for arg in argv):
         return
@@ -54,19 +58,39 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
             cfg = compose("config", overrides=overrides, return_hydra_config=True)
     except Exception:  # noqa: BLE001 (what does not compose gets Hydra's own message)
         return
-    if "MULTIRUN" in str(cfg.hydra.get("mode")) or cfg.mode != "train":
-        return  # mode=eval: the job first reads the pooling recorded with the encoder
+    if "MULTIRUN" in str(cfg.hydra.get("mode")):
+        return
+    if cfg.mode == "eval":  # the job first takes the pooling recorded with the encoder, then checks the values
+        from cl_bench.cli import use_recorded_pooling
+        from cl_bench.config import check_values
+
+        try:
+            with _no_warnings():  # the job gives them
+                use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
+        except Exception:  # noqa: BLE001 (e.g. an unreadable cl_bench_encoder.json: the job says it as it did)
+            return
+        check_values(cfg)
     check_composed(cfg)
 
 
+@contextlib.contextmanager
+def _no_warnings() -> Iterator[None]:
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def check_composed(cfg: DictConfig) -> None:
-    """:func:`check_declared_choices` on a composed training config (with its ``hydra`` node).
+    """:func:`check_declared_choices` on a composed config (with its ``hydra`` node): the job's
+    :func:`~cl_bench.config.check_choices`, then its :func:`~cl_bench.config.check_eval_options`.
 
     Raises:
-        ConfigError: the first rejection of :func:`cl_bench.config.check_choices`, in the job's words.
+        ConfigError: the first rejection of those checks, in the job's words.
     """
     from cl_bench import light_load
-    from cl_bench.config import check_choices
+    from cl_bench.config import check_choices, check_eval_options
     from cl_bench.declarations import NotStatic
 
     try:
@@ -78,6 +102,7 @@ def check_composed(cfg: DictConfig) -> None:
             else:
                 runs_light = True
                 check_choices(cfg, list(cfg.hydra.overrides.task))  # the job's checks, its classes light-loaded
+                check_eval_options(cfg)  # the job's next: eval.* values (before it looks for model and data)
     except ConfigError:
         if not state.touched:
             raise

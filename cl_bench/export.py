@@ -36,9 +36,8 @@ import numpy as np
 
 from cl_bench import __version__
 from cl_bench.models.decoders import is_lora_dir
-from cl_bench.models.encoder import ENCODER_META_FILE
 from cl_bench.models.poolers import POOLERS
-from cl_bench.rundir import RunDir
+from cl_bench.rundir import ENCODER_META_FILE, RunDir
 
 #: Sentences the export check encodes with both cl-bench and sentence-transformers.
 CHECK_SENTENCES = (

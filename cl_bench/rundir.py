@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+#: cl-bench's settings saved beside a model's weights (pooler, prompt): in a run's ``best_model/``, an exported
+#: folder, any encoder folder cl-bench writes
+ENCODER_META_FILE = "cl_bench_encoder.json"
+
 
 @dataclass(frozen=True)
 class RunDir:

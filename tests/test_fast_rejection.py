@@ -270,15 +270,50 @@ DECLARED_REJECTED += [
      "cl-bench: error: train.matryoshka_dims: 512 exceeds the model's embedding width 384"),
     ([f"model.name_or_path={MINILM}", "eval.truncate_dim=400"],
      "cl-bench: error: eval.truncate_dim: 400 exceeds the model's embedding width 384"),
+    # the eval.* values, which the job checks before it looks for the model and the data
+    (["eval.tasks=[sts,foo]"], "cl-bench: error: eval.tasks: unknown task 'foo'; valid: sts, transfer, sts12, sts13, "
+                               "sts14, sts15, sts16, stsb, sickr, mr, cr, subj, mpqa, sst2, trec, mrpc"),
+    (["eval.batch_size=0"], "cl-bench: error: eval.batch_size: must be an integer >= 1, got 0"),
+    (["eval.tasks=[transfer]", "eval.transfer_config=slow"],
+     "cl-bench: error: eval.transfer_config: unknown 'slow'; valid: full, fast"),
+    (["train.select_metric=stsb_test"], "cl-bench: error: train.select_metric: unknown 'stsb_test'; valid: stsb_dev, "
+                                        "sts_dev_avg, transfer_dev_avg, stsb_dev_max_similarity, "
+                                        "stsb_dev_max_similarity_no_dot"),
+    (["eval.backend=tensorrt"], "cl-bench: error: eval.backend: unknown 'tensorrt'; valid: auto, torch, onnx"),
+    (["eval.postprocess=flow", "eval.flow.fit_mode=x"], "cl-bench: error: eval.flow.fit_mode: unknown 'x'; valid: train, eval"),
+    (["eval.tasks=[mteb:Banking77Classification]", "eval.cache_size_gb=0"],
+     "cl-bench: error: eval.cache_size_gb: must be > 0, got 0.0"),
+    # mode=eval: judged on the config the job gets, after the pooling recorded with the encoder (none in MiniLM)
+    (["mode=eval", f"model.name_or_path={MINILM}", "eval.tasks=[foo]"],
+     "cl-bench: error: eval.tasks: unknown task 'foo'; valid: sts, transfer, sts12, sts13, sts14, sts15, sts16, stsb, "
+     "sickr, mr, cr, subj, mpqa, sst2, trec, mrpc"),
+    (["mode=eval", f"model.name_or_path={MINILM}", "eval.align_uniform_split=val"],
+     "cl-bench: error: eval.align_uniform_split: unknown 'val'; valid: all, train, dev, test"),
+    (["mode=eval", f"model.name_or_path={MINILM}", "pooler.first_layer=0"],
+     "cl-bench: error: pooler.first_layer: has no effect on this run: only pooler=avg_first_last averages a first layer "
+     "(pooler=cls)"),
 ]
 
 
-def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
-    """Each rejection that a method's or loss's declaration decides answers in one line, exit 2, with torch,
-    transformers, mlflow, scikit-learn not imported; and the job's validation (which imports the classes)
-    rejects the same config with the same line."""
-    from cl_bench.config import check_choices
+def job_first_error(argv: list[str]) -> str:
+    """The job's own first rejection of ``argv`` (:func:`cl_bench.cli.run`'s checks: for ``mode=eval`` the recorded
+    pooling first, then :func:`cl_bench.config.validate`), as cl-bench prints it."""
+    from cl_bench.cli import use_recorded_pooling
+    from cl_bench.config import validate
 
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=argv)
+    if cfg.mode == "eval":
+        use_recorded_pooling(cfg, argv)
+    with pytest.raises(ConfigError) as job:
+        validate(cfg, argv)
+    return f"cl-bench: error: {job.value}"
+
+
+def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:
+    """Each rejection that a method's or loss's declaration or the eval.* values decide answers in one line, exit 2,
+    with torch, transformers, mlflow, scikit-learn not imported; and the job's validation (which imports the classes)
+    rejects the same config with the same line."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([argv for argv, _ in DECLARED_REJECTED])],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -288,11 +323,7 @@ def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tm
     assert result["light"] == []  # the light-loaded modules are dropped once cl-bench's early checks are done
     for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
         assert code == 2 and stderr.strip() == expected, (argv, stderr)
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=argv)
-        with pytest.raises(ConfigError) as job:
-            check_choices(cfg, argv)
-        assert f"cl-bench: error: {job.value}" == expected, argv
+        assert job_first_error(argv) == expected, argv
     assert not (tmp_path / "outputs").exists()
 
 

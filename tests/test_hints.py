@@ -71,7 +71,7 @@ def test_offline_model_and_data_problems_are_reported_together(tmp_path: Path, m
     monkeypatch.delenv("CL_BENCH_DATA", raising=False)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"paths.data_dir={tmp_path / 'data'}", "data=wiki1m_head",
-                                           "model.name_or_path=bert-base-uncased", "eval.tasks=[]"])
+                                           "model.name_or_path=bert-base-uncased"])
     with pytest.raises(ConfigError) as err:
         validate(cfg, ["data=wiki1m_head", "model.name_or_path=bert-base-uncased"])
     message = str(err.value)

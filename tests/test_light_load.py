@@ -14,9 +14,11 @@ from omegaconf import OmegaConf, open_dict
 
 from cl_bench import catalog, light_load
 from cl_bench.catalog import CONF_DIR
-from cl_bench.config import ConfigError, check_choices, register_schemas
+from cl_bench.cli import use_recorded_pooling
+from cl_bench.config import ConfigError, check_choices, check_eval_options, check_values, register_schemas
 from cl_bench.declarations import NotStatic
 from cl_bench.early_checks import check_composed, check_declared_choices
+from cl_bench.rundir import ENCODER_META_FILE
 
 register_schemas()  # as cl_bench.cli does on import: config.yaml extends the schema
 
@@ -146,8 +148,13 @@ def _early(cfg: Any) -> str | None:
 
 
 def _job(cfg: Any) -> str | None:
+    """The job's checks before it looks for the model and the data (:func:`cl_bench.config.validate`'s first three)."""
     try:
+        if cfg.mode == "eval":
+            use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
+        check_values(cfg)
         check_choices(cfg, list(cfg.hydra.overrides.task))
+        check_eval_options(cfg)
     except ConfigError as err:
         return str(err)
     return None
@@ -160,6 +167,10 @@ ARGVS = [[f"experiment={name}"] for name in sorted(catalog.options("experiment")
     ["method=simcse_sup", "loss.hard_negative_alpha=0.5"], ["train.matryoshka_dims=[64,32]", "loss=infonce"],
     ["method=sbert", "train.matryoshka_dims=[64]"], ["eval.tasks=[transfer]", "eval.seed=3"],
     ["train.num_workers=2", "augmentation=mlm_replace", "train.device=cpu"],
+    ["eval.tasks=[transfer]", "eval.transfer_classifier=svm"], ["eval.tasks=[sts,mteb:STS22]", "eval.backend=x"],
+    ["eval.postprocess=whitening", "eval.whitening=0"], ["eval.precision=bf16", "train.device=cpu"],
+    ["mode=eval", "eval.tasks=[transfer]", "eval.transfer_config=x"], ["mode=eval", "pooler=avg_first_last"],
+    ["mode=eval", "loss.tau=0.1"], ["mode=eval", "eval.truncate_dim=0"],
 ]
 
 
@@ -169,12 +180,36 @@ def test_the_early_answer_is_the_jobs_or_none(argv: list[str]) -> None:
     rejection: it never rejects what the job accepts, nor names another key, and leaves to the job only
     what needs a model's files (DiffCSE's generator on the hub)."""
     cfg = _composed(argv)
-    if cfg.mode != "train" or "MULTIRUN" in str(cfg.hydra.get("mode")):
-        # a sweep or mode=eval preset: cl-bench leaves it to each job (no early answer on the command line)
+    if "MULTIRUN" in str(cfg.hydra.get("mode")):
+        # a sweep preset: cl-bench leaves it to each job (no early answer on the command line)
         assert check_declared_choices(argv) is None, argv
         return
-    early, job = _early(cfg), _job(cfg)
-    assert early == job or (early is None and "cannot load" in str(job)), (argv, early, job)
+    early, job = _command_line_answer(argv), _job(cfg)
+    # left to the job: what needs a model's files (DiffCSE's generator on the hub) or the hardware (bf16)
+    assert early == job or (early is None and ("cannot load" in str(job) or "bf16" in str(job))), (argv, early, job)
+
+
+def _command_line_answer(argv: list[str]) -> str | None:
+    try:
+        check_declared_choices(argv)
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+def test_mode_eval_is_judged_with_the_pooling_recorded_with_the_encoder(tmp_path: Path) -> None:
+    """``mode=eval`` of a checkpoint trained with ``avg_first_last``: ``pooler.first_layer=0`` acts there (the config's
+    default pooler, ``cls``, would make it inert) and ``pooler.first_layer=5`` gets the job's value error."""
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_size": 32}')
+    (tmp_path / ENCODER_META_FILE).write_text('{"pooler": "avg_first_last", "mlp_only_train": false, "first_layer": 1}')
+    model = f"model.name_or_path={tmp_path}"
+    assert _command_line_answer(["mode=eval", model, "pooler.first_layer=0"]) is None
+    assert _job(_composed(["mode=eval", model, "pooler.first_layer=0"])) is None
+    argv = ["mode=eval", model, "pooler.first_layer=5"]
+    assert _command_line_answer(argv) == _job(_composed(argv)) == "pooler.first_layer: must be 0 or 1, got 5"
+    argv = ["mode=eval", model, "eval.truncate_dim=33"]
+    assert _command_line_answer(argv) == _job(_composed(argv)) == \
+        "eval.truncate_dim: 33 exceeds the model's embedding width 32"
 
 
 USER_METHOD = '''

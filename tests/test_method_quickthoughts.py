@@ -26,7 +26,8 @@ from cl_bench.methods.quickthoughts import (
     QuickThoughts,
     neighbour_targets,
 )
-from cl_bench.models.encoder import ENCODER_META_FILE, build_encoder
+from cl_bench.models.encoder import build_encoder
+from cl_bench.rundir import ENCODER_META_FILE
 
 SENTENCES = [
     "a man plays the guitar", "the dog runs in the park", "two children read a book",

@@ -52,7 +52,7 @@ def test_reevaluation_restores_the_recorded_prompt(tmp_path: Path, caplog: pytes
     from hydra import compose, initialize_config_dir
 
     from cl_bench.cli import CONF_DIR, use_recorded_pooling
-    from cl_bench.models.encoder import ENCODER_META_FILE
+    from cl_bench.rundir import ENCODER_META_FILE
 
     template = 'This sentence of "[X]" means [MASK].'
     (tmp_path / ENCODER_META_FILE).write_text(json.dumps(

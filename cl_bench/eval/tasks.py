@@ -135,6 +135,7 @@ def check_eval_config(
     truncate_dim: int | None = None,
     *,
     eval_device: str | None = None,
+    files: bool = True,
     **unknown: Any,
 ) -> list[str]:
     """Validate evaluation options and the presence of their data files, before any model loads.
@@ -164,6 +165,8 @@ def check_eval_config(
         truncate_dim: ``eval.truncate_dim`` (None or the number of leading dimensions scored, >= 1).
         eval_device: ``train.device``, where evaluation encodes (bf16 is checked there); None or ``auto``: CUDA
             when present, else the CPU.
+        files: also check the data root and every data file the options read (False: the values alone, the
+            job's check before the model and the data are looked for).
         **unknown: anything else is an error (a misspelled key).
 
     Returns:
@@ -216,6 +219,8 @@ def check_eval_config(
         raise EvalConfigError(
             f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"
         )
+    if not files:
+        return resolved
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")

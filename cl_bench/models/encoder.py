@@ -52,8 +52,7 @@ from cl_bench.models.prompts import (
     with_offsets,
     with_period,
 )
-
-ENCODER_META_FILE = "cl_bench_encoder.json"
+from cl_bench.rundir import ENCODER_META_FILE
 
 log = logging.getLogger(__name__)
 # Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.
