@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
@@ -194,6 +194,13 @@ def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
             continue  # Hydra's own message for what it cannot parse
         key, values = parsed
         for cfg in composed:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            typed = node._get_node(leaf) if isinstance(node, DictConfig) and leaf in node else None
+            if isinstance(typed, ListConfig):  # a list, null by default or not (train.matryoshka_dims)
+                for value in values:
+                    if value is not None and not isinstance(value, list | tuple):
+                        raise ConfigError(f"{key}: must be a list, e.g. {key}=[{value}]; got {value!r}")
             if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
                 continue  # absent (unknown keys are judged above) or a null default that takes any type
             for value in values:

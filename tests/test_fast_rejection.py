@@ -31,6 +31,9 @@ REJECTED = [
                             "or -1 (train.epochs decides), got 0"),
     (["-m", "train.log_steps=10,0"], "cl-bench: error: train.log_steps: must be >= 1, got 0"),
     (["method=simcsee"], "cl-bench: error: method: unknown method 'simcsee'; valid: "),
+    (["eval.tasks=sts"], "cl-bench: error: eval.tasks: must be a list, e.g. eval.tasks=[sts]; got 'sts'"),
+    (["train.matryoshka_dims=64"],  # a list key whose default is null
+     "cl-bench: error: train.matryoshka_dims: must be a list, e.g. train.matryoshka_dims=[64]; got 64"),
 ]
 
 _PROBE = """
@@ -73,7 +76,8 @@ def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tm
 
 @pytest.mark.parametrize("argv", [["train.max_steps=-1"], ["train.max_steps=5", "train.epochs=0"],
                                   ["train.eval_steps=0"], ["augmentation=eda_delete", "augmentation.alpha=0.2"],
-                                  ["-m", "train.eval_steps=0,125", "method=simcse,sg_opt"], ["++train.lr=1e-4"]])
+                                  ["-m", "train.eval_steps=0,125", "method=simcse,sg_opt"], ["++train.lr=1e-4"],
+                                  ["train.matryoshka_dims=null"], ["-m", "eval.tasks=[sts],[transfer]"]])
 def test_valid_overrides_pass(argv: list[str]) -> None:
     check_group_choices(argv)
 
