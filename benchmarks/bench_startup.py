@@ -59,6 +59,13 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("cl-bench eval.seed=3", ["-m", "cl_bench", "eval.seed=3"]),
     ("cl-bench model.name_or_path=MiniLM eval.truncate_dim=400",
      ["-m", "cl_bench", f"model.name_or_path={MINILM}", "eval.truncate_dim=400"]),
+    ("cl-bench eval.tasks=[sts,foo]", ["-m", "cl_bench", "eval.tasks=[sts,foo]"]),
+    ("cl-bench eval.tasks=sts", ["-m", "cl_bench", "eval.tasks=sts"]),
+    ("cl-bench mode=eval model.name_or_path=MiniLM eval.tasks=[foo]",
+     ["-m", "cl_bench", "mode=eval", f"model.name_or_path={MINILM}", "eval.tasks=[foo]"]),
+    # answered early where the data root (CL_BENCH_DATA) holds wiki1m_head and the evaluation's files
+    ("cl-bench model.name_or_path=./no_such_model data=wiki1m_head",
+     ["-m", "cl_bench", "model.name_or_path=./no_such_model", "data=wiki1m_head"]),
 ]
 REFERENCE = ("python -c 'import torch, transformers, mlflow'", ["-c", "import torch, transformers, mlflow"])
 

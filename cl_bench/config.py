@@ -266,7 +266,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.decoders import BackboneOptionError
-    from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
     # the model and the data are checked both, so that offline one message names every missing piece
     problems = []
@@ -455,9 +455,9 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     The training corpus (when it lies in the data root) and the evaluation's files: the final
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
-    from cl_bench.eval.postprocess import build_postprocess
     from cl_bench.eval.registry import split_tasks
     from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
+    from cl_bench.flow_options import check_postprocess, fits_per_task
 
     root = Path(cfg.paths.data_dir).absolute()
     wanted: list[tuple[str, str]] = []
@@ -468,10 +468,9 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
         wanted += [("paths.data_dir", rel) for rel in dev_required_files(cfg.train.select_metric)]
     own_tasks = split_tasks(cfg.eval.tasks)[0]
     try:
-        post = build_postprocess(cfg.eval.postprocess, cfg.eval.whitening, cfg.eval.flow)
-        fit_per_task = post is not None and post.fits_per_task
+        flow = check_postprocess(cfg.eval.postprocess, cfg.eval.whitening, cfg.eval.flow)
         files = required_files(resolve_tasks(own_tasks), cfg.eval.align_uniform, cfg.eval.anisotropy,
-                               cfg.eval.align_uniform_split, fit_per_task) if own_tasks else []
+                               cfg.eval.align_uniform_split, fits_per_task(cfg.eval.postprocess, flow)) if own_tasks else []
     except (EvalConfigError, KeyError, ValueError):  # a bad eval option: the evaluation check names it
         files = []
     return wanted + [("paths.data_dir", rel) for rel in files]

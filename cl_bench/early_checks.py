@@ -49,8 +49,6 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     if any(arg.startswith("-") for arg in argv):
         return
     overrides = [arg for arg in argv if "=" in arg]
-    if not overrides:
-        return  # the defaults fit one another
     from hydra import compose, initialize_config_dir
 
     try:
@@ -115,6 +113,47 @@ def check_composed(cfg: DictConfig) -> None:
     else:
         if not runs_light:  # what its source declares, read without running it
             _check_declarations(cfg)
+        else:
+            check_model_and_data(cfg)
+
+
+def check_model_and_data(cfg: DictConfig) -> None:
+    """The job's next check (:func:`cl_bench.config.validate`): can the model be loaded, and is the data there (one
+    message names every missing piece), answered here where the job would ask no network and fetch nothing: a
+    local model folder without ``config.json``, or a hub model under Hugging Face's offline mode that is not cached,
+    with the data either all there or its downloads switched off. A model that can be loaded leaves the rest to the
+    job (its backbone options are read by transformers).
+
+    Raises:
+        ConfigError: the job's message.
+    """
+    from cl_bench.config import _tried_data_options, needed_files
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable, is_local_path, offline
+
+    name = str(cfg.model.name_or_path)
+    if not (is_local_path(name) or offline()):
+        return  # the job probes the hub
+    try:
+        check_model_reachable(name)
+    except ModelLoadError as err:
+        problems = [str(err)]
+    else:
+        return  # the job reads its config with transformers (check_backbone)
+    root = Path(cfg.paths.data_dir)
+    try:
+        wanted = needed_files(cfg)
+    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
+        return
+    if not all((root / rel).is_file() for _, rel in wanted):
+        from cl_bench.data.download import DataDownloadError, downloads_switched_off, ensure_data
+
+        if not downloads_switched_off():
+            return  # the job fetches what is missing (first use)
+        try:
+            ensure_data(root, wanted, tried=_tried_data_options(cfg, list(cfg.hydra.overrides.task)))
+        except DataDownloadError as err:
+            problems.append(str(err))
+    raise ConfigError(" -- and ".join(problems))
 
 
 def _check_declarations(cfg: DictConfig) -> None:

@@ -1,4 +1,5 @@
-"""``eval.flow.*``: BERT-flow's options (the schema of :mod:`cl_bench.eval.flow`).
+"""``eval.postprocess``, ``eval.whitening`` and ``eval.flow.*``: the post-processing's options and their checks
+(the schema of :mod:`cl_bench.eval.flow`; :mod:`cl_bench.eval.postprocess` applies them).
 
 Kept apart from the flow itself, which needs torch, so that the config schema and its validation
 (:mod:`cl_bench.config`) load without torch: a rejected command answers before torch is imported.
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
+
+POSTPROCESS_KINDS: tuple[str, ...] = ("none", "whitening", "flow")
 
 FIT_MODES: tuple[str, ...] = ("train", "eval")
 FLOW_POOLERS: tuple[str, ...] = ("official", "run")
@@ -82,3 +86,31 @@ class FlowOptions:
             raise ValueError(f"eval.flow.adam_bias_correction: must be true or false, got {self.adam_bias_correction!r}")
         if not isinstance(self.corpus, str) or not self.corpus:
             raise ValueError(f"eval.flow.corpus: must be 'task' or a text file, got {self.corpus!r}")
+
+
+def check_postprocess(
+    postprocess: str, whitening: int | None, flow: FlowOptions | Mapping[str, Any] | None
+) -> FlowOptions:
+    """Validate ``eval.postprocess``, ``eval.whitening`` and ``eval.flow.*`` together (one-line errors).
+
+    Returns:
+        The flow options (defaults when ``eval.flow`` is empty).
+    """
+    if postprocess not in POSTPROCESS_KINDS:
+        raise ValueError(f"eval.postprocess: unknown '{postprocess}'; valid: {', '.join(POSTPROCESS_KINDS)}")
+    if whitening is not None and postprocess != "whitening":
+        raise ValueError(
+            f"eval.whitening: the kept dimensions act only with eval.postprocess=whitening (got {postprocess})"
+        )
+    options = FlowOptions.from_mapping(flow)
+    if postprocess != "flow" and options != FlowOptions():
+        changed = next(f for f in FlowOptions.__dataclass_fields__ if getattr(options, f) != getattr(FlowOptions(), f))
+        raise ValueError(f"eval.flow.{changed}: acts only with eval.postprocess=flow (got {postprocess})")
+    if postprocess == "flow" and options.corpus != "task" and not Path(options.corpus).expanduser().is_file():
+        raise ValueError(f"eval.flow.corpus: {options.corpus}: no such file (use 'task' or a text file)")
+    return options
+
+
+def fits_per_task(postprocess: str, flow: FlowOptions) -> bool:
+    """Whether each task's transform is fitted on that task's sentences (all its splits are then read)."""
+    return postprocess == "whitening" or (postprocess == "flow" and flow.corpus == "task")

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from cl_bench.cli import CONF_DIR, check_group_choices
 from cl_bench.config import ConfigError, validate
-from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+from cl_bench.models.hub import ModelLoadError, check_model_reachable
 from cl_bench.network import PROBE_TIMEOUT
 
 

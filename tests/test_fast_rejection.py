@@ -296,6 +296,11 @@ DECLARED_REJECTED += [
     (["mode=eval", f"model.name_or_path={MINILM}", "pooler.first_layer=0"],
      "cl-bench: error: pooler.first_layer: has no effect on this run: only pooler=avg_first_last averages a first layer "
      "(pooler=cls)"),
+    # the model and the data, where the job asks no network: a local folder without config.json, the data all there
+    (["model.name_or_path=./no_such_model", "data=wiki1m_head"],
+     "cl-bench: error: model.name_or_path: no Hugging Face model at 'no_such_model' (config.json missing)"),
+    (["mode=eval", "model.name_or_path=./no_such_model"],
+     "cl-bench: error: model.name_or_path: no Hugging Face model at 'no_such_model' (config.json missing)"),
 ]
 
 
@@ -331,14 +336,36 @@ def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tm
     assert not (tmp_path / "outputs").exists()
 
 
+def test_offline_missing_model_and_data_answer_before_torch_as_the_job(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cl-bench`` on a fresh machine in offline mode (no cached model, no data): the job's one line naming both
+    missing pieces, before torch; the job's own validation says the same."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # nothing cached
+    monkeypatch.setenv("CL_BENCH_DATA", str(tmp_path / "no_data"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([[], ["loss.tau=0.1"]])], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
+    monkeypatch.chdir(tmp_path)  # the hint's example model folder is looked for from the working directory
+    for argv, (code, stderr, _) in zip([[], ["loss.tau=0.1"]], result["answers"], strict=True):
+        assert code == 2 and stderr.startswith("cl-bench: error: model.name_or_path: cannot load 'bert-base-uncased'")
+        assert " -- and data.train_file: data root " in stderr and "downloads are off (HF_HUB_OFFLINE=1)" in stderr
+        assert stderr.strip() == job_first_error(argv)
+
+
 @pytest.mark.parametrize("argv", [["method=sbert", "loss=cosent"], ["method=sg_opt"], ["method=promptbert", "loss=infonce"],
                                   ["method=simcse", "augmentation=eda_delete", "pooler=avg"],
                                   ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
                                   ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
 def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
+    """A command whose first fault is none of the early checks' gets no early answer (a local model that loads: its
+    backbone options and the rest are the job's)."""
     from cl_bench.early_checks import check_declared_choices
 
-    check_declared_choices(argv)
+    check_declared_choices([*argv, f"model.name_or_path={MINILM}"])
 
 
 USER_COMPUTED = '''

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.cli import CONF_DIR, check_override_keys
 from cl_bench.config import ConfigError, validate
 from cl_bench.data.download import ensure_data
-from cl_bench.models.encoder import _hub_hint
+from cl_bench.models.hub import hub_hint
 
 
 def test_a_bare_leaf_key_suggests_the_full_key() -> None:
@@ -46,11 +46,11 @@ def test_console_exit_2_and_help() -> None:
 def test_hub_hint_suggests_only_a_folder_that_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CL_BENCH_DATA", str(tmp_path / "data"))
-    assert "e.g." not in _hub_hint("bert-base-uncased")  # nothing local: no example rather than a wrong one
+    assert "e.g." not in hub_hint("bert-base-uncased")  # nothing local: no example rather than a wrong one
     model = tmp_path / "models" / "mini"
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
-    hint = _hub_hint("bert-base-uncased")
+    hint = hub_hint("bert-base-uncased")
     assert hint.endswith(f"e.g. model.name_or_path={model}") and Path(hint.rsplit("=", 1)[1]).is_dir()
 
 

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf, open_dict
 from cl_bench import catalog, light_load
 from cl_bench.catalog import CONF_DIR
 from cl_bench.cli import use_recorded_pooling
-from cl_bench.config import ConfigError, check_choices, check_eval_options, check_values, register_schemas
+from cl_bench.config import ConfigError, check_choices, register_schemas, validate
 from cl_bench.declarations import NotStatic
 from cl_bench.early_checks import check_composed, check_declared_choices
 from cl_bench.rundir import ENCODER_META_FILE
@@ -147,14 +147,21 @@ def _early(cfg: Any) -> str | None:
     return None
 
 
+def _choices(cfg: Any) -> str | None:
+    """The job's method, loss and augmentation checks (:func:`cl_bench.config.check_choices`) alone."""
+    try:
+        check_choices(cfg, list(cfg.hydra.overrides.task))
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
 def _job(cfg: Any) -> str | None:
-    """The job's checks before it looks for the model and the data (:func:`cl_bench.config.validate`'s first three)."""
+    """The job's first rejection: for ``mode=eval`` the recorded pooling first, then :func:`cl_bench.config.validate`."""
     try:
         if cfg.mode == "eval":
             use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
-        check_values(cfg)
-        check_choices(cfg, list(cfg.hydra.overrides.task))
-        check_eval_options(cfg)
+        validate(cfg, list(cfg.hydra.overrides.task))
     except ConfigError as err:
         return str(err)
     return None
@@ -264,7 +271,7 @@ def test_a_check_that_needs_the_real_import_is_left_to_the_job(tmp_path: Path, m
         light.check_config({"mode": mode, "width": 8})
     assert state.touched
     assert _early(cfg) is None
-    assert _job(cfg) == job
+    assert _choices(cfg) == job
 
 
 def test_a_class_with_an_unavailable_base_keeps_its_available_bases() -> None:
@@ -334,4 +341,4 @@ def test_a_module_the_light_loader_cannot_run_gets_what_its_declarations_decide(
     with open_dict(cfg):
         cfg.method = OmegaConf.create({"_target_": "installed_method.Neighbours", "name": "neighbours", "shift": 1})
     early = _early(cfg)
-    assert early is not None and early.startswith("loss=sg_opt: method=neighbours calls pair losses") and early == _job(cfg)
+    assert early is not None and early.startswith("loss=sg_opt: method=neighbours calls pair losses") and early == _choices(cfg)

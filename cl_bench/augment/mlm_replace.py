@@ -35,7 +35,7 @@ def load_masked_lm(name_or_path: str, device: torch.device | str = "cpu") -> tup
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
     check_model_reachable(name_or_path)
     try:

@@ -604,7 +604,7 @@ def _with_needs(names: Iterable[str], manifest: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _offline_switch() -> str | None:
+def downloads_switched_off() -> str | None:
     """The environment variable that turns first-use downloads off, if one is set."""
     return next((var for var in (DATA_OFFLINE_ENV, "HF_HUB_OFFLINE")
                  if os.environ.get(var, "0").lower() not in ("0", "", "false")), None)
@@ -670,7 +670,7 @@ def ensure_data(
         raise DataDownloadError(f"{key}: {rel} is not in the data root {root}; {source['how']}")
     fetched = [by_name[n] for n in names if by_name[n]["kind"] != "derived" and _absent(root, by_name[n], manifest)]
     hosts = {urllib.parse.urlsplit(source_base_url(s)).netloc: source_base_url(s) for s in fetched}
-    switch = _offline_switch()
+    switch = downloads_switched_off()
     unreachable = f"downloads are off ({switch}=1)" if switch else next(
         (f"{host} cannot be reached" for host, url in hosts.items() if not host_reachable(url)), None)
     if unreachable:

@@ -133,7 +133,7 @@ def cross_encoder_scorer(name_or_path: str, batch_size: int = 32) -> Rescore:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
     try:
         check_model_reachable(name_or_path)
@@ -180,7 +180,8 @@ def mine_file(
 
     from cl_bench.data.nli import read_nli_triples
     from cl_bench.data.text import DataFileError
-    from cl_bench.models.encoder import ModelLoadError, build_encoder, check_model_reachable
+    from cl_bench.models.encoder import build_encoder
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable
     from cl_bench.models.poolers import POOLERS
 
     options.check()

@@ -16,7 +16,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ import torch
 
 from cl_bench.eval.flow import OFFICIAL_POOLER, FittedFlow, FlowOptions
 from cl_bench.eval.geometry import Whitening
+from cl_bench.flow_options import check_postprocess, fits_per_task
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key
 from cl_bench.models.inference import EncodingSettings, current_settings
 
@@ -31,32 +31,6 @@ log = logging.getLogger(__name__)
 
 Transform = Callable[[np.ndarray], np.ndarray]
 Embed = Callable[[Sequence[str]], np.ndarray]
-
-POSTPROCESS_KINDS: tuple[str, ...] = ("none", "whitening", "flow")
-
-
-def check_postprocess(
-    postprocess: str, whitening: int | None, flow: FlowOptions | Mapping[str, Any] | None
-) -> FlowOptions:
-    """Validate ``eval.postprocess``, ``eval.whitening`` and ``eval.flow.*`` together (one-line errors).
-
-    Returns:
-        The flow options (defaults when ``eval.flow`` is empty).
-    """
-    if postprocess not in POSTPROCESS_KINDS:
-        raise ValueError(f"eval.postprocess: unknown '{postprocess}'; valid: {', '.join(POSTPROCESS_KINDS)}")
-    if whitening is not None and postprocess != "whitening":
-        raise ValueError(
-            f"eval.whitening: the kept dimensions act only with eval.postprocess=whitening (got {postprocess})"
-        )
-    options = FlowOptions.from_mapping(flow)
-    if postprocess != "flow" and options != FlowOptions():
-        changed = next(f for f in FlowOptions.__dataclass_fields__ if getattr(options, f) != getattr(FlowOptions(), f))
-        raise ValueError(f"eval.flow.{changed}: acts only with eval.postprocess=flow (got {postprocess})")
-    if postprocess == "flow" and options.corpus != "task" and not Path(options.corpus).expanduser().is_file():
-        raise ValueError(f"eval.flow.corpus: {options.corpus}: no such file (use 'task' or a text file)")
-    return options
-
 
 @dataclass
 class PostProcess:
@@ -78,7 +52,7 @@ class PostProcess:
     @property
     def fits_per_task(self) -> bool:
         """Whether each task's transform is fitted on that task's sentences (all splits needed)."""
-        return self.kind == "whitening" or (self.kind == "flow" and self.flow.corpus == "task")
+        return fits_per_task(self.kind, self.flow)
 
     def prepare(self, embed: Embed, corpus: Sequence[str]) -> None:
         """Fit the one shared flow on the named corpus's sentences (no-op when fitting per task)."""

@@ -11,9 +11,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cl_bench.eval.postprocess import build_postprocess
 from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
-from cl_bench.models.inference import InferenceConfigError, check_encoding_options
+from cl_bench.flow_options import check_postprocess, fits_per_task
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
 TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
@@ -204,13 +203,18 @@ def check_eval_config(
     if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1):
         raise EvalConfigError(f"eval.truncate_dim: must be null or a number of dimensions >= 1, got {truncate_dim!r}")
     try:
-        post = build_postprocess(postprocess, whitening, flow)
+        flow_options = check_postprocess(postprocess, whitening, flow)
     except ValueError as err:
         raise EvalConfigError(str(err)) from err
     if align_uniform_split not in GEOMETRY_SPLITS:
         raise EvalConfigError(
             f"eval.align_uniform_split: unknown '{align_uniform_split}'; valid: {', '.join(GEOMETRY_SPLITS)}"
         )
+    from cl_bench.models.inference import (  # torch: imported only here
+        InferenceConfigError,
+        check_encoding_options,
+    )
+
     try:
         check_encoding_options(backend, precision, cache, cache_dir, cache_size_gb, eval_device)
     except InferenceConfigError as err:
@@ -224,8 +228,8 @@ def check_eval_config(
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")
-    fit_per_task = post is not None and post.fits_per_task
-    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split, fit_per_task)
+    files = required_files(resolved, align_uniform, anisotropy, align_uniform_split,
+                           fits_per_task(postprocess, flow_options))
     if select_metric is not None:
         files += dev_required_files(select_metric)
     for relative in dict.fromkeys(files):

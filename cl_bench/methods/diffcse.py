@@ -40,7 +40,8 @@ from cl_bench.methods.base import (
     check_ranges,
     tokenize_groups,
 )
-from cl_bench.models.encoder import ModelLoadError, check_model_reachable, special_tokens_mask
+from cl_bench.models.encoder import special_tokens_mask
+from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
 PROJECTORS = ("batchnorm", "mlp")
 

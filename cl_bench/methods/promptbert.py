@@ -35,7 +35,8 @@ from torch import nn
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.methods.base import RunSetting, TextViews, check_choice, tokenize_groups
 from cl_bench.methods.prompt_base import PromptTemplateMethod, check_templates
-from cl_bench.models.encoder import ModelLoadError, SentenceEncoder
+from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.models.hub import ModelLoadError
 from cl_bench.models.prompts import template_mask_states
 from cl_bench.rundir import ENCODER_META_FILE
 

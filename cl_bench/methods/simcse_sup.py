@@ -76,7 +76,7 @@ class SupervisedSimCSE(Method):
     def check_config(cls, values: dict[str, Any]) -> None:
         check_mlm_config(values)
         if values.get("guide"):
-            from cl_bench.models.encoder import ModelLoadError, check_model_reachable
+            from cl_bench.models.hub import ModelLoadError, check_model_reachable
             from cl_bench.models.poolers import POOLERS
 
             try:

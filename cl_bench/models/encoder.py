@@ -12,7 +12,6 @@ import contextlib
 import inspect
 import json
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from cl_bench.models.decoders import (
     set_bidirectional,
 )
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
+from cl_bench.models.hub import ModelLoadError, check_model_reachable, hub_hint, is_local_path
 from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
@@ -58,85 +58,6 @@ log = logging.getLogger(__name__)
 # Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.
 _HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "dropout")
 _ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout")
-
-
-class ModelLoadError(RuntimeError):
-    """Raised with a one-line, actionable message when a model cannot be loaded."""
-
-
-def is_local_path(name_or_path: str) -> bool:
-    """True when ``name_or_path`` names a local directory rather than a hub id."""
-    return os.path.isdir(name_or_path) or name_or_path.startswith((".", "/", "~"))
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False") or os.environ.get(
-        "TRANSFORMERS_OFFLINE", "0"
-    ) not in ("0", "", "false", "False")
-
-
-def _hub_hint(name_or_path: str) -> str:
-    example = _local_model_example()
-    return (
-        f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
-        "point model.name_or_path at a local Hugging Face directory"
-        + (f", e.g. model.name_or_path={example}" if example else "")
-    )
-
-
-def _local_model_example() -> str | None:
-    """A local model folder that exists, to show in the hub hint (None: no example rather than a wrong one).
-
-    Looked for where the README's offline setup puts one: ``models/`` beside the data root
-    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory.
-    """
-    roots = [Path("../shared/models")]
-    if os.environ.get("CL_BENCH_DATA"):
-        roots.insert(0, Path(os.environ["CL_BENCH_DATA"]).parent / "models")
-    for root in roots:
-        found = sorted(p.parent for p in root.glob("*/config.json")) if root.is_dir() else []
-        if found:
-            return str(found[0])
-    return None
-
-
-def check_model_reachable(name_or_path: str) -> None:
-    """Fail fast, before any weights load, when the model can obviously not be loaded.
-
-    A local path needs its ``config.json``. A hub id needs a cached copy or the hub: one quick
-    probe (:func:`cl_bench.network.host_reachable`) replaces the HTTP client's retries. When the hub
-    cannot be reached but the model is cached, offline mode is switched on so the cached copy
-    loads at once.
-
-    Raises:
-        ModelLoadError: one line naming ``model.name_or_path`` and the fix.
-    """
-    if is_local_path(name_or_path):
-        path = Path(name_or_path).expanduser()
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}' (config.json missing)")
-        return
-    from huggingface_hub import constants, try_to_load_from_cache
-
-    cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
-    if _offline():
-        if not cached:
-            raise ModelLoadError(_hub_hint(name_or_path))
-        return
-    from cl_bench.network import host_reachable
-
-    if host_reachable(constants.ENDPOINT):
-        return
-    if not cached:
-        raise ModelLoadError(_hub_hint(name_or_path))
-    log.warning("the Hugging Face hub cannot be reached: loading the cached copy of %s (offline mode)", name_or_path)
-    _go_offline(constants)
-
-
-def _go_offline(constants: Any) -> None:
-    """Offline mode for this process (huggingface_hub reads its flag at call time, subprocesses the env)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    constants.HF_HUB_OFFLINE = True
 
 
 def quiet_transformers_bars() -> None:
@@ -193,7 +114,7 @@ def load_backbone(
     except OSError as err:
         if is_local_path(name_or_path):
             raise ModelLoadError(f"model.name_or_path: cannot load '{name_or_path}': {err}") from err
-        raise ModelLoadError(_hub_hint(name_or_path)) from err
+        raise ModelLoadError(hub_hint(name_or_path)) from err
     if is_decoder(backbone.config):
         try:
             prepare_tokenizer(tokenizer, append_eos)

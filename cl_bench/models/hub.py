@@ -1,0 +1,95 @@
+"""Whether a model can be loaded at all, decided before any weights load and before torch is imported.
+
+A local folder needs its ``config.json``; a hub id needs a cached copy or the hub (one quick probe). Torch-free, so
+``cl-bench`` gives these answers before the job starts (:mod:`cl_bench.early_checks`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(RuntimeError):
+    """Raised with a one-line, actionable message when a model cannot be loaded."""
+
+
+def is_local_path(name_or_path: str) -> bool:
+    """True when ``name_or_path`` names a local directory rather than a hub id."""
+    return os.path.isdir(name_or_path) or name_or_path.startswith((".", "/", "~"))
+
+
+def offline() -> bool:
+    """True when Hugging Face's offline mode is on (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``)."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False") or os.environ.get(
+        "TRANSFORMERS_OFFLINE", "0"
+    ) not in ("0", "", "false", "False")
+
+
+def hub_hint(name_or_path: str) -> str:
+    """The one-line error for a hub model that cannot be fetched: point at a local folder (one that exists, if any)."""
+    example = _local_model_example()
+    return (
+        f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
+        "point model.name_or_path at a local Hugging Face directory"
+        + (f", e.g. model.name_or_path={example}" if example else "")
+    )
+
+
+def _local_model_example() -> str | None:
+    """A local model folder that exists, to show in the hub hint (None: no example rather than a wrong one).
+
+    Looked for where the README's offline setup puts one: ``models/`` beside the data root
+    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory.
+    """
+    roots = [Path("../shared/models")]
+    if os.environ.get("CL_BENCH_DATA"):
+        roots.insert(0, Path(os.environ["CL_BENCH_DATA"]).parent / "models")
+    for root in roots:
+        found = sorted(p.parent for p in root.glob("*/config.json")) if root.is_dir() else []
+        if found:
+            return str(found[0])
+    return None
+
+
+def check_model_reachable(name_or_path: str) -> None:
+    """Fail fast, before any weights load, when the model can obviously not be loaded.
+
+    A local path needs its ``config.json``. A hub id needs a cached copy or the hub: one quick
+    probe (:func:`cl_bench.network.host_reachable`) replaces the HTTP client's retries. When the hub
+    cannot be reached but the model is cached, offline mode is switched on so the cached copy
+    loads at once.
+
+    Raises:
+        ModelLoadError: one line naming ``model.name_or_path`` and the fix.
+    """
+    if is_local_path(name_or_path):
+        path = Path(name_or_path).expanduser()
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}' (config.json missing)")
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
+    if offline():
+        if not cached:
+            raise ModelLoadError(hub_hint(name_or_path))
+        return
+    from cl_bench.network import host_reachable
+
+    if host_reachable(constants.ENDPOINT):
+        return
+    if not cached:
+        raise ModelLoadError(hub_hint(name_or_path))
+    log.warning("the Hugging Face hub cannot be reached: loading the cached copy of %s (offline mode)", name_or_path)
+    _go_offline(constants)
+
+
+def _go_offline(constants: Any) -> None:
+    """Offline mode for this process (huggingface_hub reads its flag at call time, subprocesses the env)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
