@@ -14,7 +14,6 @@ import torch
 from conftest import WORDS
 
 from cl_bench.data.senteval import (
-    STS_SUBSETS,
     read_sick_split,
     read_sts_subset,
     read_stsb_split,
@@ -35,7 +34,7 @@ from cl_bench.eval.geometry import (
     mean_pairwise_cosine,
     uniformity,
 )
-from cl_bench.eval.registry import STS_YEAR_FOLDERS
+from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS
 from cl_bench.eval.sts import aggregate_subsets, score_sts_task
 
 

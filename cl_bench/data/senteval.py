@@ -31,15 +31,6 @@ import numpy as np
 
 from cl_bench.data.text import DataFileError
 
-#: SentEval's sub-datasets per STS year (STS13 without the licence-restricted SMT subset).
-STS_SUBSETS: dict[str, tuple[str, ...]] = {
-    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-    "STS13": ("FNWN", "headlines", "OnWN"),
-    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
-    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-}
-
 #: TREC coarse classes in SentEval's label order.
 TREC_CLASSES: tuple[str, ...] = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 

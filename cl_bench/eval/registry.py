@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_bench.data.senteval import STS_SUBSETS
-
 #: task kinds: which evaluation options a task's scorer reads (``sts``: the post-processing;
 #: ``transfer``: also ``eval.transfer_config``, ``transfer_classifier`` and ``seed``)
 KINDS: tuple[str, ...] = ("sts", "transfer")
@@ -332,6 +330,15 @@ def register_folder(folder: str | Path) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 # The built-in tasks: SentEval's STS and transfer tasks, as SimCSE reports them
 # ------------------------------------------------------------------------------------------------
+#: SentEval's sub-datasets per STS year (STS13 without the licence-restricted SMT subset).
+STS_SUBSETS: dict[str, tuple[str, ...]] = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+
 #: STS12–16: task name -> (SentEval year name, folder under the data root).
 STS_YEAR_FOLDERS: dict[str, tuple[str, str]] = {
     f"sts1{year}": (f"STS1{year}", f"sts/STS1{year}-en-test") for year in "23456"
