@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from cl_bench.data.mine import MineError, MineOptions, mine_negatives, sha256
+from cl_bench.data.mine import MineError, MineOptions, mine_negatives, mining_device, sha256
 from cl_bench.data.nli import read_nli_triples
 
 
@@ -70,6 +71,16 @@ def test_options_are_checked() -> None:
             MineOptions(**options).check()
 
 
+def test_the_device_is_checked_and_auto_follows_torch() -> None:
+    assert mining_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert mining_device("cpu") == torch.device("cpu")
+    with pytest.raises(MineError, match="^--device: unknown device 'gpu0'"):
+        mining_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(MineError, match="^--device: cuda:1, but torch sees no CUDA device"):
+            mining_device("cuda:1")
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([shutil.which("cl-bench-data") or "cl-bench-data", "mine", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=600, env=dict(os.environ))
@@ -105,6 +116,7 @@ def test_the_command_writes_triples_and_what_mined_them(tiny_bert: Path, tiny_cr
     assert record["encoder"] == str(tiny_bert) and record["cross_encoder"] == str(tiny_cross_encoder)
     assert record["options"]["range_min"] == 1 and record["options"]["num_negatives"] == 2
     assert "faiss" in record["nearest_neighbours"] and record["input_rows"] == 24
+    assert record["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # --device auto
     pairs = {(a, p) for a, p, *_ in read_nli_triples(source, limit=24)}
     assert all((a, p) in pairs and n not in (a, p) for a, p, n in rows)
     bad = _cli(str(source), "--out", str(out), "--model", str(tmp_path / "none"), cwd=tmp_path)

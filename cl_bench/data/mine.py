@@ -28,9 +28,13 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("cl_bench.data.mine")
 
@@ -128,8 +132,29 @@ def mine_negatives(
     return triples
 
 
-def cross_encoder_scorer(name_or_path: str, batch_size: int = 32) -> Rescore:
-    """A sequence-classification checkpoint as a pair scorer (its one logit, or its last class's logit)."""
+def mining_device(name: str) -> torch.device:
+    """The ``torch.device`` the encoder and the cross-encoder run on: ``auto`` is CUDA when torch sees one, else the CPU.
+
+    Raises:
+        MineError: a device torch does not know, or CUDA named where torch sees none (one line).
+    """
+    import torch
+
+    from cl_bench.models.inference import probable_eval_device
+
+    if name == "auto":
+        return probable_eval_device()
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError) as err:
+        raise MineError(f"--device: unknown device '{name}'; e.g. auto, cpu, cuda, cuda:1") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise MineError(f"--device: {name}, but torch sees no CUDA device; use --device cpu (or auto)")
+    return device
+
+
+def cross_encoder_scorer(name_or_path: str, batch_size: int = 32, device: torch.device | str = "cpu") -> Rescore:
+    """A sequence-classification checkpoint as a pair scorer (its one logit, or its last class's logit), on ``device``."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -140,7 +165,7 @@ def cross_encoder_scorer(name_or_path: str, batch_size: int = 32) -> Rescore:
     except ModelLoadError as err:
         raise MineError(str(err).replace("model.name_or_path", "--cross-encoder", 1)) from err
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    model = AutoModelForSequenceClassification.from_pretrained(name_or_path).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(name_or_path).eval().to(device)
     # a tokenizer without a model_max_length reports a huge one: stay within the position embeddings
     limit = min(int(tokenizer.model_max_length), int(getattr(model.config, "max_position_embeddings", 512)), 512)
 
@@ -150,8 +175,8 @@ def cross_encoder_scorer(name_or_path: str, batch_size: int = 32) -> Rescore:
             for start in range(0, len(pairs), batch_size):
                 chunk = pairs[start:start + batch_size]
                 features = tokenizer([a for a, _ in chunk], [b for _, b in chunk], padding=True, truncation=True,
-                                     max_length=limit, return_tensors="pt")
-                out.append(model(**features).logits[:, -1].float().numpy())
+                                     max_length=limit, return_tensors="pt").to(device)
+                out.append(model(**features).logits[:, -1].float().cpu().numpy())
         return np.concatenate(out)
 
     return score
@@ -169,9 +194,10 @@ def write_triples(triples: Sequence[tuple[str, str, str]], out: Path) -> None:
 def mine_file(
     input_file: str | Path, out: str | Path, model: str, pooler: str = "avg", max_length: int = 128,
     options: MineOptions = MineOptions(), cross_encoder: str | None = None, limit: int | None = None,
-    progress: bool = True,
+    progress: bool = True, device: str = "auto",
 ) -> dict:
-    """Mine ``input_file`` (a pair or NLI CSV) with the encoder ``model`` into ``out`` and ``out.mined.json``.
+    """Mine ``input_file`` (a pair or NLI CSV) with the encoder ``model`` into ``out`` and ``out.mined.json``;
+    the encoder and the cross-encoder run on ``device`` (:func:`mining_device`).
 
     Returns:
         The record written to ``<out>.mined.json``.
@@ -195,15 +221,16 @@ def mine_file(
         check_model_reachable(model)
     except ModelLoadError as err:
         raise MineError(str(err).replace("model.name_or_path", "--model", 1)) from err
-    rescore = cross_encoder_scorer(cross_encoder) if cross_encoder else None
-    encoder = build_encoder(model, pooler=pooler, max_length=max_length, fresh_mlp=False)
+    on = mining_device(device)
+    rescore = cross_encoder_scorer(cross_encoder, device=on) if cross_encoder else None
+    encoder = build_encoder(model, pooler=pooler, max_length=max_length, fresh_mlp=False).to(on)
     triples = mine_negatives(pairs, lambda texts: encoder.encode(list(texts), batch_size=options.batch_size),
                              options, rescore, progress)
     out = Path(out)
     write_triples(triples, out)
     record = {
         "input": str(Path(input_file).resolve()), "input_sha256": sha256(input_file), "input_rows": len(pairs),
-        "encoder": model, "pooler": pooler, "max_length": max_length, "cross_encoder": cross_encoder,
+        "encoder": model, "pooler": pooler, "max_length": max_length, "cross_encoder": cross_encoder, "device": str(on),
         "options": asdict(options), "limit": limit, "output": str(out.resolve()), "output_sha256": sha256(out),
         "output_rows": len(triples), "anchors_without_negative": len(pairs) - len({t[0:2] for t in triples}),
         "nearest_neighbours": f"faiss {faiss.__version__} IndexFlatIP (exact cosine)",
@@ -229,6 +256,8 @@ def add_parser(sub) -> None:  # noqa: ANN001 (argparse's private subparsers type
     mine.add_argument("--cross-encoder", default=None, help="rescore candidates with this sequence-classification model")
     mine.add_argument("--batch-size", type=int, default=128)
     mine.add_argument("--limit", type=int, default=None, help="only the first N rows of the input")
+    mine.add_argument("--device", default="auto", help="where the encoder and cross-encoder run (default auto: CUDA "
+                                                       "when torch sees one, else the CPU)")
     mine.add_argument("--no-progress", action="store_true")
 
 
@@ -240,7 +269,7 @@ def run(args) -> int:  # noqa: ANN001
                           args.num_negatives, args.batch_size)
     try:
         record = mine_file(args.input, args.out, args.model, args.pooler, args.max_length, options,
-                           args.cross_encoder, args.limit, progress=not args.no_progress)
+                           args.cross_encoder, args.limit, progress=not args.no_progress, device=args.device)
     except MineError as err:
         print(f"cl-bench-data: error: {err}", file=sys.stderr)
         return 2
