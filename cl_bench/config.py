@@ -11,6 +11,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -292,6 +293,47 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_text_file(cfg.data.train_file)
     except DataFileError as err:
         raise ConfigError(str(err)) from err
+    check_device(cfg)
+
+
+def check_device(cfg: DictConfig) -> None:
+    """``train.device`` (where training runs and evaluation encodes) is one torch has here, and ``train.precision``
+    can run on it: a GPU command run on a machine without one gets one line, not CUDA's traceback after the model
+    loaded. Imports torch (the job's last check).
+
+    Raises:
+        ConfigError: one line naming the key.
+    """
+    import torch
+
+    name = str(cfg.train.device)
+    if name == "auto":
+        from cl_bench.train.loop import resolve_device
+
+        device = resolve_device(name)
+    else:
+        try:
+            device = torch.device(name)
+        except RuntimeError as err:
+            raise ConfigError(f"train.device: '{name}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps") from err
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                built = "torch is built without CUDA" if torch.version.cuda is None else "torch sees no CUDA device"
+                raise ConfigError(f"train.device: {name}, but {built}; use train.device=auto (or cpu)")
+            if device.index is not None and device.index >= count:
+                raise ConfigError(f"train.device: {name}, but torch sees {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
+        elif device.type == "mps":
+            mps = getattr(torch.backends, "mps", None)
+            if mps is None or not mps.is_available():
+                raise ConfigError(f"train.device: {name}, but torch sees no MPS device; use train.device=auto (or cpu)")
+    if cfg.mode == "train":
+        from cl_bench.train.precision import autocast_dtype
+
+        try:
+            autocast_dtype(str(cfg.train.precision), device)
+        except ValueError as err:
+            raise ConfigError(f"{err} (train.device={name})") from err
 
 
 def check_values(cfg: DictConfig) -> None:
@@ -305,6 +347,8 @@ def check_values(cfg: DictConfig) -> None:
     """
     if cfg.mode not in MODES:
         raise ConfigError(f"mode: unknown mode '{cfg.mode}'; valid: {', '.join(MODES)}")
+    if not re.fullmatch(r"auto|[a-z]+(:\d+)?", str(cfg.train.device)):
+        raise ConfigError(f"train.device: '{cfg.train.device}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps")
     if cfg.pooler.name not in POOLERS:
         raise ConfigError(f"pooler.name: unknown pooler '{cfg.pooler.name}'; valid: {', '.join(POOLERS)}")
     if cfg.pooler.name == "avg_first_last" and cfg.pooler.first_layer not in (0, 1):
@@ -338,6 +382,10 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process), got {cfg.train.num_workers}")
         if cfg.train.precision not in PRECISIONS:
             raise ConfigError(f"train.precision: must be one of {', '.join(PRECISIONS)}, got '{cfg.train.precision}'")
+        device = str(cfg.train.device)
+        if cfg.train.precision == "fp16" and device != "auto" and not device.startswith("cuda"):
+            raise ConfigError(f"train.precision: fp16 needs a CUDA device (loss scaling), got train.device={device}; "
+                              "use bf16 or fp32")
         if cfg.train.gradcache_chunk < 0:
             raise ConfigError(f"train.gradcache_chunk: must be >= 0 (0 = off), got {cfg.train.gradcache_chunk}")
         if "tau" in cfg.loss and cfg.loss.tau is not None and (
