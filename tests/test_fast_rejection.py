@@ -32,6 +32,9 @@ REJECTED = [
     (["-m", "train.log_steps=10,0"], "cl-bench: error: train.log_steps: must be >= 1, got 0"),
     (["method=simcsee"], "cl-bench: error: method: unknown method 'simcsee'; valid: "),
     (["eval.tasks=sts"], "cl-bench: error: eval.tasks: must be a list, e.g. eval.tasks=[sts]; got 'sts'"),
+    (["train.precision=fp16", "train.device=cpu"], "cl-bench: error: train.precision: fp16 needs a CUDA device (loss "
+                                                   "scaling), got train.device=cpu; use bf16 or fp32"),
+    (["train.device=cpu:0x"], "cl-bench: error: train.device: 'cpu:0x' is not a device; e.g. auto, cpu, cuda, cuda:1, mps"),
     (["train.matryoshka_dims=64"],  # a list key whose default is null
      "cl-bench: error: train.matryoshka_dims: must be a list, e.g. train.matryoshka_dims=[64]; got 64"),
 ]
