@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("CL_BENCH_CACHE", tempfile.mkdtemp(prefix="cl_bench_cache_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Many tests run `cl-bench` in a subprocess, each importing cl_bench; where PYTHONDONTWRITEBYTECODE is set (CI's
+# machines) nothing writes cl_bench's .pyc files and every subprocess compiles the sources again (1.5 s for the
+# training stack here): compiled once for the session instead.
+compileall.compile_dir(REPO_ROOT / "cl_bench", quiet=1)
 MISSING_DATA = (
     "real data not found: set CL_BENCH_DATA to a data root with sts/, transfer/, corpus/, nli/ "
     "(e.g. CL_BENCH_DATA=../shared/data), or fetch it with `cl-bench-data download`"
