@@ -446,6 +446,7 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
 def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     """All checks that need no model: config values, files, evaluation tasks, and that every
     override acts on the run."""
+    from cl_bench.config import eval_check_arguments
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks
     from cl_bench.eval.registry import split_tasks
@@ -455,10 +456,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     try:
         if own_tasks or not mteb_tasks:
             # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
-            options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
-            select_metric = cfg.train.select_metric if cfg.mode == "train" else None
-            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric,
-                              eval_device=str(cfg.train.device), **options)
+            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
+            check_eval_config(data_dir, tasks, **keywords)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
     except ValueError as err:

@@ -815,17 +815,24 @@ def check_eval_options(cfg: DictConfig) -> None:
     device = str(cfg.train.device)  # where evaluation encodes: bf16 is judged there
     try:
         if own_tasks or not mteb_tasks:
-            options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
-            select_metric = cfg.train.select_metric if cfg.mode == "train" else None
             check_eval_config = _import_target("cl_bench.eval.tasks.check_eval_config", "eval")
-            check_eval_config(cfg.paths.data_dir, own_tasks, select_metric=select_metric, eval_device=device,
-                              files=False, **options)
+            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
+            check_eval_config(data_dir, tasks, files=False, **keywords)
         else:
             check_encoding_options = _import_target("cl_bench.models.inference.check_encoding_options", "eval")
             check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
                                    cfg.eval.cache_size_gb, device)
     except ValueError as err:
         raise ConfigError(str(err)) from err
+
+
+def eval_check_arguments(cfg: DictConfig, own_tasks: list[str]) -> tuple[str, list[str], dict[str, Any]]:
+    """``(data_dir, tasks, keywords)`` of :func:`cl_bench.eval.check_eval_config` for this run: every ``eval.*``
+    option, ``train.select_metric`` when training, and ``train.device`` (where evaluation encodes)."""
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+    select_metric = cfg.train.select_metric if cfg.mode == "train" else None
+    return str(cfg.paths.data_dir), own_tasks, {**options, "select_metric": select_metric,
+                                                "eval_device": str(cfg.train.device)}
 
 
 def check_option_values(cfg: DictConfig, cls: type) -> None:
