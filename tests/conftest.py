@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cl_bench.cache_dirs import data_dir_from_environment
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -19,6 +21,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("CL_BENCH_CACHE", tempfile.mkdtemp(prefix="cl_bench_cache_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A relative CL_BENCH_DATA made absolute once, for the whole session: subprocesses run from temporary folders and
+# tests reading the variable directly then see the folder the user meant, not one relative to where they run.
+if (_data_dir := data_dir_from_environment()) is not None:
+    os.environ["CL_BENCH_DATA"] = str(_data_dir)
 # Many tests run `cl-bench` in a subprocess, each importing cl_bench; where PYTHONDONTWRITEBYTECODE is set (CI's
 # machines) nothing writes cl_bench's .pyc files and every subprocess compiles the sources again (1.5 s for the
 # training stack here): compiled once for the session instead.
@@ -36,11 +42,14 @@ WORDS = (
 
 
 def data_root() -> Path:
-    """The real data root from CL_BENCH_DATA; fails (never skips) when it is missing."""
-    root = os.environ.get("CL_BENCH_DATA")
-    if not root or not (Path(root) / "sts").is_dir():
+    """The real data root from CL_BENCH_DATA, as an absolute path; fails (never skips) when it is missing.
+
+    A relative value (the README's ``CL_BENCH_DATA=../shared/data``) is made absolute by cl-bench's own helper,
+    so that a test linking ``data_root() / "sts"`` into a temporary data root makes a link that resolves."""
+    root = data_dir_from_environment()
+    if root is None or not (root / "sts").is_dir():
         pytest.fail(MISSING_DATA)
-    return Path(root)
+    return root
 
 
 def minilm_path() -> Path:
