@@ -499,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
     parser.add_argument("--no-check", action="store_true", help="skip reloading and comparing the embeddings")
     args = parser.parse_args(argv)
+    from cl_bench.models.encoder import quiet_transformers_bars
+
+    quiet_transformers_bars()  # loading and saving draw three bars around the one line this command prints
     try:
         out = export(args.run_dir, args.out_dir, args.pooler, args.overwrite, check=not args.no_check)
     except ExportError as err:

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import data_root
 
 from cl_bench.cache_dirs import data_dir_from_environment, default_data_dir
-from conftest import data_root
 
 
 def _relative_to_cwd(real: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -3,6 +3,7 @@ on the progress bar and in the log of a real short training."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import time
@@ -52,13 +53,32 @@ def test_eval_steps_zero_and_a_resumed_run() -> None:
     assert format_seconds(3723) == "1:02:03" and format_seconds(59.6) == "01:00"
 
 
+class FakeTerminal(io.StringIO):
+    """A stream that says it is a terminal: where the bar is drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_the_bar_shows_the_job_eta() -> None:
-    bar = job_bar(total=10, initial=0, enabled=True, job_left=lambda: "04:10")
+    bar = job_bar(total=10, initial=0, enabled=True, job_left=lambda: "04:10", stream=FakeTerminal())
     try:
         bar.update(2)
         assert "<04:10 with eval" in str(bar) and "2/10" in str(bar)
     finally:
         bar.close()
+
+
+def test_off_a_terminal_the_job_eta_is_in_plain_lines() -> None:
+    """A log file or a pipe gets whole lines (no \\r frames), each with the job's time left."""
+    bar = job_bar(total=10, initial=0, enabled=True, job_left=lambda: "04:10", stream=io.StringIO())
+    lines: list[str] = []
+    bar.write = lines.append
+    bar.update(2)
+    bar.set_postfix(loss="0.5")
+    bar.close()
+    assert len(lines) == 1 and "\r" not in lines[0]
+    assert lines[0].startswith("train: 2/10 steps (20%) in ") and lines[0].endswith("04:10 left with eval, loss=0.5")
 
 
 def test_a_training_logs_the_job_left_after_each_dev_evaluation(tiny_bert: Path, data_dir: Path, tmp_path: Path,

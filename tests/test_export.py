@@ -172,6 +172,23 @@ def test_bare_model_directory_and_errors(tiny_bert: Path, tmp_path: Path, capsys
     assert "No run configuration was found" in (tmp_path / "plain" / "README.md").read_text()
 
 
+def test_export_prints_its_one_line(tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """No transformers bars ("Loading weights", "Writing model shards") around the line that says where it went."""
+    from transformers.utils import logging as transformers_logging
+
+    _trained_run(tiny_bert, tmp_path / "run", "avg", False, 1)
+    capsys.readouterr()
+    previous = transformers_logging.set_tqdm_hook(None)  # as in a fresh process: no earlier load quietened them
+    try:
+        assert ex.main([str(tmp_path / "run"), str(tmp_path / "out")]) == 0
+    finally:
+        transformers_logging.set_tqdm_hook(previous)
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert captured.out.splitlines() == [f"exported {tmp_path / 'out'} (SentenceTransformer('{tmp_path / 'out'}'), "
+                                         f"AutoModel.from_pretrained('{tmp_path / 'out'}'))"]
+
+
 def test_model_card_records_the_base_model_as_an_absolute_path_or_hub_id(tmp_path: Path) -> None:
     """A relative model.name_or_path is relative to where the run was launched (Hydra's runtime.cwd)."""
     launch = tmp_path / "project"

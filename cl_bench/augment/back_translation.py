@@ -283,11 +283,11 @@ def cached_back_translations(
             return cached
         log.warning("back-translation cache %s has %d lines, not %d: translating again", path, len(cached), len(sentences))
     translator = load_translator()
-    from tqdm.auto import tqdm
+    from cl_bench.tracking.progress import progress_bar
 
     paraphrases: list[str] = []
     step = translator.batch_size * 8  # a few generation batches per progress update
-    with tqdm(total=len(sentences), desc="back-translating", unit="sent", disable=not progress) as bar:
+    with progress_bar(len(sentences), "back-translating", progress, unit="sent") as bar:
         for start in range(0, len(sentences), step):
             chunk = sentences[start : start + step]
             paraphrases += [p.replace("\n", " ") for p in translator.round_trip(chunk)]

@@ -24,6 +24,7 @@ import urllib3
 from tqdm import tqdm
 
 from cl_bench import __version__
+from cl_bench.tracking.progress import progress_bar
 
 CHUNK = 1 << 16
 
@@ -125,8 +126,9 @@ class RangeDownloader:
             return response
 
         # total=1 until pooch sets the real one (pooch tests the bar's truth value first)
-        bar = tqdm(total=1, unit="B", unit_scale=True, unit_divisor=1024, desc=self.part.stem, disable=not self.progress,
-                   file=sys.stderr, leave=False)
+        # a bar on a terminal, plain lines (no \r frames) in a log file or a pipe
+        bar = progress_bar(1, self.part.stem, self.progress, sys.stderr, write=_stderr_line, tqdm_class=tqdm,
+                           unit="B", unit_scale=True, unit_divisor=1024, leave=False)
         get = pooch.HTTPDownloader(progressbar=bar if self.progress else False, chunk_size=CHUNK, headers=headers,
                                    timeout=self.timeout, hooks={"response": on_response})
         try:
@@ -153,6 +155,11 @@ class RangeDownloader:
         have = self.part.stat().st_size
         if expected and have < expected[0]:
             raise _ConnectionCut(f"connection closed after {have} of {expected[0]} bytes")
+
+
+def _stderr_line(line: str) -> None:
+    """A plain progress line on stderr, where the bar would be drawn."""
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

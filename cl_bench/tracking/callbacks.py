@@ -17,6 +17,7 @@ import atexit
 import json
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ from cl_bench.tracking.mlflow_logger import (
     default_tracking_uri,
     ensure_experiment,
     flatten,
+    import_mlflow,
     ui_url,
 )
+from cl_bench.tracking.names import sweep_run_name
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class MLflowSweepCallback(Callback):
         enabled, uri, experiment_name = tracking_settings(config)
         if not enabled:
             return
-        import mlflow
+        mlflow = import_mlflow()
 
         try:
             experiment_id = ensure_experiment(uri, experiment_name)
@@ -67,8 +70,8 @@ class MLflowSweepCallback(Callback):
             overrides = " ".join(config.hydra.overrides.task)
             run = client.create_run(
                 experiment_id,
-                # keys by their last part, as the children's names show them (they fit the runs table)
-                run_name=f"sweep: {' × '.join(k.split('.')[-1].split('/')[-1] for k in varied) or sweep_dir.name}",
+                # keys by their last part, as the children's names show them, fitted to the runs table
+                run_name=sweep_run_name(varied, sweep_dir.name),
                 tags={"sweep": str(sweep_dir), "sweep.overrides": overrides[:5000], "sweep.parent": "true"},
             )
         except Exception as err:
@@ -91,7 +94,7 @@ class MLflowSweepCallback(Callback):
         url = compare = None
         if self.parent_run_id is not None:
             try:
-                import mlflow
+                mlflow = import_mlflow()
 
                 client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
                 experiment_id = client.get_run(self.parent_run_id).info.experiment_id
@@ -116,6 +119,7 @@ class MLflowSweepCallback(Callback):
             try:
                 client.set_tag(self.parent_run_id, "mlflow.note.content", f"```\n{text}\n```")
                 client.log_artifact(self.parent_run_id, str(summary_file))
+                log_sweep_outcome(client, self.parent_run_id, sweep_dir)
             except Exception as err:
                 log.warning("could not attach the sweep table to MLflow run %s: %s", self.parent_run_id, err)
 
@@ -127,6 +131,61 @@ class MLflowSweepCallback(Callback):
             close_parent_run(self.tracking_uri, self.parent_run_id)
         except Exception as err:
             log.warning("could not close MLflow parent run %s: %s", self.parent_run_id, err)
+
+
+#: MLflow's longest param value (MLflow 3)
+PARAM_VALUE_CHARS = 6000
+
+
+def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+    """(params, metrics, tags) of a sweep's parent run, from its jobs' run directories.
+
+    Params: each swept key with the values it took (``dropout: 0, 0.1, 0.3``), the best point's value of each
+    (``best.dropout: 0.1``), the ranking metric and the number of points and jobs. Metrics: the best point's
+    mean of the ranking metric under the children's own name (``best_stsb_dev``, so the parent's row in the
+    runs table reads as its best point), its std and 95% t-interval over seeds where there are two or more,
+    its mean ``sts_avg``, and the finished and failed job counts. The best point is the highest mean among
+    the points with a finished job (the sweep's metrics, STS Spearman figures, are higher-is-better).
+    """
+    import math
+
+    from cl_bench.report import build_sweep_table, load_run_dirs
+
+    table = build_sweep_table(load_run_dirs(sweep_dir))
+    points = table.points
+    placed = points[points["runs"] > 0] if len(points) else points
+
+    def shown(value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "—"
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+    params = {key: ", ".join(dict.fromkeys(shown(v) for v in points[key]))[:PARAM_VALUE_CHARS] for key in table.keys}
+    params.update({"sweep.metric": table.metric, "sweep.points": str(len(points)), "sweep.jobs": str(len(table.runs))})
+    statuses = table.runs["status"].fillna("RUNNING") if len(table.runs) else table.runs
+    metrics: dict[str, float] = {"finished_jobs": float((statuses == "FINISHED").sum()),
+                                 "failed_jobs": float((statuses == "FAILED").sum())}
+    tags: dict[str, str] = {}
+    if len(placed):
+        best = placed.loc[placed["mean"].idxmax()]
+        params.update({f"best.{key}": shown(best[key]) for key in table.keys})
+        tags["sweep.best_point"] = str(best["point"])
+        candidates = {table.metric: best["mean"], f"{table.metric}_std": best["std"],
+                      f"{table.metric}_ci95_low": best["ci95_low"], f"{table.metric}_ci95_high": best["ci95_high"],
+                      "sts_avg": best["sts_avg"], "best_point_runs": best["runs"]}
+        metrics.update({k: float(v) for k, v in candidates.items() if v is not None and math.isfinite(float(v))})
+    return params, metrics, tags
+
+
+def log_sweep_outcome(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
+    """Log :func:`sweep_outcome` to the parent run: the MLflow page under its grid then shows the sweep's
+    parameters and its best point's metrics, not "Metrics (0) / Parameters (0)"."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    params, metrics, tags = sweep_outcome(sweep_dir)
+    now = int(time.time() * 1000)
+    client.log_batch(parent_run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                     params=[Param(k, v) for k, v in params.items()], tags=[RunTag(k, v) for k, v in tags.items()])
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
@@ -227,7 +286,7 @@ def close_parent_run(tracking_uri: str, parent_run_id: str) -> dict[str, list[st
     Returns:
         {"finished": [...], "failed": [...], "killed": [...], "running": [...]} child run names.
     """
-    import mlflow
+    mlflow = import_mlflow()
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     parent = client.get_run(parent_run_id)

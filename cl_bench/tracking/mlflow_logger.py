@@ -22,6 +22,21 @@ from cl_bench.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
+#: loggers that narrate a SQLite store's creation and schema migration at INFO ("Creating initial MLflow
+#: database tables...", alembic's "Context impl SQLiteImpl"): a store's first use is no news to a user
+STORE_CHATTER_LOGGERS = ("mlflow.store.db.utils", "alembic")
+
+
+def import_mlflow() -> Any:
+    """``import mlflow`` with the store-creation chatter (:data:`STORE_CHATTER_LOGGERS`) at WARNING.
+
+    Set after the import: MLflow's own logging set-up at import resets the levels of its child loggers.
+    """
+    import mlflow
+
+    for name in STORE_CHATTER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return mlflow
 
 
 def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
@@ -66,7 +81,7 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     Call this in the launching process before parallel jobs start: a fresh SQLite store hit by
     several processes at once fails MLflow's table creation ("duplicate column name").
     """
-    import mlflow
+    mlflow = import_mlflow()
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     experiment = client.get_experiment_by_name(experiment_name)
@@ -152,7 +167,7 @@ class RunTracker:
             _write_json(self.files.tags, {**tags, **({"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {})})
         if not self.enabled:
             return
-        import mlflow
+        mlflow = import_mlflow()
 
         previous = self.files.run_id
         if resume and previous.is_file():

@@ -74,3 +74,25 @@ def fit_run_name(head: str, parts: Sequence[tuple[str | None, str]], limit: int 
         if len(shown) > best[0]:
             best = (len(shown), trimmed(shown))
     return best[1]
+
+
+def sweep_run_name(keys: Sequence[str], fallback: str, limit: int = RUN_NAME_CHARS) -> str:
+    """The name of a sweep's parent run, fitted to the runs table like its children's.
+
+    The swept keys by their last part (as the children's names show them): ``sweep: dropout × tau`` in full,
+    else without the spaces (``sweep: method×dropout``), else the leading keys that fit and the count of the
+    others (``sweep: method×tau +2``); ``fallback`` (the sweep folder's name) when no key varies. The parent's
+    params name every swept key in full.
+    """
+    short = [key.split(".")[-1].split("/")[-1] for key in keys]
+    if not short:
+        return f"sweep: {fallback}"
+    for separator in (" × ", "×"):
+        name = f"sweep: {separator.join(short)}"
+        if len(name) <= limit:
+            return name
+    for shown in range(len(short) - 1, 0, -1):
+        name = f"sweep: {'×'.join(short[:shown])} +{len(short) - shown}"
+        if len(name) <= limit:
+            return name
+    return f"sweep: {len(short)} keys"

@@ -16,14 +16,16 @@ from cl_bench.rundir import RunDir
 from cl_bench.tracking.mlflow_logger import (
     default_tracking_uri,
     ensure_experiment,
+    import_mlflow,
     metric_batch,
 )
 
 
 def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_name: str = "cl-bench") -> str:
     """Upload a run directory's local record; returns the MLflow run id."""
-    import mlflow
     from mlflow.entities import Param
+
+    mlflow = import_mlflow()
 
     run_dir = Path(run_dir)
     files = RunDir(run_dir)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 
 def format_seconds(seconds: float) -> str:
@@ -85,14 +85,19 @@ class JobClock:
         return ("" if complete else "≥") + format_seconds(seconds)
 
 
-def job_bar(total: int, initial: int, enabled: bool, job_left: Callable[[], str]) -> Any:
-    """A tqdm bar whose ETA is the job's (``job_left()``), not tqdm's own count of the training steps."""
+def job_bar(total: int, initial: int, enabled: bool, job_left: Callable[[], str], stream: IO[str] | None = None) -> Any:
+    """A tqdm bar whose ETA is the job's (``job_left()``), not tqdm's own count of the training steps; on a
+    stream that is not a terminal (a log file, a pipe), plain lines saying the same at most every 30 s
+    (:func:`cl_bench.tracking.progress.progress_bar`)."""
     from tqdm.auto import tqdm
+
+    from cl_bench.tracking.progress import progress_bar
 
     class _JobBar(tqdm):  # type: ignore[misc, valid-type]
         @property
         def format_dict(self) -> dict[str, Any]:
             return {**super().format_dict, "job_left": job_left()}
 
-    return _JobBar(total=total, initial=initial, desc="train", disable=not enabled, dynamic_ncols=True,
-                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{job_left} with eval, {rate_fmt}{postfix}]")
+    return progress_bar(total, "train", enabled, stream, extra=lambda: f"{job_left()} left with eval",
+                        plain_unit="steps", tqdm_class=_JobBar, initial=initial, dynamic_ncols=True,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{job_left} with eval, {rate_fmt}{postfix}]")
