@@ -85,6 +85,25 @@ def _anchor(name: str) -> str:
     return name.replace("/", "-").replace("_", "-").lower()
 
 
+def method_title(name: str) -> str:
+    """A method's name as its paper spells it (``SG-OPT``, ``IS-BERT``, ``Supervised SimCSE``): the start of its
+    YAML's leading comment, up to the citation (``# SG-OPT (Kim, Yoo & Lee, ACL 2021): ...``); the identifier
+    when the comment has no such start."""
+    comment = leading_comment(catalog.options("method")[name])
+    title = comment.split(" (", 1)[0].strip() if " (" in comment else ""
+    return title if title and len(title) <= 50 and ":" not in title else name
+
+
+#: a line or two a method's "Run it" section adds to the commands every method page gives (what a first run of
+#: this method needs that the others do not)
+RUN_NOTES = {
+    "diffcse": "Its generator, `distilbert-base-uncased`, is a second hub model: offline, put it in the Hugging "
+               "Face cache first or point `method.generator` at a local masked-LM folder; whether "
+               "`method.generator=null` is still DiffCSE is answered on "
+               "[Compare two methods](../compare.md#diffcses-generator-offline).",
+}
+
+
 # ------------------------------------------------------------------------------------------------
 # pages
 # ------------------------------------------------------------------------------------------------
@@ -110,8 +129,10 @@ def method_pages() -> dict[str, str]:
             class_doc = inspect.getdoc(cls) or ""
         except (ImportError, AttributeError, ValueError):
             doc = class_doc = ""
-        page = [HEADER + f"# `method={name}`\n", f"{row['summary']}\n"]
+        page = [HEADER + f"# {method_title(name)} (`method={name}`)\n", f"{row['summary']}\n"]
+        page.extend(_run_it(name, its_presets))
         if doc:
+            page.append("## What it does\n")
             page.append(f"{doc}\n")
         page.append("## In cl-bench\n")
         page.append(f"- Python: `{node.get('_target_')}`; config: `{_conf_rel(path)}`")
@@ -144,6 +165,19 @@ def method_pages() -> dict[str, str]:
         "[Methods](../methods/index.md).\n\n" + "\n".join(table) + "\n"
     )
     return pages
+
+
+def _run_it(name: str, presets: list[str]) -> list[str]:
+    """A method page's opening section: the commands that run it, before what it is and where it comes from."""
+    width = max(len(f"cl-bench experiment={p}") for p in [name, *presets]) + 2
+    commands = [f"{'cl-bench method=' + name:<{width}}# its defaults (below), default encoder and data"]
+    commands += [f"{'cl-bench experiment=' + p:<{width}}# a preset (below)" for p in presets]
+    lines = ["## Run it\n", "```bash\n" + "\n".join(commands) + "\n```\n",
+             "Against another method over several seeds, and offline with local models: "
+             "[Compare two methods over N seeds](../compare.md).\n"]
+    if name in RUN_NOTES:
+        lines.append(RUN_NOTES[name] + "\n")
+    return lines
 
 
 def _official_code_rows(method: str, presets: list[str]) -> list[str]:
@@ -323,7 +357,7 @@ def presets_page() -> str:
 
 def nav_block(methods: list[str]) -> str:
     """The per-method nav entries of mkdocs.yml."""
-    return "\n".join([NAV_BEGIN, *(f"      - {m}: methods/{m}.md" for m in methods), NAV_END])
+    return "\n".join([NAV_BEGIN, *(f'      - "{method_title(m)}": methods/{m}.md' for m in methods), NAV_END])
 
 
 def generate() -> dict[Path, str]:
@@ -356,8 +390,9 @@ def _methods_index() -> str:
              "official code and what differs). The switches by which cl-bench follows the official code are "
              "on [Recipes as the official code ran them](recipes.md). `cl-bench list` prints the same "
              "registry; the table with losses and presets is in the [reference](../reference/methods.md).\n",
-             "| `method=` | what |", "|---|---|"]
-    lines += [f"| [`{r['method']}`]({r['method']}.md) | {_cell(r['summary'])} |" for r in rows]
+             "| method | `method=` | what |", "|---|---|---|"]
+    lines += [f"| [{method_title(r['method'])}]({r['method']}.md) | `{r['method']}` | {_cell(r['summary'])} |"
+              for r in rows]
     return "\n".join(lines) + "\n"
 
 
