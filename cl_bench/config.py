@@ -267,12 +267,12 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
     from cl_bench.models.decoders import BackboneOptionError
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable, wants_decoder
 
     # the model and the data are checked both, so that offline one message names every missing piece
     problems = []
     try:
-        check_model_reachable(cfg.model.name_or_path)
+        check_model_reachable(cfg.model.name_or_path, wants_decoder(cfg.pooler.get("name"), cfg.model.get("bidirectional")))
         check_backbone(cfg)
     except (ModelLoadError, BackboneOptionError) as err:
         problems.append(str(err))

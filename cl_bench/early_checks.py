@@ -128,13 +128,19 @@ def check_model_and_data(cfg: DictConfig) -> None:
         ConfigError: the job's message.
     """
     from cl_bench.config import _tried_data_options, needed_files
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable, is_local_path, offline
+    from cl_bench.models.hub import (
+        ModelLoadError,
+        check_model_reachable,
+        is_local_path,
+        offline,
+        wants_decoder,
+    )
 
     name = str(cfg.model.name_or_path)
     if not (is_local_path(name) or offline()):
         return  # the job probes the hub
     try:
-        check_model_reachable(name)
+        check_model_reachable(name, wants_decoder(cfg.pooler.get("name"), cfg.model.get("bidirectional")))
     except ModelLoadError as err:
         problems = [str(err)]
     else:

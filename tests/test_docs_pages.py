@@ -40,6 +40,12 @@ def test_one_page_compares_two_methods() -> None:
                    "method.generator=null", "hf download", "A decoder model offline"):
         assert needed in page, needed
     assert "(docs/compare.md)" in (REPO / "README.md").read_text()
+    # the hub hint's pointer names a heading of the page
+    from cl_bench.models.hub import OFFLINE_MODELS_DOC
+
+    anchor = OFFLINE_MODELS_DOC.split("#")[1]
+    assert any(line.startswith("#") and line.lstrip("# ").lower().replace(":", "").replace(" ", "-") == anchor
+               for line in page.splitlines())
     getting_started = (REPO / "docs" / "getting-started.md").read_text()
     assert getting_started.index("(compare.md)") < getting_started.index("Run names fit the runs table")
 

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.cli import CONF_DIR, check_override_keys
 from cl_bench.config import ConfigError, validate
 from cl_bench.data.download import ensure_data
-from cl_bench.models.hub import hub_hint
+from cl_bench.models.hub import hub_hint, wants_decoder
 
 
 def test_a_bare_leaf_key_suggests_the_full_key() -> None:
@@ -51,7 +51,26 @@ def test_hub_hint_suggests_only_a_folder_that_exists(tmp_path: Path, monkeypatch
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
     hint = hub_hint("bert-base-uncased")
-    assert hint.endswith(f"e.g. model.name_or_path={model}") and Path(hint.rsplit("=", 1)[1]).is_dir()
+    assert f"e.g. model.name_or_path={model}," in hint and Path(hint.split("e.g. model.name_or_path=")[1].split(",")[0]).is_dir()
+    assert hint.endswith("or put the hub model in the cache on a machine with network "
+                         "(how: docs/compare.md#offline-models-that-are-not-on-the-machine)")
+
+
+def test_hub_hint_points_a_decoder_run_at_a_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decoder run (pooler=last_token) is not pointed at a local encoder such as all-MiniLM-L6-v2."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CL_BENCH_DATA", str(tmp_path / "data"))
+    encoder = tmp_path / "models" / "all-MiniLM-L6-v2"
+    encoder.mkdir(parents=True)
+    (encoder / "config.json").write_text('{"architectures": ["BertModel"], "model_type": "bert"}')
+    assert wants_decoder("last_token") and wants_decoder("avg", True) and not wants_decoder("avg")
+    assert f"e.g. model.name_or_path={encoder}," in hub_hint("bert-base-uncased", decoder=False)
+    decoder_hint = hub_hint("Qwen/Qwen2-0.5B", decoder=True)
+    assert "e.g." not in decoder_hint and "MiniLM" not in decoder_hint and "in the cache" in decoder_hint
+    qwen = tmp_path / "models" / "qwen2-tiny"
+    qwen.mkdir()
+    (qwen / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}')
+    assert f"e.g. model.name_or_path={qwen}," in hub_hint("Qwen/Qwen2-0.5B", decoder=True)
 
 
 def test_data_advice_leaves_out_what_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

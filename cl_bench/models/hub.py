@@ -30,39 +30,77 @@ def offline() -> bool:
     ) not in ("0", "", "false", "False")
 
 
-def hub_hint(name_or_path: str) -> str:
-    """The one-line error for a hub model that cannot be fetched: point at a local folder (one that exists, if any)."""
-    example = _local_model_example()
+#: where the docs say how to put a hub model into the local cache for offline use
+OFFLINE_MODELS_DOC = "docs/compare.md#offline-models-that-are-not-on-the-machine"
+
+
+def hub_hint(name_or_path: str, decoder: bool | None = None) -> str:
+    """The one-line error for a hub model that cannot be fetched: point at a local folder of the same kind (one that
+    exists, if any) and at the docs' recipe for caching a hub model.
+
+    Args:
+        name_or_path: the hub id asked for.
+        decoder: whether the run wants a decoder language model (``pooler=last_token``, ``model.bidirectional``;
+            None: unknown). An example folder is given only when its kind is known to match: an encoder folder
+            (all-MiniLM-L6-v2) is no example for a decoder run, nor a decoder for an encoder run.
+    """
+    example = _local_model_example(decoder)
     return (
         f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
         "point model.name_or_path at a local Hugging Face directory"
         + (f", e.g. model.name_or_path={example}" if example else "")
+        + f", or put the hub model in the cache on a machine with network (how: {OFFLINE_MODELS_DOC})"
     )
 
 
-def _local_model_example() -> str | None:
+def wants_decoder(pooler: str | None, bidirectional: object = False) -> bool:
+    """Whether a run's settings are a decoder's: ``pooler=last_token`` or ``model.bidirectional=true``."""
+    return pooler == "last_token" or bool(bidirectional)
+
+
+def local_model_is_decoder(folder: Path) -> bool | None:
+    """From a local folder's config.json alone (torch-free): True for a decoder language model (an architecture
+    ``…ForCausalLM`` / ``…LMHeadModel``), False for an encoder, None when its config names no architecture."""
+    import json
+
+    try:
+        architectures = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not architectures:
+        return None
+    return any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
+
+
+def _local_model_example(decoder: bool | None = None) -> str | None:
     """A local model folder that exists, to show in the hub hint (None: no example rather than a wrong one).
 
     Looked for where the README's offline setup puts one: ``models/`` beside the data root
-    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory.
+    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory. With ``decoder`` given,
+    only a folder whose config says it is of that kind.
     """
     roots = [Path("../shared/models")]
     if os.environ.get("CL_BENCH_DATA"):
         roots.insert(0, Path(os.environ["CL_BENCH_DATA"]).parent / "models")
     for root in roots:
         found = sorted(p.parent for p in root.glob("*/config.json")) if root.is_dir() else []
-        if found:
-            return str(found[0])
+        for folder in found:
+            if decoder is None or local_model_is_decoder(folder) is decoder:
+                return str(folder)
     return None
 
 
-def check_model_reachable(name_or_path: str) -> None:
+def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> None:
     """Fail fast, before any weights load, when the model can obviously not be loaded.
 
     A local path needs its ``config.json``. A hub id needs a cached copy or the hub: one quick
     probe (:func:`cl_bench.network.host_reachable`) replaces the HTTP client's retries. When the hub
     cannot be reached but the model is cached, offline mode is switched on so the cached copy
     loads at once.
+
+    Args:
+        name_or_path: hub id or local folder.
+        decoder: whether the run wants a decoder (:func:`wants_decoder`; None: unknown), for the hint's example.
 
     Raises:
         ModelLoadError: one line naming ``model.name_or_path`` and the fix.
@@ -77,14 +115,14 @@ def check_model_reachable(name_or_path: str) -> None:
     cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
     if offline():
         if not cached:
-            raise ModelLoadError(hub_hint(name_or_path))
+            raise ModelLoadError(hub_hint(name_or_path, decoder))
         return
     from cl_bench.network import host_reachable
 
     if host_reachable(constants.ENDPOINT):
         return
     if not cached:
-        raise ModelLoadError(hub_hint(name_or_path))
+        raise ModelLoadError(hub_hint(name_or_path, decoder))
     log.warning("the Hugging Face hub cannot be reached: loading the cached copy of %s (offline mode)", name_or_path)
     _go_offline(constants)
 
