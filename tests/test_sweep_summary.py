@@ -99,6 +99,15 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
     assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")
     assert "sweep_table.md" in {a.path for a in client.list_artifacts(parent_id)}
+    # the parent run's page shows the sweep's params and its best point's metrics, under a name that fits
+    parent = client.get_run(parent_id)
+    assert parent.data.tags["mlflow.runName"] == "sweep: dropout"
+    assert parent.data.params["dropout"] == "0, 0.1, 0.2" and parent.data.params["sweep.jobs"] == "3"
+    best = max(client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'"),
+               key=lambda run: run.data.metrics["best_stsb_dev"])
+    assert parent.data.metrics["best_stsb_dev"] == pytest.approx(best.data.metrics["best_stsb_dev"])
+    assert parent.data.params["best.dropout"] == f"{float(best.data.params['dropout']):g}"
+    assert parent.data.metrics["finished_jobs"] == 3 and parent.data.metrics["failed_jobs"] == 0
     # method.fixed_dropout_mask cannot act at dropout 0: n/a there, so every child logs the same keys
     children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
     assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]
