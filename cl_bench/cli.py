@@ -543,6 +543,14 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     path = hydra_run_dir if value.lower() in ("true", "auto") else Path(value)
     if not path.is_dir():
         raise ConfigError(f"train.resume: run directory not found: {path}")
+    checkpoint = RunDir(path).checkpoint
+    if checkpoint.is_file():  # a checkpoint that would run code is refused here, before any model loads
+        from cl_bench.train.checkpoint import UnsafeCheckpointError, check_checkpoint
+
+        try:
+            check_checkpoint(checkpoint)
+        except UnsafeCheckpointError as err:
+            raise ConfigError(str(err)) from err
     return path
 
 
