@@ -375,6 +375,8 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
         "data": cfg.data.name,
         "experiment": choices.get("experiment"),
         "overrides": hydra_cfg.job.override_dirname or None,
+        # the job's overrides one by one, as Hydra passed them: the report reads the swept keys from these
+        "overrides.task": json.dumps(list(hydra_cfg.overrides.task)),
         "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None,
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
