@@ -638,8 +638,10 @@ def run(cfg: DictConfig) -> float | None:
         tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
     from cl_bench.eval import format_table
+    from cl_bench.provenance import eval_settings_line
 
     print(format_table(results))
+    print(eval_settings_line(cfg))  # a truncated or post-processed table says so beside its figures
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")
