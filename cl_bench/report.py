@@ -543,7 +543,7 @@ def markdown_sweep(table: SweepTable) -> str:
         f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
         "n": frame["n"],
         "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
-        "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
+        "STS avg (test)": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
     if "vs_reference" in frame:  # seed-based marks and one-seed (test-set only) marks in their own columns
         test_set = frame["kind_ref"] == "test set"
@@ -603,7 +603,7 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
 
 
 def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str | None, resamples: int,
-                           controls: pd.DataFrame | None = None) -> pd.DataFrame:
+                           controls: pd.DataFrame | None = None, resample_seed: int = 0) -> pd.DataFrame:
     """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, p_holm_ref, test_ref, kind_ref, significant, vs_reference`` to
     ``sweep.points`` (:func:`cl_bench.significance.against_reference`) and return those rows, followed by
     one row per control run (:func:`load_controls`)."""
@@ -624,7 +624,8 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
             cache[label] = [run_pair_scores(tracking_uri, r) for r in placed.loc[placed["point"] == label, "run_id"]]
         return cache[label]
 
-    marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples)
+    marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples, seed=resample_seed)
+    marks.attrs["bootstrap"] = f"{resamples} resamples, resampling seed {resample_seed}"
     marks["vs_reference"] = [mark(r) for r in marks.to_dict("records")]
     marks = marks.rename(columns={"p": "p_ref", "p_holm": "p_holm_ref", "test": "test_ref", "kind": "kind_ref"})
     for column in marks.columns[1:]:
@@ -740,7 +741,8 @@ def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
             "seeds or more (none when no side has seed variance: t is undefined), else the paired bootstrap over the "
             "test pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile; two-sided p from "
             "its resampled differences): that one covers test-set noise only, not seed noise, and its marks stand in "
-            f"their own column. Holm family: the {family} point(s) tested against the reference; marks use the "
+            f"their own column{' (' + marks.attrs['bootstrap'] + ')' if 'bootstrap' in marks.attrs else ''}. "
+            f"Holm family: the {family} point(s) tested against the reference; marks use the "
             "Holm-adjusted p (`*` < 0.05, `**` < 0.01).\n\n"
             + shown.to_markdown(index=False, disable_numparse=True))
 
@@ -902,6 +904,7 @@ def write_report(
     tracking_uri: str | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     controls: Sequence[str] = (),
+    resample_seed: int = 0,
 ) -> Report:
     """Write ``report.md``, ``sweep.csv``/``sweep.png``, a CSV and PNG per paper table, ``runs.csv`` and
     ``align_uniform.png``.
@@ -916,6 +919,7 @@ def write_report(
             against it (:func:`mark_against_reference`).
         tracking_uri: where the runs' pair scores are read (the bootstrap test of one-seed points).
         resamples: bootstrap resamples of that test.
+        resample_seed: the bootstrap's random seed (recorded in report.md).
         controls: control runs placed beside the points (:func:`load_controls`: run ids or ``tag=value``).
 
     Raises:
@@ -930,7 +934,8 @@ def write_report(
     sweep = build_sweep_table(runs, metric)
     ref_label, ref_why = reference_point(sweep, runs, reference)
     control_runs = load_controls(tracking_uri, controls, sweep.metric) if controls and tracking_uri else None
-    marks = mark_against_reference(sweep, ref_label, tracking_uri, resamples, control_runs) if ref_label else None
+    marks = mark_against_reference(sweep, ref_label, tracking_uri, resamples, control_runs, resample_seed) \
+        if ref_label else None
     tables = [t for t in (build_table(runs, spec, forced) for spec in specs) if t is not None]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1235,7 +1240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = load_runs(tracking_uri, args.experiment, args.parent_run)
             label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
         report = write_report(runs, out, args.ablation, label, args.metric, args.reference, tracking_uri, args.resamples,
-                              args.control)
+                              args.control, args.resample_seed)
     except (ReportError, ReferenceDataError) as err:
         print(f"cl-bench-report: error: {err}", file=sys.stderr)
         return 2

@@ -407,6 +407,7 @@ def against_reference(
     task: str | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
     alpha: float = 0.05,
+    seed: int = DEFAULT_SEED,
 ) -> pd.DataFrame:
     """Each point against the reference point: the difference of means and whether it is beyond noise.
 
@@ -424,6 +425,7 @@ def against_reference(
         task: the pair-scores task of the compared metric (None: no bootstrap fallback).
         n_resamples: bootstrap resamples.
         alpha: the significance level.
+        seed: the bootstrap's random seed.
 
     Returns:
         One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, p_holm, test, kind, significant``
@@ -449,7 +451,7 @@ def against_reference(
                 try:
                     side, base = pair_scores(label), pair_scores(reference)
                     table = paired_bootstrap(side, base, None if task == AVERAGE else [task],
-                                             n_resamples=n_resamples, confidence=1 - alpha).set_index("task")
+                                             n_resamples=n_resamples, confidence=1 - alpha, seed=seed).set_index("task")
                     row.update(delta_ci_low=float(table.loc[task, "ci_low"]), delta_ci_high=float(table.loc[task, "ci_high"]),
                                p=float(table.loc[task, "p"]), test="paired bootstrap (test pairs; one seed)",
                                kind="test set")
