@@ -109,7 +109,13 @@ def load_runs(tracking_uri: str, experiment: str | None = None, parent_run_id: s
         where = f"experiment {experiment}"
     if runs.empty:
         raise ReportError(f"no runs in {where} at {tracking_uri}")
-    return runs.reset_index(drop=True)
+    runs = runs.reset_index(drop=True)
+    if "tags.run_dir" in runs:  # older runs: their overrides from the job folders, where those are on this machine
+        recorded = runs[JOB_OVERRIDES_TAG] if JOB_OVERRIDES_TAG in runs else pd.Series([None] * len(runs))
+        runs[JOB_OVERRIDES_TAG] = [value if isinstance(value, str) else
+                                   (hydra_job_overrides(folder) if isinstance(folder, str) else None)
+                                   for value, folder in zip(recorded, runs["tags.run_dir"], strict=True)]
+    return runs
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,6 +260,9 @@ OVERRIDES_TAG = "tags.overrides"
 JOB_OVERRIDES_TAG = "tags.overrides.task"
 #: swept keys that are replicates, not axes (``seeds=N`` expands to ``seed=S,…``)
 REPLICATE_OVERRIDES = ("seed", "seeds")
+#: config groups whose options are a preset's grid points (conf/experiment/points/): bundles of settings, not
+#: one key; a sweep over them is tabled by the params they set (``dropout``, ``method.fixed_dropout_mask``)
+POINT_GROUPS = ("experiment/",)
 
 
 @dataclass
@@ -408,6 +417,20 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
     return SweepTable(keys, metric, pd.DataFrame(rows), table_runs, consequences, replicates)
 
 
+def hydra_job_overrides(job_dir: str | Path) -> str | None:
+    """The JSON list of a job's overrides from the ``.hydra/overrides.yaml`` Hydra wrote in its folder (runs
+    logged before cl-bench recorded the :data:`JOB_OVERRIDES_TAG` tag); None when there is none."""
+    import json
+
+    import yaml
+
+    path = Path(job_dir) / ".hydra" / "overrides.yaml"
+    try:
+        return json.dumps(yaml.safe_load(path.read_text()) or []) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
 def job_overrides(value: Any) -> dict[str, str] | None:
     """A job's overrides (the JSON list of :data:`JOB_OVERRIDES_TAG`) parsed by Hydra's own
     ``OverridesParser``: key as typed (a config group by its name, ``+``/``~`` dropped) -> value as typed.
@@ -443,6 +466,8 @@ def typed_sweep(runs: pd.DataFrame) -> tuple[list[str], list[dict[str, str]]] | 
     order = list(dict.fromkeys(k for o in per_run for k in o))  # type: ignore[union-attr]
     swept = [k for k in order if not k.startswith(NOT_KNOBS)
              and len({repr(parse_value(o.get(k))) for o in per_run}) > 1]  # type: ignore[union-attr]
+    if any(k.startswith(POINT_GROUPS) for k in swept):
+        return None  # a preset's grid points each set several keys (dropout and the fixed mask): the params name them
     return swept, per_run  # type: ignore[return-value]
 
 
@@ -574,6 +599,9 @@ def default_values(experiment: str | None) -> dict[str, Any]:
         return {}
 
 
+_NO_DEFAULT = object()
+
+
 def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = None) -> tuple[str | None, str]:
     """The sweep's reference point and why: ``--reference``, else the one point whose swept keys all have
     their default value (the runs' experiment preset composed without a grid point: dropout 0.1 in
@@ -594,8 +622,11 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
     defaults = default_values(experiment) or (default_values(None) if experiment else {})
     if not defaults:
         return None, "no default config to take it from (pass --reference)"
+    def default_of(key: str) -> Any:  # a swept config group (method=...) by its default option's name
+        return defaults[key] if key in defaults else defaults.get(f"{key}.name", _NO_DEFAULT)
+
     found = [r["point"] for r in sweep.points.to_dict("records")
-             if all(k in defaults and _same(r[k], parse_value(defaults[k])) for k in sweep.keys)]
+             if all(default_of(k) is not _NO_DEFAULT and _same(r[k], parse_value(default_of(k))) for k in sweep.keys)]
     if len(found) != 1:
         return None, "no point has every swept key at its default (pass --reference)"
     where = f"experiment={experiment}" if experiment else "cl-bench's defaults"
@@ -1381,11 +1412,8 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
         row.update({f"params.{k}": str(v) for k, v in read(files.params).items()})
         row.update({f"tags.{k}": str(v) for k, v in read(files.tags).items()})
         row.setdefault("tags.run_dir", str(job))  # where --compare finds its pair scores without MLflow
-        hydra_overrides = job / ".hydra" / "overrides.yaml"  # the job's overrides as Hydra wrote them
-        if JOB_OVERRIDES_TAG not in row and hydra_overrides.is_file():
-            import yaml
-
-            row[JOB_OVERRIDES_TAG] = json.dumps(yaml.safe_load(hydra_overrides.read_text()) or [])
+        if JOB_OVERRIDES_TAG not in row:
+            row[JOB_OVERRIDES_TAG] = hydra_job_overrides(job)
         row.update({f"metrics.{k}": float(v) for k, v in read(files.results).items()
                     if isinstance(v, int | float) and not isinstance(v, bool)})
         rows.append(row)

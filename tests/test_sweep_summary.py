@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import cli_env
 
-from cl_bench.report import load_run_dirs, main, sweep_summary, swept_keys
+from cl_bench.report import build_sweep_table, load_run_dirs, main, reference_point, sweep_summary, swept_keys
 
 
 def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED",
@@ -98,6 +98,19 @@ def test_the_mission_sweep_pivots_on_the_swept_keys_as_typed(tmp_path: Path) -> 
     notes = "\n".join(lines[6:])
     assert "Replicates: seed" in notes and "loss.tau: 0.05 (method=simcse" in notes and "0.01 (method=sg_opt" in notes
     assert "method.name" not in notes and "model.dropout" not in notes  # the swept keys themselves, not consequences
+    runs = load_run_dirs(tmp_path / "sweep")
+    assert reference_point(build_sweep_table(runs), runs)[0] == "method=simcse, dropout=0.1"  # a group by its default
+
+
+def test_a_presets_grid_points_are_tabled_by_the_params_they_set(tmp_path: Path) -> None:
+    """``+experiment/points=dropout_0.0,…`` bundles several keys per point: the params that differ are the axes."""
+    for number, (point, dropout, fixed) in enumerate((("dropout_0.0", 0.0, "n/a"), ("dropout_0.1", 0.1, False),
+                                                      ("dropout_fixed_0.1", 0.1, True))):
+        _job(tmp_path / "sweep", number, {"dropout": dropout, "method.fixed_dropout_mask": fixed, "seed": 42},
+             {"best_stsb_dev": 80.0 + number}, overrides=["experiment=ablation_dropout", f"+experiment/points={point}"])
+    table = build_sweep_table(load_run_dirs(tmp_path / "sweep"))
+    assert table.keys == ["dropout", "method.fixed_dropout_mask"] and "dropout=0.1, method.fixed_dropout_mask=True" in \
+        list(table.points["point"])
 
 
 def test_a_seeds_only_sweep_is_headed_as_replicates(tmp_path: Path) -> None:
