@@ -500,7 +500,10 @@ def consequent_params(runs: pd.DataFrame, keys: Sequence[str], values: dict[str,
             seen = by_value.setdefault(_fmt_value(raw[i]), [])
             if where not in seen:
                 seen.append(where)
-        found[name] = "; ".join(f"{v} ({'; '.join(points) or 'all runs'})" for v, points in by_value.items())
+        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'})" for v, points in by_value.items())
+        point_of = [tuple(repr(values[k][i]) for k in keys) for i in runs.index]
+        within = len(set(zip(point_of, raw.map(repr), strict=True))) > len(set(point_of))
+        found[name] = text + (" — also varies within a point" if within else "")
     return found
 
 
@@ -510,7 +513,7 @@ def sweep_notes(table: SweepTable) -> list[str]:
     if table.keys and table.replicates:
         lines.append(f"Replicates: {', '.join(table.replicates)} (each point's runs; n counts them).")
     if table.consequences:
-        lines.append("Not axes: these params differ only because a swept key set them:")
+        lines.append("Not axes: params that differ among the runs because a swept key set them (e.g. a method's own defaults):")
         lines += [f"  {name}: {text}" for name, text in table.consequences.items()]
     return lines
 
