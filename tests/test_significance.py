@@ -344,5 +344,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600,
     )
     assert compared.returncode == 0, compared.stderr[-3000:]
-    points = pd.read_csv(tmp_path / "cmp_points" / "compare.csv")
+    points = pd.read_csv(tmp_path / "cmp_points" / "compare_dropout=0_vs_dropout=0.1.csv")
     assert list(points["n_a"]) == [3, 3] and points["welch_p"].notna().all()
+    assert list(points["welch_p_holm"]) == pytest.approx(list(holm(list(points["welch_p"]))))
+    assert "Welch p (seeds)" in compared.stdout and "WARNING: one seed" not in compared.stdout
