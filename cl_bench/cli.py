@@ -375,6 +375,8 @@ def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict
         "data": cfg.data.name,
         "experiment": choices.get("experiment"),
         "overrides": hydra_cfg.job.override_dirname or None,
+        # the job's overrides one by one, as Hydra passed them: the report reads the swept keys from these
+        "overrides.task": json.dumps(list(hydra_cfg.overrides.task)),
         "sweep": str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None,
         "run_dir": str(hydra_cfg.runtime.output_dir),
     }
@@ -543,6 +545,14 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     path = hydra_run_dir if value.lower() in ("true", "auto") else Path(value)
     if not path.is_dir():
         raise ConfigError(f"train.resume: run directory not found: {path}")
+    checkpoint = RunDir(path).checkpoint
+    if checkpoint.is_file():  # a checkpoint that would run code is refused here, before any model loads
+        from cl_bench.train.checkpoint import UnsafeCheckpointError, check_checkpoint
+
+        try:
+            check_checkpoint(checkpoint)
+        except UnsafeCheckpointError as err:
+            raise ConfigError(str(err)) from err
     return path
 
 
@@ -628,8 +638,10 @@ def run(cfg: DictConfig) -> float | None:
         tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
     from cl_bench.eval import format_table
+    from cl_bench.provenance import eval_settings_line
 
     print(format_table(results))
+    print(eval_settings_line(cfg))  # a truncated or post-processed table says so beside its figures
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")

@@ -5,21 +5,173 @@ Fields: ``aggregation`` (SentEval's aggregation of the STS12–16 headline figur
 ``eval_mlp`` (``applied`` / ``dropped`` / ``none``) and ``mlp_dropped``, ``dev_selected_step`` and
 ``dev_metric`` (the checkpoint the figures come from), ``global_batch``, ``processes``,
 ``gathered_negatives``, ``train_precision`` (``train.precision`` resolved on the device),
-``eval_precision``, ``torch``, ``transformers``, ``cuda`` and ``device_name``.
+``eval_precision``, ``eval_truncate_dim``, ``eval_postprocess`` and ``eval_backend`` (every evaluation
+setting that changes the figures, :func:`eval_settings`), ``torch``, ``transformers``, ``cuda`` and
+``device_name``; and what the run can be traced to: ``cl_bench_commit`` (:func:`cl_bench.tracking.environment.git_commit`),
+``model_revision`` (:func:`model_revision`), ``data_digest`` with ``data_sha256`` (the sha256 of every data
+file read, :func:`data_hashes`) and ``packages`` (the versions of the packages on the run's path).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import platform
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-#: the provenance fields, in the order tables show them
+#: the provenance fields shown per point (text values), in the order tables show them
 FIELDS = ("aggregation", "eval_pooler", "eval_mlp", "mlp_dropped", "dev_selected_step", "dev_metric", "global_batch",
-          "processes", "gathered_negatives", "train_precision", "eval_precision", "torch", "transformers", "cuda",
-          "device_name")
+          "processes", "gathered_negatives", "train_precision", "eval_precision", "eval_truncate_dim", "eval_postprocess",
+          "eval_backend", "torch", "transformers", "cuda", "device_name", "cl_bench_commit", "model_revision",
+          "data_digest")
 TAG_PREFIX = "provenance."
+#: the distributions whose versions a run records (those installed): everything on a run's path that can move a figure
+PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "peft", "onnxruntime", "optimum",
+            "numpy", "scipy", "scikit-learn", "pandas", "sentence-transformers", "mteb", "hydra-core", "omegaconf",
+            "mlflow", "cl-bench")
+#: weight files whose hash stands for a local model's weights
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".gguf")
+#: the file-hash cache, in cl-bench's cache folder: path -> size, mtime, sha256
+HASH_CACHE = "file_sha256.json"
+
+
+def package_versions() -> dict[str, str]:
+    """``{distribution: version}`` of :data:`PACKAGES` (``not installed`` for those absent)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+class FileHashes:
+    """sha256 of files, cached by (absolute path, size, mtime) in ``<cache>/file_sha256.json``: a file hashed
+    once costs a ``stat`` the next time; an edit (size or mtime changes) is hashed again."""
+
+    def __init__(self, cache_file: Path | None = None) -> None:
+        from cl_bench.cache_dirs import cache_root
+
+        self.path = cache_file or cache_root() / HASH_CACHE
+        try:
+            self.entries: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}
+        self.changed = False
+
+    def sha256(self, path: Path) -> str:
+        """The file's sha256 (hex), from the cache when its size and mtime are unchanged."""
+        key = str(path.resolve())
+        info = path.stat()
+        entry = self.entries.get(key)
+        if entry and entry.get("size") == info.st_size and entry.get("mtime_ns") == info.st_mtime_ns:
+            return str(entry["sha256"])
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self.entries[key] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest.hexdigest()}
+        self.changed = True
+        return digest.hexdigest()
+
+    def save(self) -> None:
+        """Write the cache (atomically: parallel sweep jobs may write it at once; the last one wins, which loses
+        nothing but a later re-hash)."""
+        if not self.changed:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.entries))
+            os.replace(tmp, self.path)
+        except OSError:  # a read-only cache: the hashes are still right, only not cached
+            pass
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    return [path] if path.is_file() else []
+
+
+def data_hashes(cfg: DictConfig, hashes: FileHashes | None = None) -> dict[str, str]:
+    """The sha256 of every data file the run reads (the training corpus and the evaluation's files, a folder's
+    files one by one): ``{path relative to the data root (absolute outside it): sha256}``."""
+    from cl_bench.config import needed_files
+
+    hashes = hashes or FileHashes()
+    root = Path(cfg.paths.data_dir).absolute()
+    paths = [root / rel for _, rel in needed_files(cfg)]
+    if cfg.mode == "train" and not Path(cfg.data.train_file).absolute().is_relative_to(root):
+        paths.insert(0, Path(cfg.data.train_file).absolute())
+    found: dict[str, str] = {}
+    for path in paths:
+        for file in _files_under(path):
+            name = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
+            found[name] = hashes.sha256(file)
+    hashes.save()
+    return found
+
+
+def data_digest(hashes: dict[str, str]) -> str:
+    """One sha256 over a run's data files (their names and hashes, sorted) and their count: equal digests, same data."""
+    listing = "\n".join(f"{name} {sha}" for name, sha in sorted(hashes.items()))
+    return f"sha256:{hashlib.sha256(listing.encode()).hexdigest()} ({len(hashes)} files)"
+
+
+def model_revision(name_or_path: str, hashes: FileHashes | None = None) -> str:
+    """A local model folder: the sha256 over its weight files (``weights sha256:…``); a hub id: the revision
+    (commit) of its snapshot in the local Hugging Face cache (``hub <id>@<commit>``)."""
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        hashes = hashes or FileHashes()
+        weights = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+        if not weights:
+            return f"local folder {folder} (no weight file)"
+        listing = "\n".join(f"{p.name} {hashes.sha256(p)}" for p in weights)
+        hashes.save()
+        return f"weights sha256:{hashlib.sha256(listing.encode()).hexdigest()} ({', '.join(p.name for p in weights)})"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name_or_path, "config.json")
+    except Exception:  # noqa: BLE001 (not a valid repo id: say so below)
+        cached = None
+    if isinstance(cached, str) and "/snapshots/" in cached:
+        return f"hub {name_or_path}@{cached.split('/snapshots/')[1].split('/')[0]}"
+    return f"hub {name_or_path} (revision unknown: not in the local cache)"
+
+
+def eval_settings(cfg: DictConfig) -> dict[str, str]:
+    """The evaluation settings that change the figures: ``eval_truncate_dim`` (the embedding dimensions scored),
+    ``eval_postprocess`` (with whitening's k or the flow's corpus), ``eval_precision`` and ``eval_backend``."""
+    truncate = cfg.eval.get("truncate_dim")
+    postprocess = str(cfg.eval.get("postprocess", "none"))
+    if postprocess == "whitening":
+        postprocess += f" (k={cfg.eval.get('whitening') or 'all'})"
+    elif postprocess == "flow":
+        postprocess += f" (corpus={cfg.eval.flow.get('corpus')}, pooler={cfg.eval.flow.get('pooler')})"
+    return {
+        "eval_truncate_dim": "all (no truncation)" if truncate is None else str(truncate),
+        "eval_postprocess": postprocess,
+        "eval_precision": str(cfg.eval.get("precision", "fp32")),
+        "eval_backend": str(cfg.eval.get("backend", "auto")),
+    }
+
+
+def eval_settings_line(cfg: DictConfig) -> str:
+    """The line printed under the STS table: the evaluation settings that change its figures."""
+    settings = eval_settings(cfg)
+    return ("evaluated with: embedding dimensions " + settings["eval_truncate_dim"] + ", post-processing "
+            + settings["eval_postprocess"] + ", precision " + settings["eval_precision"] + ", backend "
+            + settings["eval_backend"])
 
 
 def eval_mlp(encoder: Any) -> str:
@@ -54,8 +206,9 @@ def _gathered(cfg: DictConfig, processes: int) -> str:
     return f"no ({kind} loss: exact on each process's rows)" if kind in LOCAL_LOSS_KINDS else "yes (all processes)"
 
 
-def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | None = None) -> dict[str, str]:
-    """The provenance of a run's final figures (see the module docstring), all values text.
+def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | None = None) -> dict[str, Any]:
+    """The provenance of a run's final figures (see the module docstring): text values, and two mappings
+    (``data_sha256``: file -> sha256, ``packages``: distribution -> version).
 
     Args:
         cfg: the run's composed config.
@@ -76,7 +229,17 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
 
         dtype = autocast_dtype(str(cfg.train.precision), torch.device(device))
         train_precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    from cl_bench.tracking.environment import git_commit
+
+    hashes = FileHashes()
+    data = data_hashes(cfg, hashes)
     return {
+        **eval_settings(cfg),
+        "cl_bench_commit": git_commit(),
+        "model_revision": model_revision(str(cfg.model.name_or_path), hashes),
+        "data_digest": data_digest(data),
+        "data_sha256": data,
+        "packages": package_versions(),
         "aggregation": "all (STS12-16 sub-datasets pooled, SentEval; <task>_mean/_wmean also logged)",
         "eval_pooler": str(getattr(encoder, "pooler", cfg.pooler.name)),
         "eval_mlp": mlp,
@@ -87,7 +250,6 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
         "processes": str(processes),
         "gathered_negatives": _gathered(cfg, processes),
         "train_precision": train_precision,
-        "eval_precision": str(cfg.eval.precision),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "cuda": str(torch.version.cuda or "none"),

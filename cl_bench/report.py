@@ -38,7 +38,7 @@ from cl_bench.reference_results import (
     specs_for,
     values_equal,
 )
-from cl_bench.report_cli import SWEEP_METRICS, build_parser
+from cl_bench.report_cli import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
 
 log = logging.getLogger("cl_bench.report")
 
@@ -109,7 +109,13 @@ def load_runs(tracking_uri: str, experiment: str | None = None, parent_run_id: s
         where = f"experiment {experiment}"
     if runs.empty:
         raise ReportError(f"no runs in {where} at {tracking_uri}")
-    return runs.reset_index(drop=True)
+    runs = runs.reset_index(drop=True)
+    if "tags.run_dir" in runs:  # older runs: their overrides from the job folders, where those are on this machine
+        recorded = runs[JOB_OVERRIDES_TAG] if JOB_OVERRIDES_TAG in runs else pd.Series([None] * len(runs))
+        runs[JOB_OVERRIDES_TAG] = [value if isinstance(value, str) else
+                                   (hydra_job_overrides(folder) if isinstance(folder, str) else None)
+                                   for value, folder in zip(recorded, runs["tags.run_dir"], strict=True)]
+    return runs
 
 
 # ------------------------------------------------------------------------------------------------
@@ -250,21 +256,45 @@ NOT_KNOBS = ("paths.", "hydra.", "logger.", "train.resume", "train.device", "tra
 OVERRIDES_TAG = "tags.overrides"
 
 
+#: the MLflow tag (and tags.json key) holding a job's own overrides, the list Hydra passed it (JSON)
+JOB_OVERRIDES_TAG = "tags.overrides.task"
+#: swept keys that are replicates, not axes (``seeds=N`` expands to ``seed=S,…``)
+REPLICATE_OVERRIDES = ("seed", "seeds")
+#: config groups whose options are a preset's grid points (conf/experiment/points/): bundles of settings, not
+#: one key; a sweep over them is tabled by the params they set (``dropout``, ``method.fixed_dropout_mask``)
+POINT_GROUPS = ("experiment/",)
+
+
 @dataclass
 class SweepTable:
     """The sweep over its own swept keys.
 
     Attributes:
-        keys: the swept keys (params), in the order the tables show them.
+        keys: the swept keys, in the order the tables show them: the keys the user swept, spelt as typed
+            (``method``, ``dropout``) when the runs recorded their overrides, else the params that differ.
         metric: the compared metric.
         points: one row per combination of the keys' values (``<keys…>, point, runs, mean, std, …``).
         runs: every run of the sweep (``run_id, run_name, status, seed, <keys…>, point, value, …``).
+        consequences: params that differ among the runs only because a swept key changed them (a method's
+            own ``loss.tau``), each with its values per point: listed under the table, never axes.
+        replicates: the swept replicate keys (``seed``): their values are the replicates of each point.
     """
 
     keys: list[str]
     metric: str
     points: pd.DataFrame
     runs: pd.DataFrame
+    consequences: dict[str, str] | None = None
+    replicates: list[str] | None = None
+
+    def title(self) -> str:
+        """``Sweep over method × dropout``; a seeds-only sweep: ``Replicates of one setting: 8 seeds``."""
+        if self.keys:
+            return f"Sweep over {' × '.join(self.keys)}"
+        seeds = sorted({s for s in self.runs["seed"] if not _missing(s)}, key=_sort_key)
+        if len(seeds) > 1:
+            return f"Replicates of one setting: {len(seeds)} seeds ({', '.join(_fmt_value(s) for s in seeds)})"
+        return "One setting (no key swept)"
 
 
 def _param(runs: pd.DataFrame, key: str) -> pd.Series:
@@ -288,6 +318,13 @@ def _fmt_value(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return str(value)
+
+
+def _value_rank(values: pd.Series) -> Any:
+    """A sort key for one swept key's values: numbers in numeric order, then names in the order the runs
+    (the jobs, in command-line order) first have them: ``method=simcse,sg_opt`` keeps simcse first."""
+    first_seen = {repr(v): i for i, v in reversed(list(enumerate(values)))}
+    return lambda v: (0, float(v), 0) if _sort_key(v)[0] == 0 else (_sort_key(v)[0], 0.0, first_seen.get(repr(v), 0))
 
 
 def swept_keys(runs: pd.DataFrame) -> list[str]:
@@ -328,13 +365,22 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
         runs: ``mlflow.search_runs`` rows (all the sweep's runs, whatever their status).
         metric: the compared metric (default: the first of :data:`SWEEP_METRICS` a finished run has).
     """
-    keys = swept_keys(runs)
+    typed = typed_sweep(runs)
+    consequences: dict[str, str] = {}
+    replicates: list[str] = []
+    if typed is not None:  # the keys the user swept, as Hydra parsed the overrides
+        swept, per_run = typed
+        keys = [k for k in swept if k not in REPLICATE_OVERRIDES]
+        replicates = [k for k in swept if k in REPLICATE_OVERRIDES]
+        values = {key: pd.Series([parse_value(o.get(key)) for o in per_run], index=runs.index) for key in keys}
+    else:  # runs that did not record their overrides: the params whose values differ
+        keys = swept_keys(runs)
+        values = {key: _param(runs, key) for key in keys}
     finished = runs["status"] == "FINISHED"
     if metric is None:
         metric = next((m for m in SWEEP_METRICS if f"metrics.{m}" in runs and runs.loc[finished, f"metrics.{m}"].notna().any()),
                       SWEEP_METRICS[0])
     records = []
-    values = {key: _param(runs, key) for key in keys}
     for index, run in zip(runs.index, runs.to_dict("records"), strict=True):
         point = {key: values[key][index] for key in keys}
         records.append({
@@ -348,11 +394,13 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
             "value": _first_metric(run, (metric,)),
             **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
         })
-    records.sort(key=lambda r: ([_sort_key(r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
+    ranks = {key: _value_rank(values[key]) for key in keys}
+    records.sort(key=lambda r: ([ranks[k](r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
     table_runs = pd.DataFrame(records)
     placed = table_runs[(table_runs["status"] == "FINISHED") & table_runs["value"].notna()]
     rows = []
-    combos = sorted({tuple(r[k] for k in keys) for r in records}, key=lambda c: [_sort_key(v) for v in c])
+    combos = sorted({tuple(r[k] for k in keys) for r in records},
+                    key=lambda c: [ranks[k](v) for k, v in zip(keys, c, strict=True)])
     for combo in combos:
         group = placed[[all(_same(r[k], v) for k, v in zip(keys, combo, strict=True)) for r in placed.to_dict("records")]]
         mean, std = _mean_std(group["value"])
@@ -364,7 +412,110 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
             "sts_avg": sts_mean, "sts_avg_std": sts_std,
             "align": _mean_std(group["align"])[0], "uniform": _mean_std(group["uniform"])[0],
         })
-    return SweepTable(keys, metric, pd.DataFrame(rows), table_runs)
+    if typed is not None:
+        consequences = consequent_params(runs, keys, values)
+    return SweepTable(keys, metric, pd.DataFrame(rows), table_runs, consequences, replicates)
+
+
+def hydra_job_overrides(job_dir: str | Path) -> str | None:
+    """The JSON list of a job's overrides from the ``.hydra/overrides.yaml`` Hydra wrote in its folder (runs
+    logged before cl-bench recorded the :data:`JOB_OVERRIDES_TAG` tag); None when there is none."""
+    import json
+
+    import yaml
+
+    path = Path(job_dir) / ".hydra" / "overrides.yaml"
+    try:
+        return json.dumps(yaml.safe_load(path.read_text()) or []) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def job_overrides(value: Any) -> dict[str, str] | None:
+    """A job's overrides (the JSON list of :data:`JOB_OVERRIDES_TAG`) parsed by Hydra's own
+    ``OverridesParser``: key as typed (a config group by its name, ``+``/``~`` dropped) -> value as typed.
+    None when the run recorded none."""
+    import json
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if _missing(value) or value == "":
+        return None
+    items = json.loads(value) if isinstance(value, str) else list(value)
+    parsed = {}
+    for override in OverridesParser.create().parse_overrides([str(item) for item in items]):
+        if override.is_delete():
+            continue
+        key = override.key_or_group + (f"@{override.package}" if override.package else "")
+        parsed[key] = override.get_value_element_as_str()
+    return parsed
+
+
+def typed_sweep(runs: pd.DataFrame) -> tuple[list[str], list[dict[str, str]]] | None:
+    """The keys the user swept, spelt as typed and in command-line order, and each run's overrides.
+
+    A key is swept when its value (as Hydra parsed each job's overrides) differs among the runs; the
+    run-location keys (``hydra.*``, ``paths.*``…) never are. None when some run recorded no overrides
+    (runs logged before cl-bench recorded them: :func:`swept_keys` decides from the params then).
+    """
+    if JOB_OVERRIDES_TAG not in runs:
+        return None
+    per_run = [job_overrides(v) for v in runs[JOB_OVERRIDES_TAG]]
+    if any(o is None for o in per_run):
+        return None
+    order = list(dict.fromkeys(k for o in per_run for k in o))  # type: ignore[union-attr]
+    swept = [k for k in order if not k.startswith(NOT_KNOBS)
+             and len({repr(parse_value(o.get(k))) for o in per_run}) > 1]  # type: ignore[union-attr]
+    if any(k.startswith(POINT_GROUPS) for k in swept):
+        return None  # a preset's grid points each set several keys (dropout and the fixed mask): the params name them
+    return swept, per_run  # type: ignore[return-value]
+
+
+def consequent_params(runs: pd.DataFrame, keys: Sequence[str], values: dict[str, pd.Series]) -> dict[str, str]:
+    """The params that differ among the runs without being swept (``loss.tau`` when ``method`` is swept and the
+    methods' defaults differ), each with ``value (points)`` text; a swept key's own params (``method.name``,
+    ``model.dropout`` equal to ``dropout``) and the replicates' are left out."""
+    found: dict[str, str] = {}
+    for column in runs.columns:
+        name = column[len("params."):] if column.startswith("params.") else None
+        if name is None or name in REPLICATE_OVERRIDES or name.startswith(NOT_KNOBS):
+            continue
+        if any(name == k or name.startswith(f"{k}.") or name.startswith(f"{k.split('/')[0]}.") for k in keys):
+            continue  # the swept group's own keys
+        raw = _param(runs, name)
+        if raw.map(repr).nunique() < 2:
+            continue
+        if any(all(_same(raw[i], values[k][i]) for i in runs.index) for k in keys):
+            continue  # the swept value itself under another name (model.dropout for dropout)
+        acting = raw[raw.map(lambda v: v is not None and v != "n/a")]
+        if acting.map(repr).nunique() < 2:
+            continue  # the same wherever it acted
+        # described by the one swept key that determines it when there is one (method=simcse), else by the points
+        deciding = next((k for k in keys if all(len({repr(raw[i]) for i in runs.index if _same(values[k][i], v)}) == 1
+                                                for v in values[k])), None)
+        shown = [deciding] if deciding else list(keys)
+        by_value: dict[str, list[str]] = {}
+        for i in runs.index:
+            where = ", ".join(f"{k}={_fmt_value(values[k][i])}" for k in shown)
+            seen = by_value.setdefault(_fmt_value(raw[i]), [])
+            if where not in seen:
+                seen.append(where)
+        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'})" for v, points in by_value.items())
+        point_of = [tuple(repr(values[k][i]) for k in keys) for i in runs.index]
+        within = len(set(zip(point_of, raw.map(repr), strict=True))) > len(set(point_of))
+        found[name] = text + (" — also varies within a point" if within else "")
+    return found
+
+
+def sweep_notes(table: SweepTable) -> list[str]:
+    """The lines under a sweep table: what the replicates are, and the keys that changed with the swept ones."""
+    lines = []
+    if table.keys and table.replicates:
+        lines.append(f"Replicates: {', '.join(table.replicates)} (each point's runs; n counts them).")
+    if table.consequences:
+        lines.append("Not axes: params that differ among the runs because a swept key set them (e.g. a method's own defaults):")
+        lines += [f"  {name}: {text}" for name, text in table.consequences.items()]
+    return lines
 
 
 def _missing(value: Any) -> bool:
@@ -376,6 +527,13 @@ def _same(a: Any, b: Any) -> bool:
     return (_missing(a) and _missing(b)) or (not _missing(a) and not _missing(b) and values_equal(a, b))
 
 
+def _split_note(metric: str) -> str:
+    """Which split a sweep metric comes from: the sweep ranks by a dev figure, ``--compare`` reports test."""
+    if "dev" in metric:
+        return " (dev split: the figure checkpoints are selected on)"
+    return " (test split)" if metric.startswith(("sts", "sick")) else ""
+
+
 def _cell(row: dict[str, Any]) -> str:
     if not row["runs"]:
         return "—"
@@ -383,21 +541,28 @@ def _cell(row: dict[str, Any]) -> str:
     return f"{_mean_pm(row['mean'], row['std'])} ({row['n']}){ci}"  # mean ± std (n) [95% t-interval]
 
 
+def _in_order(values: pd.Series) -> list[Any]:
+    """The distinct values of a points column in :func:`_value_rank`'s order (numbers sorted, names as typed)."""
+    return sorted(dict.fromkeys(values), key=_value_rank(values))
+
+
 def markdown_sweep(table: SweepTable) -> str:
     """The sweep table as markdown: a grid (first key down, second across) for two keys, else one row per point."""
     frame = table.points
     if len(table.keys) == 2:
-        down, across = table.keys
-        columns = sorted(dict.fromkeys(frame[across]), key=_sort_key)
+        across, down = table.keys  # the first swept key across (``method``: one column per method)
+        columns = _in_order(frame[across])
         rows = []
-        for value in sorted(dict.fromkeys(frame[down]), key=_sort_key):
+        for value in _in_order(frame[down]):
             cells = {}
             for other in columns:
                 match = [r for r in frame.to_dict("records") if _same(r[down], value) and _same(r[across], other)]
                 cell = _cell(match[0]) if match else "—"
                 if match and "vs_reference" in match[0] and match[0]["vs_reference"] not in ("—", ""):
                     cell += f" Δ {match[0]['vs_reference']}"
-                cells[f"{across}={_fmt_value(other)}"] = cell
+                    if match[0].get("kind_ref") == "test set":  # a one-seed mark holds no seed noise
+                        cell += " (test set only)"
+                cells[_fmt_value(other)] = cell
             rows.append({f"{down} \\ {across}": _fmt_value(value), **cells})
         return pd.DataFrame(rows).to_markdown(index=False, colalign=("left", *["right"] * len(columns)))
     shown = pd.DataFrame({
@@ -406,10 +571,12 @@ def markdown_sweep(table: SweepTable) -> str:
         f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
         "n": frame["n"],
         "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
-        "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
+        "STS avg (test)": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
-    if "vs_reference" in frame:
-        shown.insert(5, "Δ vs reference", frame["vs_reference"])
+    if "vs_reference" in frame:  # seed-based marks and one-seed (test-set only) marks in their own columns
+        test_set = frame["kind_ref"] == "test set"
+        shown.insert(5, "Δ vs reference (seeds)", frame["vs_reference"].where(~test_set, "—"))
+        shown.insert(6, "Δ vs reference (test set only, 1 seed)", frame["vs_reference"].where(test_set, "—"))
     return shown.to_markdown(index=False)
 
 
@@ -435,6 +602,9 @@ def default_values(experiment: str | None) -> dict[str, Any]:
         return {}
 
 
+_NO_DEFAULT = object()
+
+
 def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = None) -> tuple[str | None, str]:
     """The sweep's reference point and why: ``--reference``, else the one point whose swept keys all have
     their default value (the runs' experiment preset composed without a grid point: dropout 0.1 in
@@ -455,8 +625,11 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
     defaults = default_values(experiment) or (default_values(None) if experiment else {})
     if not defaults:
         return None, "no default config to take it from (pass --reference)"
+    def default_of(key: str) -> Any:  # a swept config group (method=...) by its default option's name
+        return defaults[key] if key in defaults else defaults.get(f"{key}.name", _NO_DEFAULT)
+
     found = [r["point"] for r in sweep.points.to_dict("records")
-             if all(k in defaults and _same(r[k], parse_value(defaults[k])) for k in sweep.keys)]
+             if all(default_of(k) is not _NO_DEFAULT and _same(r[k], parse_value(default_of(k))) for k in sweep.keys)]
     if len(found) != 1:
         return None, "no point has every swept key at its default (pass --reference)"
     where = f"experiment={experiment}" if experiment else "cl-bench's defaults"
@@ -464,8 +637,8 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
 
 
 def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str | None, resamples: int,
-                           controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, test_ref, significant, vs_reference`` to
+                           controls: pd.DataFrame | None = None, resample_seed: int = 0) -> pd.DataFrame:
+    """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, p_holm_ref, test_ref, kind_ref, significant, vs_reference`` to
     ``sweep.points`` (:func:`cl_bench.significance.against_reference`) and return those rows, followed by
     one row per control run (:func:`load_controls`)."""
     from cl_bench.significance import METRIC_TASKS, against_reference, mark
@@ -485,9 +658,10 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
             cache[label] = [run_pair_scores(tracking_uri, r) for r in placed.loc[placed["point"] == label, "run_id"]]
         return cache[label]
 
-    marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples)
-    marks = marks.rename(columns={"p": "p_ref", "test": "test_ref"})
-    marks["vs_reference"] = [mark(r) for r in marks.rename(columns={"p_ref": "p", "test_ref": "test"}).to_dict("records")]
+    marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples, seed=resample_seed)
+    marks.attrs["bootstrap"] = f"{resamples} resamples, resampling seed {resample_seed}"
+    marks["vs_reference"] = [mark(r) for r in marks.to_dict("records")]
+    marks = marks.rename(columns={"p": "p_ref", "p_holm": "p_holm_ref", "test": "test_ref", "kind": "kind_ref"})
     for column in marks.columns[1:]:
         sweep.points[column] = list(marks[column][: len(sweep.points)])
     return marks
@@ -576,18 +750,34 @@ def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
 
 
 def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
-    """The significance table: each point's difference to the reference, its CI, p and the test used."""
+    """The significance table: each point's difference to the reference, its CI, p, Holm-adjusted p and the test,
+    seed-based and one-seed (test-set only) marks in separate columns."""
+    from cl_bench.significance import ZERO_VARIANCE
+
+    def pvalue(p: float) -> str:
+        return "—" if math.isnan(p) else f"{p:.3g}"
+
+    test_set = marks["kind_ref"] == "test set"
+    no_test = marks["test_ref"] == ZERO_VARIANCE
     shown = pd.DataFrame({
         "point": marks["point"],
-        "Δ vs reference": marks["vs_reference"],
+        "Δ vs reference (seeds)": [ZERO_VARIANCE if z else ("—" if t else m)
+                                   for m, t, z in zip(marks["vs_reference"], test_set, no_test, strict=True)],
+        "Δ vs reference (test set only, 1 seed)": marks["vs_reference"].where(test_set, "—"),
         "95% CI of Δ": [_ci(lo, hi) for lo, hi in zip(marks["delta_ci_low"], marks["delta_ci_high"], strict=True)],
-        "p": ["—" if math.isnan(p) else f"{p:.3g}" for p in marks["p_ref"]],
+        "p": [pvalue(p) for p in marks["p_ref"]],
+        "Holm p": [pvalue(p) for p in marks["p_holm_ref"]],
         "test": marks["test_ref"],
     })
-    return (f"Reference: `{reference}` ({why}). Δ = point mean − reference mean; `*` p < 0.05 (or a bootstrap CI "
-            "excluding 0), `**` p < 0.01. Test: Welch's t over seeds (`scipy.stats.ttest_ind`, unequal variances; "
-            "CI of the difference of means) when both points have two seeds or more, else the paired bootstrap "
-            "over the test pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile).\n\n"
+    family = int(marks["p_ref"].notna().sum())
+    return (f"Reference: `{reference}` ({why}). Δ = point mean − reference mean. Test: Welch's t over seeds "
+            "(`scipy.stats.ttest_ind`, unequal variances; CI of the difference of means) when both points have two "
+            "seeds or more (none when no side has seed variance: t is undefined), else the paired bootstrap over the "
+            "test pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile; two-sided p from "
+            "its resampled differences): that one covers test-set noise only, not seed noise, and its marks stand in "
+            f"their own column{' (' + marks.attrs['bootstrap'] + ')' if 'bootstrap' in marks.attrs else ''}. "
+            f"Holm family: the {family} point(s) tested against the reference; marks use the "
+            "Holm-adjusted p (`*` < 0.05, `**` < 0.01).\n\n"
             + shown.to_markdown(index=False, disable_numparse=True))
 
 
@@ -654,7 +844,7 @@ def plot_sweep(table: SweepTable, path: Path) -> Path:
     ax.set_xticks(range(len(xs)), [_fmt_value(v) for v in xs] if first else ["all runs"])
     ax.set_xlabel(first or "")
     ax.set_ylabel(f"{table.metric} (mean ± std over seeds)")
-    ax.set_title(f"Sweep over {' × '.join(table.keys) or 'no varied key'}", fontsize=9)
+    ax.set_title(table.title(), fontsize=9)
     return _finish(fig, ax, path)
 
 
@@ -722,6 +912,9 @@ class Report:
     tables: list[AblationTable]
     unplaced: dict[str, str]  # run name -> why it is in no table
     files: list[Path]
+    marks: pd.DataFrame | None = None  # each point against the reference (None: no reference point)
+    reference: str | None = None
+    reference_why: str = ""
 
 
 def _why_not_in(spec: AblationSpec, run: dict[str, Any], forced: bool) -> str:
@@ -743,8 +936,9 @@ def write_report(
     metric: str | None = None,
     reference: str | None = None,
     tracking_uri: str | None = None,
-    resamples: int = 1000,
+    resamples: int = DEFAULT_RESAMPLES,
     controls: Sequence[str] = (),
+    resample_seed: int = 0,
 ) -> Report:
     """Write ``report.md``, ``sweep.csv``/``sweep.png``, a CSV and PNG per paper table, ``runs.csv`` and
     ``align_uniform.png``.
@@ -759,6 +953,7 @@ def write_report(
             against it (:func:`mark_against_reference`).
         tracking_uri: where the runs' pair scores are read (the bootstrap test of one-seed points).
         resamples: bootstrap resamples of that test.
+        resample_seed: the bootstrap's random seed (recorded in report.md).
         controls: control runs placed beside the points (:func:`load_controls`: run ids or ``tag=value``).
 
     Raises:
@@ -773,7 +968,8 @@ def write_report(
     sweep = build_sweep_table(runs, metric)
     ref_label, ref_why = reference_point(sweep, runs, reference)
     control_runs = load_controls(tracking_uri, controls, sweep.metric) if controls and tracking_uri else None
-    marks = mark_against_reference(sweep, ref_label, tracking_uri, resamples, control_runs) if ref_label else None
+    marks = mark_against_reference(sweep, ref_label, tracking_uri, resamples, control_runs, resample_seed) \
+        if ref_label else None
     tables = [t for t in (build_table(runs, spec, forced) for spec in specs) if t is not None]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -786,15 +982,17 @@ def write_report(
         f"{source}: {len(runs)} runs, {len(runs) - len(failed)} finished"
         + (f", {len(failed)} not finished: {', '.join(failed['run_name'])}" if len(failed) else "") + ".",
         "",
-        f"## The sweep: {' × '.join(sweep.keys) or 'no key varies'}",
+        f"## {sweep.title()}",
         "",
-        f"Swept keys (params whose values differ among the runs; seeds are replicates): "
+        f"Swept keys (the overrides whose values differ among the runs, as typed; seeds are replicates): "
         f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`, mean ± std over the runs of a "
         "point (their seeds), n = the number of runs, and the 95% confidence interval of the mean as a Student-t "
         "interval over the seeds (n − 1 degrees of freedom; shown from n = 2). A grid cell reads "
         "`mean ± std (n) [CI low, CI high]`.",
         "",
         markdown_sweep(sweep),
+        "",
+        *[f"{line}  " for line in sweep_notes(sweep)],
         "",
     ]
     lines += ["### Against the reference point", ""]
@@ -882,7 +1080,7 @@ def write_report(
     report_path = out / "report.md"
     report_path.write_text("\n".join(lines) + "\n")
     files += [runs_path, report_path]
-    return Report(sweep, tables, unplaced, files)
+    return Report(sweep, tables, unplaced, files, marks, ref_label, ref_why)
 
 
 def attach_to_parents(tracking_uri: str, parent_run_ids: Sequence[str], files: Sequence[Path]) -> list[str]:
@@ -946,9 +1144,13 @@ def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tupl
         return Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref]
     if runs is not None:
         table = build_sweep_table(runs)
-        mine = table.runs[(table.runs["point"] == ref) & (table.runs["status"] == "FINISHED")]
+        mine = point_runs(table, runs, ref)
         if len(mine):
-            return ref, [run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
+            label = mine["point"].iloc[0]
+            local = dict(zip(runs["run_id"], runs.get("tags.run_dir", pd.Series([None] * len(runs))), strict=True))
+            return label, [load_pair_scores(RunDir(local[r]).pair_scores)
+                           if isinstance(local.get(r), str) and RunDir(local[r]).pair_scores.is_file()
+                           else run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
     import mlflow
 
     try:
@@ -960,22 +1162,74 @@ def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tupl
     return run.data.tags.get("mlflow.runName", ref), [run_pair_scores(tracking_uri, ref)], [ref]
 
 
+def point_runs(table: SweepTable, runs: pd.DataFrame, ref: str) -> pd.DataFrame:
+    """The finished runs of the sweep point ``ref`` names: its label (``method=simcse, dropout=0.1``) or the
+    overrides as typed on the command line (``method=simcse``, ``method=simcse dropout=0.1``; a param such
+    as ``method.name=simcse`` works too), parsed by Hydra's ``OverridesParser``. Empty when ``ref`` is none.
+
+    Raises:
+        ReportError: ``ref`` matches runs of several points (the message lists them).
+    """
+    finished = table.runs[table.runs["status"] == "FINISHED"]
+    exact = finished[finished["point"] == ref]
+    if len(exact) or "=" not in ref:
+        return exact
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        wanted = {o.key_or_group: o.get_value_element_as_str()
+                  for o in OverridesParser.create().parse_overrides(ref.replace(", ", " ").split())}
+    except Exception:  # noqa: BLE001 (not overrides: no point, the caller says what is accepted)
+        return exact
+    raw = runs.set_index("run_id")
+    keep = []
+    for run in finished.to_dict("records"):
+        matches = []
+        for key, value in wanted.items():
+            if key in table.keys:
+                matches.append(_same(run[key], parse_value(value)))
+            elif f"params.{key}" in raw:
+                matches.append(values_equal(raw.loc[run["run_id"], f"params.{key}"], value))
+            elif f"params.{key}.name" in raw:  # a config group by its choice, in runs that recorded no overrides
+                matches.append(values_equal(raw.loc[run["run_id"], f"params.{key}.name"], value))
+            else:
+                matches.append(False)
+        keep.append(all(matches))
+    mine = finished[keep]
+    if mine["point"].nunique() > 1:
+        raise ReportError(f"--compare: '{ref}' matches {mine['point'].nunique()} points "
+                          f"({'; '.join(dict.fromkeys(mine['point']))}); name one (e.g. '{mine['point'].iloc[0]}')")
+    return mine
+
+
+def _slug(label: str) -> str:
+    """A file-name-safe form of a comparison side's label."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")[:60] or "run"
+
+
 def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path) -> list[Path]:
-    """``compare.csv`` and ``compare.md`` (the table and how it was computed) in ``out_dir``."""
-    from cl_bench.significance import markdown_compare
+    """``compare_<A>_vs_<B>.csv`` and ``.md`` (the table, how it was computed, its warnings) in ``out_dir``: one
+    pair of files per comparison, so comparing other runs does not overwrite an earlier answer."""
+    from cl_bench.significance import compare_notes, markdown_compare
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out / "compare.csv", out / "compare.md"
+    stem = f"compare_{_slug(label_a)}_vs_{_slug(label_b)}"
+    csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
     table.assign(label_a=label_a, label_b=label_b).to_csv(csv_path, index=False)
     md_path.write_text(
         f"# {label_a} vs {label_b}\n\n"
-        "A − B per STS task (SentEval `all` aggregation for STS12–16, test splits of STS-B and SICK-R) and their "
-        "average. CI: paired bootstrap over the test pairs (`scipy.stats.bootstrap`, paired, percentile), each "
-        "resample rescoring every task with the same aggregation; with several seeds a side's figure is its "
-        "seeds' mean. Welch p: Welch's t-test over the seeds' figures (`scipy.stats.ttest_ind`, unequal "
-        "variances), shown when both sides have two seeds or more.\n\n"
-        + markdown_compare(table, label_a, label_b) + "\n"
+        "A − B per STS task (SentEval `all` aggregation for STS12–16, test splits of STS-B and SICK-R; the split "
+        "column says which) and their average. CI: paired bootstrap over the test pairs (`scipy.stats.bootstrap`, "
+        "paired, percentile), each resample rescoring every task with the same aggregation; with several seeds a "
+        "side's figure is its seeds' mean; it holds test-set noise only. p (bootstrap): two-sided, from the "
+        "resampled differences (twice the smaller share on either side of 0). Welch p: Welch's t-test over the "
+        "seeds' figures (`scipy.stats.ttest_ind`, unequal variances), when both sides have two seeds or more. "
+        "Holm: each test's p-values adjusted over the table's rows (the tasks and their average).\n\n"
+        + markdown_compare(table, label_a, label_b) + "\n\n" + "\n".join(f"- {line}" for line in
+                                                                   compare_notes(table, label_a, label_b)) + "\n"
     )
     return [csv_path, md_path]
 
@@ -989,20 +1243,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
     if args.compare:
-        from cl_bench.significance import compare, markdown_compare
+        from cl_bench.significance import compare, compare_notes, markdown_compare
 
         try:
-            runs = load_runs(tracking_uri, args.experiment, args.parent_run) if (args.experiment or args.parent_run) else None
+            if args.sweep_dir:
+                runs = load_run_dirs(args.sweep_dir)
+            else:
+                runs = load_runs(tracking_uri, args.experiment, args.parent_run) if (args.experiment or args.parent_run) \
+                    else None
             (label_a, side_a, _), (label_b, side_b, _) = (resolve_side(ref, tracking_uri, runs) for ref in args.compare)
-            table = compare(side_a, side_b, n_resamples=args.resamples)
+            table = compare(side_a, side_b, n_resamples=args.resamples, seed=args.resample_seed)
         except (ReportError, ValueError) as err:
             print(f"cl-bench-report: error: {err}", file=sys.stderr)
             return 2
         out = Path(args.out or Path("outputs") / "reports" / "compare")
         files = write_compare(table, label_a, label_b, out)
-        print(f"\nA = {label_a} ({len(side_a)} run(s)), B = {label_b} ({len(side_b)} run(s)); A − B with its 95% "
-              f"paired-bootstrap CI ({args.resamples} resamples of the test pairs), Welch's t over seeds\n"
-              f"{markdown_compare(table, label_a, label_b)}\n\ntable: {files[0]}")
+        notes = "\n".join(compare_notes(table, label_a, label_b))
+        print(f"\nA = {label_a} ({len(side_a)} run(s)), B = {label_b} ({len(side_b)} run(s)); test-split figures, A − B "
+              f"with its 95% paired-bootstrap CI and p, Holm-adjusted over the rows; Welch's t over seeds\n"
+              f"{markdown_compare(table, label_a, label_b)}\n{notes}\n\ntable: {files[0]}  ({files[1].name} beside it)")
         return 0
     if not (args.experiment or args.parent_run or args.sweep_dir):
         build_parser().error("one of --experiment, --parent-run, --sweep-dir or --compare is required")
@@ -1015,12 +1274,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = load_runs(tracking_uri, args.experiment, args.parent_run)
             label = f"sweep (parent run) `{args.parent_run}`" if args.parent_run else f"MLflow experiment `{args.experiment}`"
         report = write_report(runs, out, args.ablation, label, args.metric, args.reference, tracking_uri, args.resamples,
-                              args.control)
+                              args.control, args.resample_seed)
     except (ReportError, ReferenceDataError) as err:
         print(f"cl-bench-report: error: {err}", file=sys.stderr)
         return 2
-    keys = " × ".join(report.sweep.keys) or "no key varies"
-    print(f"\nSweep over {keys}: {report.sweep.metric}, mean ± std (runs)\n{markdown_sweep(report.sweep)}")
+    print(f"\n{report.sweep.title()}: {report.sweep.metric}{_split_note(report.sweep.metric)}, mean ± std (n) "
+          f"[95% t-interval over seeds]\n{markdown_sweep(report.sweep)}")
+    print("\n".join(sweep_notes(report.sweep)))
+    if report.marks is not None:  # p and its mark on the console too, not only in report.md
+        print(f"\n{report.sweep.metric} against the reference point{_split_note(report.sweep.metric)}\n"
+              f"{markdown_reference(report.marks, report.reference, report.reference_why)}")
     for table in report.tables:
         print(f"\n{table.spec.title} ({table.spec.source})\n{markdown_table(table)}")
         print("\n".join(setting_lines(table)))
@@ -1151,6 +1414,9 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
         }
         row.update({f"params.{k}": str(v) for k, v in read(files.params).items()})
         row.update({f"tags.{k}": str(v) for k, v in read(files.tags).items()})
+        row.setdefault("tags.run_dir", str(job))  # where --compare finds its pair scores without MLflow
+        if JOB_OVERRIDES_TAG not in row:
+            row[JOB_OVERRIDES_TAG] = hydra_job_overrides(job)
         row.update({f"metrics.{k}": float(v) for k, v in read(files.results).items()
                     if isinstance(v, int | float) and not isinstance(v, bool)})
         rows.append(row)
@@ -1165,8 +1431,8 @@ def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, track
     the parent run, where MLflow shows it (and ``compare``, a line with its children's compare view),
     and the command that writes the full report."""
     table = build_sweep_table(load_run_dirs(sweep_dir))
-    keys = " × ".join(table.keys) or "no key varies"
-    lines = [f"Sweep over {keys}: {table.metric}, mean ± std over seeds (runs)", markdown_sweep(table), ""]
+    lines = [f"{table.title()}: {table.metric}{_split_note(table.metric)}, mean ± std (n) [95% t-interval over seeds]",
+             markdown_sweep(table), *sweep_notes(table), ""]
     if parent_run_id:
         store = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
         lines.append(f"MLflow parent run: {parent_run_id}" + (f"  {ui_url}" if ui_url else ""))

@@ -12,6 +12,13 @@
 
 The paired bootstrap says whether a difference survives resampling the test set for these exact
 weights; Welch's test whether it survives retraining with other seeds. A reviewer wants both.
+
+Every test gives a two-sided p-value: Welch's from scipy; the bootstrap's from its resampled differences
+(:func:`bootstrap_p`, the p at which the percentile interval would just touch 0). Several tasks, or
+several sweep points, looked at together are one family: :func:`holm` adjusts their p-values (Holm's
+step-down, which controls the family-wise error rate), and the marks (``*`` adjusted p < 0.05,
+``**`` < 0.01) use the adjusted p. Replicates without any variance get no Welch test ("no test (zero
+variance)"): t is undefined there.
 """
 
 from __future__ import annotations
@@ -25,8 +32,65 @@ import numpy as np
 import pandas as pd
 
 from cl_bench.eval.sts import PairScores, task_figure
+from cl_bench.report_cli import DEFAULT_RESAMPLES
 
 AVERAGE = "avg"
+#: the resampling's default random seed (recorded with every interval)
+DEFAULT_SEED = 0
+ZERO_VARIANCE = "no test (zero variance)"
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaNs are not tested: they stay NaN and do not
+    count in the family size).
+
+    The i-th smallest of m p-values becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))``; rejecting where the
+    adjusted p < alpha controls the family-wise error rate at alpha.
+    """
+    values = np.asarray(pvalues, dtype=float)
+    adjusted = np.full(values.shape, np.nan)
+    tested = np.flatnonzero(~np.isnan(values))
+    m = len(tested)
+    running = 0.0
+    for rank, index in enumerate(tested[np.argsort(values[tested], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def bootstrap_p(differences: np.ndarray) -> float:
+    """Two-sided p-value of "no difference" from a bootstrap distribution of A − B: twice the smaller share
+    of resamples on either side of 0, each count plus one over resamples plus one (so that p is never 0
+    from finitely many resamples), at most 1. It is the level at which the percentile interval would
+    just reach 0: the interval excludes 0 at 95% exactly when p < 0.05 (up to the +1)."""
+    finite = np.asarray(differences, dtype=float)
+    finite = finite[~np.isnan(finite)]
+    if not len(finite):
+        return math.nan
+    below, above = int((finite <= 0).sum()), int((finite >= 0).sum())
+    return min(1.0, 2.0 * (min(below, above) + 1) / (len(finite) + 1))
+
+
+def endpoint_mc_error(differences: np.ndarray, confidence: float = 0.95, batches: int = 20) -> float:
+    """Monte-Carlo standard error of the percentile interval's endpoints (the larger of the two), by batch
+    means: the endpoints computed on ``batches`` equal slices of the resamples vary by sqrt(batches) times
+    the full-sample error. It says how many decimals of an endpoint are not resampling noise."""
+    values = np.asarray(differences, dtype=float)
+    values = values[~np.isnan(values)]
+    if len(values) < 2 * batches:
+        return math.nan
+    tail = (1 - confidence) / 2
+    slices = np.array_split(values, batches)
+    lows = [np.quantile(x, tail) for x in slices]
+    highs = [np.quantile(x, 1 - tail) for x in slices]
+    return float(max(np.std(lows, ddof=1), np.std(highs, ddof=1)) / math.sqrt(batches))
+
+
+def decimals_for(error: float, most: int = 2) -> int:
+    """Decimals to print a figure with a Monte-Carlo error ``error``: the last digit shown is not below it."""
+    if math.isnan(error) or error <= 0:
+        return most
+    return int(max(0, min(most, math.floor(-math.log10(error)))))
 
 
 @dataclass
@@ -79,11 +143,31 @@ def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[s
                  [np.concatenate(x) for x in sys_a], [np.concatenate(x) for x in sys_b])
 
 
+def _centred_ranks(values: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    ranks = rankdata(values)  # average ranks for ties, as scipy.stats.spearmanr
+    return ranks - ranks.mean()
+
+
 def _figures(flat: _Flat, group: np.ndarray, gold: np.ndarray, systems: Sequence[np.ndarray],
              aggregation: str) -> np.ndarray:
     """Per task, the mean over ``systems`` (seeds) of the task's aggregated figure on these pairs."""
-    masks = [group == k for k in range(len(flat.keys))]
     out = np.empty(len(flat.tasks))
+    if aggregation == "all":
+        # SentEval's "all": the Spearman of the task's pooled pairs; the gold ranks serve every system
+        task_of = np.array([t for t, _ in flat.keys])[group.astype(np.intp)]
+        for t in range(len(flat.tasks)):
+            mask = task_of == t
+            ranks_g = _centred_ranks(gold[mask])
+            values = []
+            for system in systems:
+                ranks_s = _centred_ranks(system[mask])
+                denominator = np.sqrt((ranks_s @ ranks_s) * (ranks_g @ ranks_g))
+                values.append(float((ranks_s @ ranks_g) / denominator * 100.0) if denominator > 0 else math.nan)
+            out[t] = float(np.mean(values))
+        return out
+    masks = [group == k for k in range(len(flat.keys))]
     for t in range(len(flat.tasks)):
         mine = [(p, masks[k]) for k, (tt, p) in enumerate(flat.keys) if tt == t]
         gold_parts = {flat.parts[t][p]: gold[m] for p, m in mine}
@@ -106,13 +190,13 @@ def paired_bootstrap(
     a: Sequence[PairScores],
     b: Sequence[PairScores],
     tasks: Sequence[str] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
     method: str = "percentile",
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     aggregation: str = "all",
 ) -> pd.DataFrame:
-    """A − B per task and for their average, with a paired-bootstrap confidence interval.
+    """A − B per task and for their average, with a paired-bootstrap confidence interval and p-value.
 
     Args:
         a: side A's runs (one per seed), each ``{task: {part: (similarities, gold)}}``
@@ -127,7 +211,9 @@ def paired_bootstrap(
 
     Returns:
         One row per task and a last row ``avg`` (their mean): ``task, a, b, difference, ci_low, ci_high,
-        pairs``; ``a``/``b`` are the figures on the full test set (mean over seeds).
+        ci_mc_error, p, pairs, resamples, resample_seed``; ``a``/``b`` are the figures on the full test set
+        (mean over seeds), ``p`` the two-sided bootstrap p (:func:`bootstrap_p`), ``ci_mc_error`` the
+        endpoints' Monte-Carlo error (:func:`endpoint_mc_error`).
 
     Raises:
         ValueError: no common task, or the runs scored different pairs.
@@ -151,6 +237,7 @@ def paired_bootstrap(
     result = bootstrap(data, statistic, paired=True, vectorized=False, n_resamples=n_resamples,
                        confidence_level=confidence, method=method, rng=np.random.default_rng(seed))
     low, high = np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high)
+    distribution = np.atleast_2d(result.bootstrap_distribution)
     rows = []
     sizes = [int(sum((flat.group == k).sum() for k, (t, _) in enumerate(flat.keys) if t == i)) for i in range(len(names))]
     for i, task in enumerate([*names, AVERAGE]):
@@ -158,22 +245,31 @@ def paired_bootstrap(
         fb = float(full_b[i]) if i < len(names) else float(full_b.mean())
         rows.append({"task": task, "a": fa, "b": fb, "difference": fa - fb,
                      "ci_low": float(low[i]), "ci_high": float(high[i]),
-                     "pairs": sizes[i] if i < len(names) else int(sum(sizes))})
+                     "ci_mc_error": endpoint_mc_error(distribution[i], confidence) if method == "percentile" else math.nan,
+                     "p": bootstrap_p(distribution[i]),
+                     "pairs": sizes[i] if i < len(names) else int(sum(sizes)),
+                     "resamples": n_resamples, "resample_seed": seed})
     return pd.DataFrame(rows)
 
 
 def seed_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Welch's t-test (``scipy.stats.ttest_ind(equal_var=False)``) of per-seed figures: (t, two-sided p).
 
-    NaNs when a side has fewer than two seeds.
+    NaNs when a side has fewer than two seeds, and when neither side has any seed variance (t is
+    undefined there: :func:`welch_reason` says so).
     """
-    a_, b_, result = _welch_result(a, b)
+    _, _, result = _welch_result(a, b)
     if result is not None:
         return float(result.statistic), float(result.pvalue)
-    if len(a_) < 2 or len(b_) < 2:
-        return math.nan, math.nan
-    # no seed variance at all: t is undefined
-    return (math.nan, 1.0) if a_[0] == b_[0] else (math.copysign(math.inf, a_[0] - b_[0]), 0.0)
+    return math.nan, math.nan
+
+
+def welch_reason(a: Sequence[float], b: Sequence[float]) -> str:
+    """Why :func:`seed_test` gives no p: ``one seed`` or :data:`ZERO_VARIANCE`; empty when it gives one."""
+    a_, b_, result = _welch_result(a, b)
+    if result is not None:
+        return ""
+    return "one seed" if len(a_) < 2 or len(b_) < 2 else ZERO_VARIANCE
 
 
 def _welch_result(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float], Any]:
@@ -205,7 +301,9 @@ def compare(
     **options: Unpack[BootstrapOptions],
 ) -> pd.DataFrame:
     """:func:`paired_bootstrap`'s table plus, per row, Welch's test over seeds (``welch_t``, ``welch_p``;
-    NaN unless both sides have two seeds or more) and the seed counts ``n_a``, ``n_b``.
+    NaN unless both sides have two seeds or more and some seed variance: ``welch_note`` says why not),
+    Holm's adjustment of each test over the table's rows (``p_holm``, ``welch_p_holm``: the family is the
+    tasks and their average) and the seed counts ``n_a``, ``n_b``.
 
     ``options`` are :func:`paired_bootstrap`'s (its defaults); the per-seed figures Welch's test
     compares use the same ``aggregation``.
@@ -215,22 +313,78 @@ def compare(
     aggregation = options.get("aggregation", "all")
     seeds_a, seeds_b = per_seed_figures(a, names, aggregation), per_seed_figures(b, names, aggregation)
     tests = [seed_test(list(seeds_a[t]), list(seeds_b[t])) for t in table["task"]]
-    return table.assign(n_a=len(a), n_b=len(b), welch_t=[t for t, _ in tests], welch_p=[p for _, p in tests])
+    notes = [welch_reason(list(seeds_a[t]), list(seeds_b[t])) for t in table["task"]]
+    welch_p = [p for _, p in tests]
+    return table.assign(n_a=len(a), n_b=len(b), welch_t=[t for t, _ in tests], welch_p=welch_p, welch_note=notes,
+                        p_holm=holm(table["p"]), welch_p_holm=holm(welch_p))
+
+
+def stars(p: float) -> str:
+    """``**`` below 0.01, ``*`` below 0.05, else nothing (NaN: no test, no mark)."""
+    if math.isnan(p):
+        return ""
+    return "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+def split_of(task: str) -> str:
+    """The split a compared task's pairs come from: ``dev`` for ``<task>_dev``, else ``test``."""
+    return "dev" if task.endswith("_dev") else "test"
 
 
 def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence: float = 0.95) -> str:
-    """The comparison as markdown: per task A, B, A − B, its paired-bootstrap CI, and Welch's p over seeds."""
+    """The comparison as markdown: per task its split, A, B, A − B, the paired-bootstrap CI (test-set noise
+    only), its p and Holm-adjusted p with the mark, and, with two seeds or more a side, Welch's p over seeds,
+    Holm-adjusted, with its mark. Figures are rounded to the endpoints' Monte-Carlo error."""
     level = f"{confidence * 100:g}%"
+    error = float(np.nanmax(table["ci_mc_error"])) if "ci_mc_error" in table and table["ci_mc_error"].notna().any() \
+        else math.nan
+    digits = decimals_for(error)
+    seeds = table["welch_p"].notna().any() or (table["welch_note"] == ZERO_VARIANCE).any()
+
+    def pvalue(p: float) -> str:
+        return "—" if math.isnan(p) else f"{p:.2g}" if p >= 0.001 else "<0.001"
+
     shown = pd.DataFrame({
         "task": table["task"],
-        f"A: {label_a} (n={table['n_a'].iloc[0]})": [f"{v:.2f}" for v in table["a"]],
-        f"B: {label_b} (n={table['n_b'].iloc[0]})": [f"{v:.2f}" for v in table["b"]],
-        "A − B": [f"{v:+.2f}" for v in table["difference"]],
-        f"{level} CI (paired bootstrap)": [f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(table["ci_low"], table["ci_high"],
-                                                                                      strict=True)],
-        "Welch p (seeds)": ["—" if math.isnan(p) else f"{p:.3g}" for p in table["welch_p"]],
+        "split": [split_of(t) if t != AVERAGE else "test" for t in table["task"]],
+        f"A: {label_a} (n={table['n_a'].iloc[0]})": [f"{v:.{digits}f}" for v in table["a"]],
+        f"B: {label_b} (n={table['n_b'].iloc[0]})": [f"{v:.{digits}f}" for v in table["b"]],
+        "A − B": [f"{v:+.{digits}f}" for v in table["difference"]],
+        f"{level} CI, test-set only (paired bootstrap)": [
+            f"[{lo:+.{digits}f}, {hi:+.{digits}f}]" for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)],
+        "p (bootstrap)": [pvalue(p) for p in table["p"]],
+        "Holm p, mark (test-set only)": [f"{pvalue(p)} {stars(p)}".strip() for p in table["p_holm"]],
     })
+    if seeds:
+        shown["Welch p (seeds)"] = [pvalue(p) if not math.isnan(p) else (note or "—")
+                                    for p, note in zip(table["welch_p"], table["welch_note"], strict=True)]
+        shown["Holm p, mark (seeds)"] = [f"{pvalue(p)} {stars(p)}".strip() if not math.isnan(p) else "no mark"
+                                         for p in table["welch_p_holm"]]
     return shown.to_markdown(index=False, colalign=("left", *["right"] * (len(shown.columns) - 1)), disable_numparse=True)
+
+
+def compare_notes(table: pd.DataFrame, label_a: str, label_b: str) -> list[str]:
+    """How the table was computed (resamples, seed, Monte-Carlo error, the Holm family) and the warnings: a
+    side with one seed (its interval holds no seed variance), zero-variance replicates."""
+    rows = len(table)
+    resamples = int(table["resamples"].iloc[0]) if "resamples" in table else 0
+    seed = table["resample_seed"].iloc[0] if "resample_seed" in table else "?"
+    error = float(np.nanmax(table["ci_mc_error"])) if table["ci_mc_error"].notna().any() else math.nan
+    lines = [
+        f"Paired bootstrap over the test pairs: {resamples} resamples, resampling seed {seed}"
+        + (f"; Monte-Carlo error of the interval endpoints ≤ {error:.3f} (figures rounded to it)" if not math.isnan(error)
+           else "") + ".",
+        f"Holm family: the {rows} rows ({rows - 1} task(s) and their average), per test; marks use the Holm-adjusted "
+        "p (`*` < 0.05, `**` < 0.01).",
+    ]
+    ones = [label for label, n in ((label_a, table["n_a"].iloc[0]), (label_b, table["n_b"].iloc[0])) if n < 2]
+    if ones:
+        lines.append(f"WARNING: one seed for {' and '.join(ones)}: the interval and p cover test-set noise only, not "
+                     "seed variance (about 1–2 points of STS between seeds); compare over seeds (seeds=3) before "
+                     "calling a difference real.")
+    if (table["welch_note"] == ZERO_VARIANCE).any():
+        lines.append("Seed test: the replicates have zero variance on both sides: no test (zero variance), no mark.")
+    return lines
 
 
 #: a sweep metric -> the pair-scores task whose paired bootstrap tests it when a point has one seed
@@ -241,7 +395,7 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> t
     """Welch's test of mean(a) − mean(b) over seeds: (CI low, CI high, two-sided p); NaNs below two seeds a side."""
     a_, b_, result = _welch_result(a, b)
     if result is None:
-        return math.nan, math.nan, seed_test(a_, b_)[1]
+        return math.nan, math.nan, math.nan
     ci = result.confidence_interval(confidence)
     return float(ci.low), float(ci.high), float(result.pvalue)
 
@@ -251,15 +405,18 @@ def against_reference(
     reference: str,
     pair_scores: Any = None,
     task: str | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     alpha: float = 0.05,
+    seed: int = DEFAULT_SEED,
 ) -> pd.DataFrame:
     """Each point against the reference point: the difference of means and whether it is beyond noise.
 
     With two seeds or more on both sides the test is Welch's t over the seeds (its CI of the difference
-    and p); otherwise, when ``pair_scores(point)`` gives the point's runs' pair scores and the metric has
-    a pair-scores ``task`` (:data:`METRIC_TASKS`), the paired bootstrap over the test pairs (significant
-    when its CI excludes 0; no p). A point is ``significant`` when p < ``alpha`` or the CI excludes 0.
+    and p; none when no side has seed variance: :data:`ZERO_VARIANCE`); otherwise, when
+    ``pair_scores(point)`` gives the point's runs' pair scores and the metric has a pair-scores ``task``
+    (:data:`METRIC_TASKS`), the paired bootstrap over the test pairs (its CI and :func:`bootstrap_p`):
+    that one holds test-set noise only (``kind = "test set"``). The p-values of all points tested are one
+    family: ``p_holm`` is Holm's adjustment over them, and a point is ``significant`` when p_holm < ``alpha``.
 
     Args:
         values: point label -> its runs' figures (one per seed).
@@ -268,46 +425,52 @@ def against_reference(
         task: the pair-scores task of the compared metric (None: no bootstrap fallback).
         n_resamples: bootstrap resamples.
         alpha: the significance level.
+        seed: the bootstrap's random seed.
 
     Returns:
-        One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, test, significant`` (the
-        reference's own row has ``test = "reference"``).
+        One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, p_holm, test, kind, significant``
+        (the reference's own row has ``test = "reference"``; ``kind``: ``seeds``, ``test set`` or empty).
     """
     ref = [v for v in values[reference] if not math.isnan(v)]
     rows = []
     for label, figures in values.items():
         mine = [v for v in figures if not math.isnan(v)]
         row = {"point": label, "delta": math.nan, "delta_ci_low": math.nan, "delta_ci_high": math.nan,
-               "p": math.nan, "test": "", "significant": False}
+               "p": math.nan, "test": "", "kind": "", "significant": False}
         if label == reference:
             row["test"] = "reference"
         elif mine and ref:
             row["delta"] = float(np.mean(mine) - np.mean(ref))
             if len(mine) >= 2 and len(ref) >= 2:
-                low, high, p = welch(mine, ref, 1 - alpha)
-                row.update(delta_ci_low=low, delta_ci_high=high, p=p, test="Welch t (seeds)",
-                           significant=bool(p < alpha))
+                if welch_reason(mine, ref) == ZERO_VARIANCE:
+                    row.update(test=ZERO_VARIANCE, kind="seeds")
+                else:
+                    low, high, p = welch(mine, ref, 1 - alpha)
+                    row.update(delta_ci_low=low, delta_ci_high=high, p=p, test="Welch t (seeds)", kind="seeds")
             elif pair_scores is not None and task is not None:
                 try:
                     side, base = pair_scores(label), pair_scores(reference)
                     table = paired_bootstrap(side, base, None if task == AVERAGE else [task],
-                                             n_resamples=n_resamples, confidence=1 - alpha).set_index("task")
-                    low, high = table.loc[task, "ci_low"], table.loc[task, "ci_high"]
-                    row.update(delta_ci_low=float(low), delta_ci_high=float(high), test="paired bootstrap (pairs)",
-                               significant=bool(low > 0 or high < 0))
+                                             n_resamples=n_resamples, confidence=1 - alpha, seed=seed).set_index("task")
+                    row.update(delta_ci_low=float(table.loc[task, "ci_low"]), delta_ci_high=float(table.loc[task, "ci_high"]),
+                               p=float(table.loc[task, "p"]), test="paired bootstrap (test pairs; one seed)",
+                               kind="test set")
                 except Exception as err:  # noqa: BLE001 (no pair scores for these runs: no test, said so)
                     row["test"] = f"none ({str(err).splitlines()[0][:80]})"
             else:
                 row["test"] = "none (one seed, no pair scores)"
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    frame["p_holm"] = holm(frame["p"])
+    frame["significant"] = [bool(not math.isnan(p) and p < alpha) for p in frame["p_holm"]]
+    return frame
 
 
 def mark(row: dict[str, Any]) -> str:
-    """``Δ = +1.23*`` style text of an :func:`against_reference` row (``*``: p < 0.05 or CI excludes 0, ``**``: p < 0.01)."""
+    """``+1.23*`` style text of an :func:`against_reference` row: the marks use the Holm-adjusted p
+    (``*`` < 0.05, ``**`` < 0.01); no test, no mark."""
     if row["test"] == "reference":
         return "ref"
     if math.isnan(row["delta"]):
         return "—"
-    stars = "**" if row["significant"] and not math.isnan(row["p"]) and row["p"] < 0.01 else "*" if row["significant"] else ""
-    return f"{row['delta']:+.2f}{stars}"
+    return f"{row['delta']:+.2f}{stars(row.get('p_holm', math.nan))}"

@@ -160,8 +160,8 @@ def test_report_of_any_2x2_sweep_holds_its_4_points_and_every_run(tmp_path: Path
     assert set(runs["point"]) == {"dropout=0, loss.tau=0.05", "dropout=0, loss.tau=0.1",
                                   "dropout=0.1, loss.tau=0.05", "dropout=0.1, loss.tau=0.1"}
     report = (out / "report.md").read_text()
-    assert "8 runs, 8 finished" in report and "## The sweep: dropout × loss.tau" in report
-    grid = next(line for line in report.splitlines() if line.startswith("| 0 "))  # the dropout=0 row
+    assert "8 runs, 8 finished" in report and "## Sweep over dropout × loss.tau" in report
+    grid = next(line for line in report.splitlines() if line.startswith("| 0.1 "))  # the tau row (dropout across)
     assert f"{statistics.mean(scores[(0.0, 0.1)]):.2f} ± {statistics.stdev(scores[(0.0, 0.1)]):.2f} (2)" in grid
     assert "None: every run is in the sweep table." in report
     for png in ("sweep.png", "align_uniform.png"):

@@ -12,15 +12,20 @@ import pandas as pd
 import pytest
 from conftest import cli_env
 
-from cl_bench.report import load_run_dirs, main, sweep_summary, swept_keys
+from cl_bench.report import build_sweep_table, load_run_dirs, main, reference_point, sweep_summary, swept_keys
 
 
-def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED") -> None:
+def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED",
+         overrides: list[str] | None = None) -> None:
+    """A job folder as cl-bench writes it; ``overrides``: the job's Hydra overrides (None: a run logged before
+    cl-bench recorded them, only ``override_dirname``)."""
     job = sweep / str(number)
     job.mkdir(parents=True)
     (job / "params.json").write_text(json.dumps(params))
-    (job / "tags.json").write_text(json.dumps({"overrides": ",".join(f"{k}={v}" for k, v in params.items()
-                                                                      if k in ("dropout", "loss.tau", "seed"))}))
+    tags = {"overrides": ",".join(f"{k}={v}" for k, v in params.items() if k in ("dropout", "loss.tau", "seed"))}
+    if overrides is not None:
+        tags["overrides.task"] = json.dumps(overrides)
+    (job / "tags.json").write_text(json.dumps(tags))
     (job / "results.json").write_text(json.dumps({**results, "pooler": "cls"}))
     (job / "status.json").write_text(json.dumps({"status": status, "error": None}))
 
@@ -43,8 +48,8 @@ def test_summary_from_run_dirs_without_mlflow(tmp_path: Path, capsys: pytest.Cap
     assert len(runs) == 8 and set(runs["status"]) == {"FINISHED"}
     text = sweep_summary(tmp_path / "sweep")
     lines = text.splitlines()
-    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev, mean ± std")
-    assert "dropout \\ loss.tau" in text and text.count("± 0.01 (2)") == 4  # every cell: two seeds
+    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev (dev split")
+    assert "loss.tau \\ dropout" in text and text.count("± 0.01 (2)") == 4  # every cell: two seeds
     assert lines[-1] == f"full report (no MLflow): cl-bench-report --sweep-dir {tmp_path / 'sweep'}"
     # the full report from the run dirs alone
     assert main(["--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "report")]) == 0
@@ -67,6 +72,55 @@ def test_a_key_logged_by_some_runs_only_is_no_axis(tmp_path: Path) -> None:
     varied.loc[(varied["params.dropout"] == "0.1") & (varied["params.loss.tau"] == "0.1"),
                "params.method.fixed_dropout_mask"] = "True"
     assert "method.fixed_dropout_mask" in swept_keys(varied)
+
+
+def _mission_sweep(sweep: Path, seeds: tuple[int, ...] = (1, 2)) -> None:
+    """``cl-bench -m method=simcse,sg_opt dropout=0,0.1,0.3 seed=1,2``: the methods' own temperatures differ."""
+    number = 0
+    for method, tau in (("simcse", 0.05), ("sg_opt", 0.01)):
+        for dropout in (0.0, 0.1, 0.3):
+            for seed in seeds:
+                params = {"method.name": method, "method._target_": f"cl_bench.methods.{method}", "dropout": dropout,
+                          "model.dropout": dropout, "loss.tau": tau, "seed": seed}
+                _job(sweep, number, params, {"best_stsb_dev": 70 + dropout + seed / 100 + (method == "sg_opt")},
+                     overrides=[f"method={method}", f"dropout={dropout:g}", f"seed={seed}"])
+                number += 1
+
+
+def test_the_mission_sweep_pivots_on_the_swept_keys_as_typed(tmp_path: Path) -> None:
+    _mission_sweep(tmp_path / "sweep")
+    lines = sweep_summary(tmp_path / "sweep").splitlines()
+    assert lines[0].startswith("Sweep over method × dropout: best_stsb_dev")
+    header = [cell.strip() for cell in lines[1].strip("|").split("|")]
+    assert header == ["dropout \\ method", "simcse", "sg_opt"]
+    assert [line.split("|")[1].strip() for line in lines[3:6]] == ["0", "0.1", "0.3"]
+    assert all(line.count("(2) [") == 2 for line in lines[3:6])  # seeds as replicates: n = 2 and a t-interval
+    notes = "\n".join(lines[6:])
+    assert "Replicates: seed" in notes and "loss.tau: 0.05 (method=simcse" in notes and "0.01 (method=sg_opt" in notes
+    assert "method.name" not in notes and "model.dropout" not in notes  # the swept keys themselves, not consequences
+    runs = load_run_dirs(tmp_path / "sweep")
+    assert reference_point(build_sweep_table(runs), runs)[0] == "method=simcse, dropout=0.1"  # a group by its default
+
+
+def test_a_presets_grid_points_are_tabled_by_the_params_they_set(tmp_path: Path) -> None:
+    """``+experiment/points=dropout_0.0,…`` bundles several keys per point: the params that differ are the axes."""
+    for number, (point, dropout, fixed) in enumerate((("dropout_0.0", 0.0, "n/a"), ("dropout_0.1", 0.1, False),
+                                                      ("dropout_fixed_0.1", 0.1, True))):
+        _job(tmp_path / "sweep", number, {"dropout": dropout, "method.fixed_dropout_mask": fixed, "seed": 42},
+             {"best_stsb_dev": 80.0 + number}, overrides=["experiment=ablation_dropout", f"+experiment/points={point}"])
+    table = build_sweep_table(load_run_dirs(tmp_path / "sweep"))
+    assert table.keys == ["dropout", "method.fixed_dropout_mask"] and "dropout=0.1, method.fixed_dropout_mask=True" in \
+        list(table.points["point"])
+
+
+def test_a_seeds_only_sweep_is_headed_as_replicates(tmp_path: Path) -> None:
+    for number, seed in enumerate(range(1, 9)):
+        _job(tmp_path / "sweep", number, {"method.name": "simcse", "dropout": 0.1, "seed": seed},
+             {"best_stsb_dev": 70 + seed / 10}, overrides=["method=simcse", f"seed={seed}"])
+    lines = sweep_summary(tmp_path / "sweep").splitlines()
+    assert lines[0].startswith("Replicates of one setting: 8 seeds (1, 2, 3, 4, 5, 6, 7, 8): best_stsb_dev")
+    row = [cell.strip() for cell in lines[3].strip("|").split("|")]
+    assert row[:4] == ["8", "70.45 ± 0.24", "8", "[70.25, 70.65]"]  # runs, mean ± std, n, t-interval
 
 
 def test_summary_with_parent_run_names_it(tmp_path: Path) -> None:
@@ -113,3 +167,21 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]
     assert len({frozenset(c) for c in children}) == 1
     assert swept_keys(load_run_dirs(tmp_path / "sweep")) == ["dropout"]
+
+
+@pytest.mark.slow  # a 2 × 2 sweep of a tiny model (~4 min on a busy 2-core machine)
+def test_the_mission_sweep_on_the_tiny_model_is_headed_by_method_and_dropout(tiny_bert: Path, data_dir: Path,
+                                                                            tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [shutil.which("cl-bench"), "-m", "method=simcse,sg_opt", "dropout=0,0.1", f"model.name_or_path={tiny_bert}",
+         "data=wiki1m_head", "data.limit=16", "batch_size=8", "train.max_steps=1", "train.eval_steps=1", "eval=quick",
+         "eval.anisotropy=false", "train.progress_bar=false", "logger=none",
+         "hydra.sweep.dir=sweep"],
+        cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    tail = lines[max(i for i, line in enumerate(lines) if line.startswith("Sweep over")):]
+    assert tail[0].startswith("Sweep over method × dropout: best_stsb_dev (dev split")
+    assert [cell.strip() for cell in tail[1].strip("|").split("|")] == ["dropout \\ method", "simcse", "sg_opt"]
+    assert [line.split("|")[1].strip() for line in tail[3:5]] == ["0", "0.1"]
+    assert any(line.strip().startswith("loss.tau: 0.05 (method=simcse); 0.01 (method=sg_opt)") for line in tail)

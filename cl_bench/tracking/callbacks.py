@@ -199,12 +199,16 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
 
 
 def varied_keys(jobs: list[list[str]]) -> list[str]:
-    """The keys whose values differ among the jobs, in command-line order."""
+    """The keys whose values differ among the jobs, in command-line order, as Hydra's ``OverridesParser``
+    reads each job's overrides (a config group by its name, ``+``/``~`` dropped)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
     values: dict[str, set[str]] = {}
     for job in jobs:
-        for override in job:
-            key, _, value = override.partition("=")
-            values.setdefault(key.lstrip("+~"), set()).add(value)
+        for override in parser.parse_overrides(job):
+            value = "" if override.is_delete() else override.get_value_element_as_str()
+            values.setdefault(override.key_or_group, set()).add(value)
     return [key for key, seen in values.items() if len(seen) > 1]
 
 

@@ -9,19 +9,33 @@ from pathlib import Path
 import cl_bench
 
 
+def _git(args: list[str], where: Path) -> str:
+    return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+
+
 def git_commit(path: str | Path | None = None) -> str:
-    """The cl-bench source tree's git commit (with ``-dirty`` when modified), or ``unknown``."""
-    where = Path(path) if path else Path(cl_bench.__file__).resolve().parent
+    """cl-bench's own commit, with ``-dirty`` when its repository has uncommitted changes to tracked files or
+    untracked files inside the package; ``installed package, version X`` when cl-bench is not the root of a
+    git repository (a wheel install, even one that sits inside another project's repository).
+
+    Args:
+        path: the package folder (default: the imported ``cl_bench``'s).
+    """
+    package = (Path(path) if path else Path(cl_bench.__file__).parent).resolve()
+    installed = f"installed package, version {cl_bench.__version__}"
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        return f"{sha}-dirty" if dirty else sha
+        top = Path(_git(["rev-parse", "--show-toplevel"], package)).resolve()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return installed
+    if top != package.parent:  # git found a repository above, but not cl-bench's own (package at its root)
+        return installed
+    try:
+        sha = _git(["rev-parse", "HEAD"], package)
+        tracked = _git(["status", "--porcelain", "--untracked-files=no"], top)
+        untracked = _git(["status", "--porcelain", "--untracked-files=all", "--", package.name], top)
+    except (OSError, subprocess.SubprocessError):
+        return installed
+    return f"{sha}-dirty" if tracked or untracked else sha
 
 
 def environment_tags(device: str | None = None) -> dict[str, str]:

@@ -217,7 +217,7 @@ class RunTracker:
             self.files.sent_lines.write_text(str(self._lines_sent))
 
     def log_results(self, results: dict[str, Any], step: int | None = None,
-                    provenance: dict[str, str] | None = None) -> Path:
+                    provenance: dict[str, Any] | None = None) -> Path:
         """Write results.json (always, first), then log the figures as MLflow metrics and artifact.
 
         A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes the tag
@@ -231,8 +231,9 @@ class RunTracker:
         texts = {k: v for k, v in results.items() if isinstance(v, str)}
         self.log_metrics({k: v for k, v in results.items() if k not in texts}, step)
         self.set_tags({f"eval.{k}": v for k, v in texts.items()})
-        if provenance:
-            self.set_tags({f"provenance.{k}": v for k, v in provenance.items()})
+        if provenance:  # a mapping (data_sha256, packages) as JSON text: a tag holds text (cut at 5000 characters)
+            self.set_tags({f"provenance.{k}": v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+                           for k, v in provenance.items()})
         self.log_artifact(path)
         return path
 
