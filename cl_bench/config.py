@@ -92,7 +92,7 @@ class TrainConfig:
     save_best: bool = True  # write the best weights to best_model/ (Hugging Face format)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
-    compile: bool = False  # torch.compile the trained encoder (cl_bench.train.loop.compile_encoder)
+    compile: str = "auto"  # auto (CUDA, jobs >= 1000 steps) | true | false: compiled backbone on bucketed lengths (cl_bench/train/compile.py)
     num_workers: int = 0  # DataLoader worker processes preparing batches (augmentation, tokenisation)
     num_threads: int | None = None  # torch CPU threads (None = torch default)
     progress_bar: bool = True  # tqdm progress bar of the training steps
@@ -378,6 +378,8 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"train.final_weights: unknown '{cfg.train.final_weights}'; valid: {', '.join(FINAL_WEIGHTS)}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
+        if str(cfg.train.compile).strip().lower() not in ("auto", "true", "false"):
+            raise ConfigError(f"train.compile: must be one of auto, true, false, got '{cfg.train.compile}'")
         if cfg.train.num_workers < 0:
             raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process), got {cfg.train.num_workers}")
         if cfg.train.precision not in PRECISIONS:

@@ -12,7 +12,8 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def quiet_transformers_bars() -> None:
     set_hook = getattr(transformers_logging, "set_tqdm_hook", None)
     if set_hook is not None:
         set_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
+
+
+#: the compiled training forward pass of an encoder's backbone (``train.compile``; cl_bench/train/compile.py),
+#: kept outside the module so that a deep copy of an encoder (momentum encoders) runs its own backbone eagerly
+_COMPILED_BACKBONES: weakref.WeakKeyDictionary[nn.Module, Callable[..., Any]] = weakref.WeakKeyDictionary()
 
 
 def attention_bias(attention_mask: torch.Tensor, config: Any) -> torch.Tensor:
@@ -198,6 +204,18 @@ class SentenceEncoder(nn.Module):
         self.host_free_mask = False
         self._layouts: dict[str, PromptLayout] = {}
 
+    @property
+    def compiled_backbone(self) -> Callable[..., Any] | None:
+        """The backbone's forward compiled for training (``train.compile``), or None: used in training mode only."""
+        return _COMPILED_BACKBONES.get(self)
+
+    @compiled_backbone.setter
+    def compiled_backbone(self, forward: Callable[..., Any] | None) -> None:
+        if forward is None:
+            _COMPILED_BACKBONES.pop(self, None)
+        else:
+            _COMPILED_BACKBONES[self] = forward
+
     def prompt_layout(self, prompt: str) -> PromptLayout:
         """``prompt`` tokenized into its pieces (once per prompt)."""
         if prompt not in self._layouts:
@@ -268,7 +286,9 @@ class SentenceEncoder(nn.Module):
         if inputs_embeds is not None:
             kwargs.pop("input_ids", None)
             kwargs["inputs_embeds"] = inputs_embeds
-        return self.backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
+        compiled = self.compiled_backbone if self.training else None
+        backbone = self.backbone if compiled is None else compiled
+        return backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
 
     def pool_outputs(
         self,

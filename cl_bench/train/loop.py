@@ -1,7 +1,9 @@
 """The training loop shared by every method: :class:`Trainer` (build, resume, step, evaluate, checkpoint).
 
 AdamW + the transformers linear schedule (SimCSE uses the HF Trainer defaults), seeded data order,
-autocast (``train.precision``; bf16 also on CPUs), optional ``torch.compile`` of the encoder, torch
+autocast (``train.precision``; bf16 also on CPUs), ``torch.compile`` of the encoder on bucketed lengths
+(``train.compile``; cl_bench/train/compile.py), a step without host synchronisation on CUDA
+(cl_bench/train/step.py), torch
 DDP under torchrun, dev evaluation every ``train.eval_steps`` with the best weights kept (in memory,
 and once on disk in Hugging Face format under ``<run dir>/best_model``), then the final evaluation of
 the best weights. Everything method-specific is behind :class:`cl_bench.methods.base.Method`.
@@ -36,13 +38,22 @@ from cl_bench.train.checkpoint import (
     restore_rng_states,
     rng_states,
 )
+from cl_bench.train.compile import (
+    PadToBucket,
+    compile_encoder,
+    compile_mode,
+    compile_setting,
+    compile_wanted,
+    length_buckets,
+)
 from cl_bench.train.eta import JobClock, job_bar
 from cl_bench.train.optim import build_optimizer
 from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
 from cl_bench.train.step import NonFiniteReport, TrainStep, scaler_step
 
-__all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState", "scaler_step", "train"]
+__all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState", "compile_encoder", "scaler_step",
+           "train"]
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +207,6 @@ class Trainer:
         self.method = build_method(cfg, self.device)
         self.is_main = distributed.is_main_process()
         distributed.check_batch_size(tcfg.batch_size)
-        if tcfg.get("compile", False):
-            compile_encoder(self.method)
         # DDP copies rank 0's weights to every rank here; each rank then draws its own dropout masks
         self.model = distributed.data_parallel(self.method, self.device)
         distributed.seed_rank(cfg.seed, self.method.rng)
@@ -206,6 +215,12 @@ class Trainer:
         if self.batches_per_epoch < 1:
             raise ValueError(f"data.train_file: {len(self.items)} items give no batch of size {tcfg.batch_size}")
         self.total_steps = tcfg.max_steps if tcfg.max_steps > 0 else tcfg.epochs * self.batches_per_epoch
+        setting = compile_setting(tcfg.get("compile", "auto"))
+        self.compiled = compile_wanted(setting, self.device, self.total_steps)
+        if self.compiled:
+            if setting == "auto":  # chosen for the user: an operator dynamo cannot trace runs eagerly instead
+                torch._dynamo.config.suppress_errors = True
+            compile_encoder(self.method, compile_mode(self.device))
         self.optimizer = make_optimizer(self.method, tcfg)
         from transformers import get_linear_schedule_with_warmup
 
@@ -230,8 +245,12 @@ class Trainer:
             scaler=scaler,
         )
         # batches prepared (augmented, tokenized) by DataLoader workers; GradCache prepares its chunks itself
+        prepare = self.method.prepare if self.grad_cache is None else keep_items
+        if self.compiled and self.grad_cache is None:  # a few static shapes: one compiled graph each
+            buckets = length_buckets(int(cfg.model.max_length or 0))
+            prepare = PadToBucket(prepare, buckets, self.method.encoder.tokenizer.pad_token_id or 0)
         self.data = BatchLoader(
-            self.items, self.method.batches, self.method.prepare if self.grad_cache is None else keep_items,
+            self.items, self.method.batches, prepare,
             tcfg.batch_size, cfg.seed, num_workers=int(tcfg.get("num_workers", 0)),
             pin_memory=self.device.type == "cuda",
         )
@@ -451,15 +470,6 @@ class Trainer:
             },
             self.run_dir.checkpoint,
         )
-
-
-def compile_encoder(method: Method) -> None:
-    """``train.compile``: compile the trained encoder in place with ``torch.compile`` (same state_dict keys).
-
-    Shapes vary with the padded batch length, so dynamic shapes are on from the start rather than
-    after the first recompilation.
-    """
-    method.encoder.compile(dynamic=True)
 
 
 def train(
