@@ -150,3 +150,59 @@ def test_the_4d_padding_mask_encodes_as_the_2d_one(tiny_bert: Path, implementati
 def test_bert_family_encoders_use_sdpa(tiny_bert: Path) -> None:
     """transformers' default attention for BERT here is PyTorch's SDPA (model.attn_implementation=null keeps it)."""
     assert _simcse(tiny_bert).encoder.backbone.config._attn_implementation == "sdpa"
+
+
+def _trainer(tiny_bert: Path, data_dir: Path, tmp_path: Path, *extra: str):  # noqa: ANN202
+    from test_after_step_hooks import _trainer as hooks_trainer
+
+    return hooks_trainer("simcse", tiny_bert, data_dir, tmp_path, "pooler=cls", *extra)
+
+
+@pytest.fixture
+def cuda_step_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Trainer takes the CUDA path on the CPU: fused AdamW and the deferred guard."""
+    import functools
+
+    import cl_bench.train.loop as loop
+    import cl_bench.train.optim as optim
+
+    monkeypatch.setattr(optim, "implementation", lambda device: {"fused": True})
+    monkeypatch.setattr(loop, "TrainStep", functools.partial(TrainStep, defer_guard=True))
+
+
+@pytest.mark.parametrize("policy", ["stop", "skip"])
+def test_the_trainer_reads_the_deferred_guard_at_log_steps(cuda_step_path: None, tiny_bert: Path, data_dir: Path,
+                                                           tmp_path: Path, policy: str) -> None:
+    from cl_bench.train.loop import NonFiniteLossError
+
+    logged: list[tuple[dict[str, float], int]] = []
+    trainer = _trainer(tiny_bert, data_dir, tmp_path, "loss.tau=1e-39", f"train.nonfinite={policy}",
+                       "train.max_steps=3", "train.log_steps=2")
+    trainer.log_metrics = lambda metrics, step: logged.append((metrics, step))
+    assert not trainer.stepper.synchronous
+    if policy == "stop":
+        with pytest.raises(NonFiniteLossError, match=r"^step 1: non-finite loss or gradient \(loss=nan"):
+            trainer.fit()
+        assert trainer.state.step == 2  # read at the first log step, steps 1 and 2 skipped on the device
+        return
+    _, state = trainer.fit()
+    assert state.skipped_steps == 3
+    assert [(m["skipped_steps"], step) for m, step in logged if "skipped_steps" in m] == [(2, 2), (3, 3)]
+
+
+def test_a_compiled_trainer_trains_on_bucketed_lengths(monkeypatch: pytest.MonkeyPatch, tiny_bert: Path,
+                                                       data_dir: Path, tmp_path: Path) -> None:
+    """train.compile=true: the backbone compiled (aot_eager here, for speed) and the batches padded to buckets."""
+    import cl_bench.train.loop as loop
+    from cl_bench.train.compile import compile_encoder
+
+    modes: list[str] = []
+    monkeypatch.setattr(loop, "compile_encoder",
+                        lambda method, mode: modes.append(mode) or compile_encoder(method, backend="aot_eager"))
+    trainer = _trainer(tiny_bert, data_dir, tmp_path, "train.compile=true", "model.max_length=32")
+    assert trainer.compiled and modes == ["default"] and trainer.method.encoder.compiled_backbone is not None
+    lengths = {batch.features["input_ids"].shape[1] for batch in trainer.data.epoch(0)}
+    assert lengths <= {8, 16, 24, 32}
+    _, state = trainer.fit()
+    assert state.step == 2
+    assert not _trainer(tiny_bert, data_dir, tmp_path / "auto", "train.compile=auto").compiled  # CPU: eager
