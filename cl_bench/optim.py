@@ -14,6 +14,12 @@ from collections.abc import Callable, Iterable
 import torch
 
 
+def implementation(device: torch.device) -> dict[str, bool]:
+    """torch AdamW's implementation switch for parameters on ``device``: fused on CUDA (one kernel for all
+    tensors; it honours ``found_inf``, which cl_bench/train/step.py's sync-free guard sets), foreach elsewhere."""
+    return {"fused": True} if device.type == "cuda" else {"foreach": True}
+
+
 class AdamWNoBiasCorrection(torch.optim.Optimizer):
     """Adam with decoupled weight decay and no bias correction (transformers' ``AdamW(correct_bias=False)``).
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import torch
 from omegaconf import DictConfig
 
-from cl_bench.optim import AdamWNoBiasCorrection
+from cl_bench.optim import AdamWNoBiasCorrection, implementation
 
 __all__ = ["AdamWNoBiasCorrection", "build_optimizer", "implementation", "parameter_groups"]
 
@@ -33,11 +33,6 @@ def parameter_groups(
             continue
         (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def implementation(device: torch.device) -> dict[str, bool]:
-    """torch AdamW's implementation switch for parameters on ``device``: fused on CUDA, foreach elsewhere."""
-    return {"fused": True} if device.type == "cuda" else {"foreach": True}
 
 
 def build_optimizer(
