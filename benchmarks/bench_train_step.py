@@ -288,7 +288,7 @@ def bench_shape(args: argparse.Namespace, model_path: str, device: torch.device,
     print(f"throughput ratio cl-bench/plain = {rates['cl-bench SimCSE step'] / plain_rate:.3f}  "
           "(target >= 2.0 for cl-bench's default step, bert-base bf16 64x32 on a GPU)")
     for kind in kinds[2:]:
-        name = kind.label.removesuffix(" step").replace("cl-bench SimCSE", "cl-bench")
+        name = kind.label.replace(" SimCSE step", "").removesuffix(" step")  # "cl-bench, compiled", "... MNRL"
         print(f"throughput ratio {name}/plain = {rates[kind.label] / plain_rate:.3f}")
     return peaks
 

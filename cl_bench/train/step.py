@@ -135,13 +135,17 @@ class TrainStep:
         non-finite step then discards the gradients on all ranks alike.
         """
         self.steps_taken += 1
+        if self.device.type == "cuda":
+            # a new iteration for the CUDA graphs of a compiled backbone (train.compile): the previous step's
+            # graph outputs may be overwritten from here on (nothing of them is kept but device-side copies)
+            torch.compiler.cudagraph_mark_step_begin()
         with self.autocast():
             terms = self.forward(batch)
         loss = terms["loss"]
         self.backward(self.scaler.scale(loss) if self.scaler is not None else loss)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)  # foreach where torch has it
         self.last_grad_norm = grad_norm.detach()
         if self.synchronous or self.scaler is not None:
             stepped = self._step_synchronous(loss, grad_norm, terms)
