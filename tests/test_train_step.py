@@ -206,3 +206,25 @@ def test_a_compiled_trainer_trains_on_bucketed_lengths(monkeypatch: pytest.Monke
     _, state = trainer.fit()
     assert state.step == 2
     assert not _trainer(tiny_bert, data_dir, tmp_path / "auto", "train.compile=auto").compiled  # CPU: eager
+
+
+def test_auto_data_workers(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    """train.num_workers=-1 (the default): 2 workers on CUDA, 0 elsewhere and under GradCache; a number is kept."""
+    trainer = _trainer(tiny_bert, data_dir, tmp_path)
+    assert trainer.tcfg.num_workers == -1 and trainer.data_workers() == 0  # the CPU
+    trainer.device = torch.device("cuda")  # what the choice reads (no GPU needed to ask it)
+    assert trainer.data_workers() == 2
+    trainer.grad_cache = object()
+    assert trainer.data_workers() == 0
+    assert _trainer(tiny_bert, data_dir, tmp_path / "n", "train.num_workers=3").data_workers() == 3
+
+
+def test_a_model_running_augmentation_keeps_auto_workers_at_zero(tiny_bert: Path, data_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    from cl_bench.augment.mlm_replace import MLMReplace
+
+    trainer = _trainer(tiny_bert, data_dir, tmp_path)
+    trainer.device = torch.device("cuda")
+    assert MLMReplace.runs_model_in_training({})
+    trainer.method.augmentation = MLMReplace.__new__(MLMReplace)  # its class decides; nothing of it runs here
+    assert trainer.data_workers() == 0

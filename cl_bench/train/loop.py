@@ -57,6 +57,10 @@ __all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState",
 
 log = logging.getLogger(__name__)
 
+#: DataLoader workers of ``train.num_workers=-1`` (auto) on CUDA: tokenising a batch of 64-256 sentence pairs
+#: takes a few milliseconds, so two workers keep ahead of any step
+AUTO_DATA_WORKERS = 2
+
 
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (CPU and CUDA) RNGs."""
@@ -251,9 +255,22 @@ class Trainer:
             prepare = PadToBucket(prepare, buckets, self.method.encoder.tokenizer.pad_token_id or 0)
         self.data = BatchLoader(
             self.items, self.method.batches, prepare,
-            tcfg.batch_size, cfg.seed, num_workers=int(tcfg.get("num_workers", 0)),
+            tcfg.batch_size, cfg.seed, num_workers=self.data_workers(),
             pin_memory=self.device.type == "cuda",
         )
+
+    def data_workers(self) -> int:
+        """``train.num_workers``; -1 (auto) is :data:`AUTO_DATA_WORKERS` on CUDA, where the batches' CPU work
+        would otherwise hold up the launches of the GPU's work, and 0 elsewhere, under GradCache (its chunks are
+        prepared in the step) and for an augmentation that runs a model at every step (it needs the device)."""
+        workers = int(self.tcfg.get("num_workers", 0))
+        if workers >= 0:
+            return workers
+        augmentation, runs_model = self.method.augmentation, False
+        if augmentation is not None and hasattr(augmentation, "runs_model_in_training"):
+            values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
+            runs_model = augmentation.runs_model_in_training({k: v for k, v in values.items() if not str(k).startswith("_")})
+        return AUTO_DATA_WORKERS if self.device.type == "cuda" and self.grad_cache is None and not runs_model else 0
 
     @property
     def scaler(self) -> Any:
