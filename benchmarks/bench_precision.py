@@ -25,7 +25,7 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder
-from cl_bench.train.loop import compile_encoder
+from cl_bench.train.compile import PadToBucket, compile_encoder, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype
 
 VARIANTS = {  # name: (train.precision, train.compile)
@@ -41,8 +41,10 @@ def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     torch.manual_seed(0)
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=32, mlp_only_train=True)
     method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout()))
-    if compiled:
+    prepare = None
+    if compiled:  # as the Trainer compiles: static shapes, batches padded to a few length buckets
         compile_encoder(method)
+        prepare = PadToBucket(method.prepare, length_buckets(32), encoder.tokenizer.pad_token_id or 0)
     device = torch.device("cpu")
     dtype = autocast_dtype(precision, device)
     params = [p for p in method.parameters() if p.requires_grad]
@@ -51,7 +53,7 @@ def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     def step(sentences: list[str]) -> float:
         method.train()
         with autocast(device, dtype):
-            loss = method.training_step(sentences)["loss"]
+            loss = method.training_step(sentences if prepare is None else prepare(sentences, method.rng))["loss"]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

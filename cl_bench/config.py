@@ -92,8 +92,8 @@ class TrainConfig:
     save_best: bool = True  # write the best weights to best_model/ (Hugging Face format)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
-    compile: bool = False  # torch.compile the trained encoder (cl_bench.train.loop.compile_encoder)
-    num_workers: int = 0  # DataLoader worker processes preparing batches (augmentation, tokenisation)
+    compile: str = "auto"  # auto (CUDA, jobs >= 1000 steps) | true | false: compiled backbone on bucketed lengths (cl_bench/train/compile.py)
+    num_workers: int = -1  # DataLoader worker processes preparing batches (augmentation, tokenisation); -1: auto (2 on CUDA, else 0)
     num_threads: int | None = None  # torch CPU threads (None = torch default)
     progress_bar: bool = True  # tqdm progress bar of the training steps
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
@@ -378,8 +378,11 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"train.final_weights: unknown '{cfg.train.final_weights}'; valid: {', '.join(FINAL_WEIGHTS)}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
-        if cfg.train.num_workers < 0:
-            raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process), got {cfg.train.num_workers}")
+        if str(cfg.train.compile).strip().lower() not in ("auto", "true", "false"):
+            raise ConfigError(f"train.compile: must be one of auto, true, false, got '{cfg.train.compile}'")
+        if cfg.train.num_workers < -1:
+            raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process) or -1 (auto), "
+                              f"got {cfg.train.num_workers}")
         if cfg.train.precision not in PRECISIONS:
             raise ConfigError(f"train.precision: must be one of {', '.join(PRECISIONS)}, got '{cfg.train.precision}'")
         device = str(cfg.train.device)
@@ -852,7 +855,7 @@ def check_option_values(cfg: DictConfig, cls: type) -> None:
 def check_workers_can_augment(cfg: DictConfig) -> None:
     """Reject ``train.num_workers > 0`` when the augmentation runs a model on a GPU at every step: the
     DataLoader's forked worker processes, where augmentation runs, cannot use CUDA (or MPS)."""
-    if int(cfg.train.get("num_workers", 0) or 0) == 0:
+    if int(cfg.train.get("num_workers", 0) or 0) <= 0:  # -1 (auto) prepares such batches in the main process
         return
     augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
     if not augmentation.runs_model_in_training(_values(cfg.augmentation)):

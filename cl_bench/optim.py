@@ -14,6 +14,12 @@ from collections.abc import Callable, Iterable
 import torch
 
 
+def implementation(device: torch.device) -> dict[str, bool]:
+    """torch AdamW's implementation switch for parameters on ``device``: fused on CUDA (one kernel for all
+    tensors; it honours ``found_inf``, which cl_bench/train/step.py's sync-free guard sets), foreach elsewhere."""
+    return {"fused": True} if device.type == "cuda" else {"foreach": True}
+
+
 class AdamWNoBiasCorrection(torch.optim.Optimizer):
     """Adam with decoupled weight decay and no bias correction (transformers' ``AdamW(correct_bias=False)``).
 
@@ -51,19 +57,28 @@ class AdamWNoBiasCorrection(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            for param in params:
                 state = self.state[param]
                 if not state:
                     state["step"] = 0
                     state["exp_avg"] = torch.zeros_like(param)
                     state["exp_avg_sq"] = torch.zeros_like(param)
                 state["step"] += 1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.mul_(beta1).add_(param.grad, alpha=1.0 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(param.grad, param.grad, value=1.0 - beta2)
-                param.addcdiv_(exp_avg, exp_avg_sq.sqrt().add_(group["eps"]), value=-group["lr"])
-                if group["weight_decay"] > 0:
-                    param.add_(param, alpha=-group["lr"] * group["weight_decay"])
+            grads = [p.grad for p in params]
+            exp_avgs = [self.state[p]["exp_avg"] for p in params]
+            exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
+            # torch's multi-tensor ops: a handful of kernel launches per group on a GPU, not a handful per
+            # parameter (the same arithmetic, operation by operation, as the update rule above)
+            torch._foreach_mul_(exp_avgs, beta1)
+            torch._foreach_add_(exp_avgs, grads, alpha=1.0 - beta1)
+            torch._foreach_mul_(exp_avg_sqs, beta2)
+            torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)
+            denominators = torch._foreach_sqrt(exp_avg_sqs)
+            torch._foreach_add_(denominators, group["eps"])
+            torch._foreach_addcdiv_(params, exp_avgs, denominators, value=-group["lr"])
+            if group["weight_decay"] > 0:
+                torch._foreach_add_(params, params, alpha=-group["lr"] * group["weight_decay"])
         return loss

@@ -44,6 +44,14 @@ def test_training_step_benchmark_prints_every_figure(tiny_bert: Path, tmp_path: 
         assert re.search(r"ms median, +[0-9.]+ sentences/s, [0-9.e+-]+ TFLOP/s, MFU [0-9.]+% of the measured bf16", line)
     ratio = re.search(r"throughput ratio cl-bench/plain = ([0-9.]+)", out)
     assert ratio is not None and float(ratio.group(1)) > 0
+    assert "cl-bench SimCSE step, compiled" not in out  # --compile auto: on CUDA only
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        assert "sentence-transformers is not installed" in out
+    else:
+        assert re.search(r"^sentence-transformers MNRL step +: +[0-9.]+ ms median", out, re.M), out
+        assert re.search(r"^throughput ratio sentence-transformers MNRL/plain = [0-9.]+$", out, re.M), out
 
 
 def test_shape_recorder_counts_the_padded_batches(tiny_bert: Path) -> None:

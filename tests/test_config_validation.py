@@ -58,6 +58,7 @@ def test_valid_config_passes(corpus_root, tiny_bert) -> None:
         ("pooler.name=max", "pooler.name: unknown pooler 'max'; valid: cls"),
         ("method.mlm_weight=abc", "method.mlm_weight: expected"),
         ("mode=serve", "mode: unknown mode 'serve'"),
+        ("train.compile=maybe", "train.compile: must be one of auto, true, false, got 'maybe'"),
     ],
 )
 def test_bad_values_name_their_key(corpus_root, tiny_bert, override: str, message: str) -> None:

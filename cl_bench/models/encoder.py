@@ -12,7 +12,8 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,28 @@ def quiet_transformers_bars() -> None:
     set_hook = getattr(transformers_logging, "set_tqdm_hook", None)
     if set_hook is not None:
         set_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
+
+
+#: the compiled training forward pass of an encoder's backbone (``train.compile``; cl_bench/train/compile.py),
+#: kept outside the module so that a deep copy of an encoder (momentum encoders) runs its own backbone eagerly
+_COMPILED_BACKBONES: weakref.WeakKeyDictionary[nn.Module, Callable[..., Any]] = weakref.WeakKeyDictionary()
+
+
+def attention_bias(attention_mask: torch.Tensor, config: Any) -> torch.Tensor:
+    """The 2D padding mask as the 4D mask BERT-family attention takes as it is (``(B, 1, 1, L)``: keys only).
+
+    transformers' own mask builder asks ``padding_mask.all()`` on the host (to drop the mask when nothing is
+    padded), a device synchronisation in every forward pass; a 4D mask is passed through untouched. SDPA
+    takes it as booleans (True: attend), eager attention as an additive bias (0 or the dtype's minimum), the
+    values transformers builds. Other implementations (flash attention) and decoders keep the 2D mask.
+    """
+    implementation = getattr(config, "_attn_implementation", None)
+    if is_decoder(config) or implementation not in ("sdpa", "eager") or attention_mask.ndim != 2:
+        return attention_mask
+    keep = attention_mask[:, None, None, :].bool()
+    if implementation == "sdpa":
+        return keep
+    return torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, torch.finfo(torch.float32).min)
 
 
 def apply_dropout(config: Any, dropout: float | None) -> None:
@@ -176,7 +199,22 @@ class SentenceEncoder(nn.Module):
         self.prompt_period = prompt_period
         #: per-view prompts (``model.view_prompts``): view ``g`` of a method's groups gets entry ``min(g, len-1)``
         self.view_prompts: list[str] = []
+        #: pass the padding mask to the backbone in 4D (:func:`attention_bias`): no host read in the forward
+        #: pass (the training step on CUDA sets it; cl_bench/train/step.py)
+        self.host_free_mask = False
         self._layouts: dict[str, PromptLayout] = {}
+
+    @property
+    def compiled_backbone(self) -> Callable[..., Any] | None:
+        """The backbone's forward compiled for training (``train.compile``), or None: used in training mode only."""
+        return _COMPILED_BACKBONES.get(self)
+
+    @compiled_backbone.setter
+    def compiled_backbone(self, forward: Callable[..., Any] | None) -> None:
+        if forward is None:
+            _COMPILED_BACKBONES.pop(self, None)
+        else:
+            _COMPILED_BACKBONES[self] = forward
 
     def prompt_layout(self, prompt: str) -> PromptLayout:
         """``prompt`` tokenized into its pieces (once per prompt)."""
@@ -241,12 +279,16 @@ class SentenceEncoder(nn.Module):
     def token_states(self, features: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None):
         """Run the backbone; returns its output (with hidden_states when the pooler needs them)."""
         kwargs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask")}
+        if self.host_free_mask and "attention_mask" in kwargs:
+            kwargs["attention_mask"] = attention_bias(kwargs["attention_mask"], self.backbone.config)
         if "token_type_ids" in features and self._takes_token_types():
             kwargs["token_type_ids"] = features["token_type_ids"]
         if inputs_embeds is not None:
             kwargs.pop("input_ids", None)
             kwargs["inputs_embeds"] = inputs_embeds
-        return self.backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
+        compiled = self.compiled_backbone if self.training else None
+        backbone = self.backbone if compiled is None else compiled
+        return backbone(**kwargs, output_hidden_states=needs_hidden_states(self.pooler), return_dict=True)
 
     def pool_outputs(
         self,

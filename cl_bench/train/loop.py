@@ -1,7 +1,9 @@
 """The training loop shared by every method: :class:`Trainer` (build, resume, step, evaluate, checkpoint).
 
 AdamW + the transformers linear schedule (SimCSE uses the HF Trainer defaults), seeded data order,
-autocast (``train.precision``; bf16 also on CPUs), optional ``torch.compile`` of the encoder, torch
+autocast (``train.precision``; bf16 also on CPUs), ``torch.compile`` of the encoder on bucketed lengths
+(``train.compile``; cl_bench/train/compile.py), a step without host synchronisation on CUDA
+(cl_bench/train/step.py), torch
 DDP under torchrun, dev evaluation every ``train.eval_steps`` with the best weights kept (in memory,
 and once on disk in Hugging Face format under ``<run dir>/best_model``), then the final evaluation of
 the best weights. Everything method-specific is behind :class:`cl_bench.methods.base.Method`.
@@ -36,12 +38,28 @@ from cl_bench.train.checkpoint import (
     restore_rng_states,
     rng_states,
 )
+from cl_bench.train.compile import (
+    PadToBucket,
+    compile_encoder,
+    compile_mode,
+    compile_setting,
+    compile_wanted,
+    length_buckets,
+)
 from cl_bench.train.eta import JobClock, job_bar
 from cl_bench.train.optim import build_optimizer
 from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
+from cl_bench.train.step import NonFiniteReport, TrainStep, scaler_step
+
+__all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState", "compile_encoder", "scaler_step",
+           "train"]
 
 log = logging.getLogger(__name__)
+
+#: DataLoader workers of ``train.num_workers=-1`` (auto) on CUDA: tokenising a batch of 64-256 sentence pairs
+#: takes a few milliseconds, so two workers keep ahead of any step
+AUTO_DATA_WORKERS = 2
 
 
 def seed_everything(seed: int) -> None:
@@ -193,8 +211,6 @@ class Trainer:
         self.method = build_method(cfg, self.device)
         self.is_main = distributed.is_main_process()
         distributed.check_batch_size(tcfg.batch_size)
-        if tcfg.get("compile", False):
-            compile_encoder(self.method)
         # DDP copies rank 0's weights to every rank here; each rank then draws its own dropout masks
         self.model = distributed.data_parallel(self.method, self.device)
         distributed.seed_rank(cfg.seed, self.method.rng)
@@ -203,25 +219,67 @@ class Trainer:
         if self.batches_per_epoch < 1:
             raise ValueError(f"data.train_file: {len(self.items)} items give no batch of size {tcfg.batch_size}")
         self.total_steps = tcfg.max_steps if tcfg.max_steps > 0 else tcfg.epochs * self.batches_per_epoch
+        setting = compile_setting(tcfg.get("compile", "auto"))
+        self.compiled = compile_wanted(setting, self.device, self.total_steps)
+        if self.compiled:
+            if setting == "auto":  # chosen for the user: an operator dynamo cannot trace runs eagerly instead
+                torch._dynamo.config.suppress_errors = True
+            compile_encoder(self.method, compile_mode(self.device))
         self.optimizer = make_optimizer(self.method, tcfg)
         from transformers import get_linear_schedule_with_warmup
 
         self.scheduler = get_linear_schedule_with_warmup(
             self.optimizer, int(tcfg.warmup_ratio * self.total_steps), self.total_steps
         )
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self.grad_cache = None
         if tcfg.get("gradcache_chunk", 0):
             from cl_bench.train.gradcache import GradCache
 
             self.grad_cache = GradCache(self.method, tcfg.gradcache_chunk, self.autocast, self.model)
         self.trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
+        self.stepper = TrainStep(
+            self.method,
+            (lambda batch: self.model("training_step", batch)) if self.grad_cache is None else self.grad_cache.forward,
+            self.optimizer,
+            self.trainable,
+            tcfg.max_grad_norm,
+            autocast=self.autocast,
+            backward=None if self.grad_cache is None else self.grad_cache.backward,
+            scaler=scaler,
+        )
         # batches prepared (augmented, tokenized) by DataLoader workers; GradCache prepares its chunks itself
+        prepare = self.method.prepare if self.grad_cache is None else keep_items
+        if self.compiled and self.grad_cache is None:  # a few static shapes: one compiled graph each
+            buckets = length_buckets(int(cfg.model.max_length or 0))
+            prepare = PadToBucket(prepare, buckets, self.method.encoder.tokenizer.pad_token_id or 0)
         self.data = BatchLoader(
-            self.items, self.method.batches, self.method.prepare if self.grad_cache is None else keep_items,
-            tcfg.batch_size, cfg.seed, num_workers=int(tcfg.get("num_workers", 0)),
+            self.items, self.method.batches, prepare,
+            tcfg.batch_size, cfg.seed, num_workers=self.data_workers(),
             pin_memory=self.device.type == "cuda",
         )
+
+    def data_workers(self) -> int:
+        """``train.num_workers``; -1 (auto) is :data:`AUTO_DATA_WORKERS` on CUDA, where the batches' CPU work
+        would otherwise hold up the launches of the GPU's work, and 0 elsewhere, under GradCache (its chunks are
+        prepared in the step) and for an augmentation that runs a model at every step (it needs the device)."""
+        workers = int(self.tcfg.get("num_workers", 0))
+        if workers >= 0:
+            return workers
+        augmentation, runs_model = self.method.augmentation, False
+        if augmentation is not None and hasattr(augmentation, "runs_model_in_training"):
+            values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
+            runs_model = augmentation.runs_model_in_training({k: v for k, v in values.items() if not str(k).startswith("_")})
+        return AUTO_DATA_WORKERS if self.device.type == "cuda" and self.grad_cache is None and not runs_model else 0
+
+    @property
+    def scaler(self) -> Any:
+        """The fp16 GradScaler (None in bf16/fp32), the one the step uses."""
+        return self.stepper.scaler
+
+    @scaler.setter
+    def scaler(self, value: Any) -> None:
+        self.stepper.scaler = value
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The autocast context of ``train.precision`` on this run's device."""
@@ -309,70 +367,72 @@ class Trainer:
         return self.method, state
 
     def step(self, batch: list[Any]) -> dict[str, torch.Tensor]:
-        """One optimizer step on ``batch`` (skipped, per ``train.nonfinite``, when not finite).
-
-        The backward pass always runs, so that DDP's gradient all-reduce completes on every rank;
-        a non-finite step then discards the gradients on all ranks alike.
+        """One optimizer step on ``batch`` (:class:`cl_bench.train.step.TrainStep`; skipped, per
+        ``train.nonfinite``, when not finite). On CUDA it reads nothing on the host: a non-finite step is
+        skipped on the device and reported at the next log, evaluation or checkpoint step (:meth:`check_finite`).
         """
-        tcfg, state = self.tcfg, self.state
+        state = self.state
         self.method.train()
-        with self.autocast():
-            if self.grad_cache is None:
-                terms = self.model("training_step", batch)
-            else:
-                terms = self.grad_cache.forward(batch)
-        loss = terms["loss"]
-        scaled = self.scaler.scale(loss) if self.scaler else loss
-        if self.grad_cache is None:
-            scaled.backward()  # DDP averages the gradients over the ranks during this pass
-        else:
-            self.grad_cache.backward(scaled)
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.trainable, tcfg.max_grad_norm if tcfg.max_grad_norm > 0 else math.inf
-        )
-        # with fp16 the scaler handles overflowing gradients itself (skips the step)
-        finite = distributed.all_true(
-            bool(torch.isfinite(loss)) and (self.scaler is not None or bool(torch.isfinite(grad_norm)))
-        )
-        if not finite:
-            _handle_nonfinite(tcfg.nonfinite, state, terms, self.run_dir.path)
-            if self.scaler:
-                self.scaler.update()
-            state.skipped_steps += 1
-            self.log_metrics({"skipped_steps": state.skipped_steps}, state.step + 1)
-        stepped = finite
-        if finite and self.scaler:
-            stepped = scaler_step(self.scaler, self.optimizer)
-        elif finite:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if stepped:  # momentum targets, queues, banks and step counters follow only steps the optimizer took
-            self.method.on_after_step()
+        self.stepper.steps_taken = state.step  # the non-finite report numbers steps as the run does
+        terms, stepped = self.stepper(batch)
+        if stepped is False:  # the synchronous guard: a non-finite step is reported now
+            self.report_nonfinite(self.stepper.flush())
+        if stepped is not False:  # momentum targets, queues, banks and step counters follow only steps taken
+            self.method.on_after_step()  # (on the deferred path it is the base class's no-op)
         self.scheduler.step()
         state.step += 1
         state.batch_in_epoch += 1
         return terms
 
+    def check_finite(self) -> None:
+        """Read the deferred non-finite guard (one host synchronisation); stop or count per ``train.nonfinite``."""
+        if not self.stepper.synchronous:
+            self.report_nonfinite(self.stepper.flush())
+
+    def report_nonfinite(self, report: NonFiniteReport) -> None:
+        """Stop with a clear message (``train.nonfinite=stop``) or count the skipped steps (``skip``)."""
+        if not report.count:
+            return
+        if self.tcfg.nonfinite == "skip":
+            more = f" and {report.count - 1} more since" if report.count > 1 else ""
+            log.warning("step %d%s: non-finite loss or gradient (%s): step skipped",
+                        report.first_step, more, report.values())
+            self.state.skipped_steps += report.count
+            self.log_metrics({"skipped_steps": self.state.skipped_steps}, self.state.step)
+            return
+        kept = self.run_dir.checkpoint
+        raise NonFiniteLossError(
+            f"step {report.first_step}: non-finite loss or gradient ({report.values()}); "
+            f"last good checkpoint: {kept if kept.is_file() else 'none yet'} "
+            "(lower the learning rate, raise loss.tau, or set train.nonfinite=skip)"
+        )
+
     def after_step(self, terms: dict[str, torch.Tensor], progress: Any) -> None:
         """Log, evaluate, stop early, checkpoint and honour a stop request, as their cadences say."""
         tcfg, state = self.tcfg, self.state
         last = state.step == self.total_steps
-        if state.step % tcfg.log_steps == 0 or last:
+        logs = state.step % tcfg.log_steps == 0 or last
+        evaluates = (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or last
+        checkpoints = tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and not last
+        if logs or evaluates or checkpoints:  # the only steps that read device values on the host
+            self.check_finite()
+        if logs:
             metrics = {f"train_{k}": float(v.detach()) for k, v in terms.items()}
+            if self.stepper.last_grad_norm is not None:
+                metrics["train_grad_norm"] = float(self.stepper.last_grad_norm)
             metrics["lr"] = self.scheduler.get_last_lr()[0]
             progress.set_postfix(loss=f"{metrics['train_loss']:.3g}")  # 3 significant digits: readable at 1e-4 too
             self.log_metrics(metrics, state.step)
-        if (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or last:
+        if evaluates:
             self.evaluate()
             if not last and self.patience_ran_out():
                 state.stopped_early = True
                 log.info("early stopping at step %d: no better %s in %d evaluations",
                          state.step, tcfg.select_metric, tcfg.early_stopping_patience)
-        if tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and not last:
+        if checkpoints:
             self.checkpoint()
         if not distributed.all_true(not self.stop_requested()):  # a signal to any rank stops all of them
+            self.check_finite()
             self.checkpoint()
             raise TrainingInterrupted(state)
 
@@ -429,15 +489,6 @@ class Trainer:
         )
 
 
-def compile_encoder(method: Method) -> None:
-    """``train.compile``: compile the trained encoder in place with ``torch.compile`` (same state_dict keys).
-
-    Shapes vary with the padded batch length, so dynamic shapes are on from the start rather than
-    after the first recompilation.
-    """
-    method.encoder.compile(dynamic=True)
-
-
 def train(
     cfg: DictConfig,
     run_dir: Path,
@@ -456,30 +507,3 @@ def train(
     if resume:
         trainer.resume()
     return trainer.fit()
-
-
-def _handle_nonfinite(policy: str, state: TrainState, terms: dict[str, torch.Tensor], run_dir: Path) -> None:
-    """Stop with a clear message (policy ``stop``) or let the caller skip the step (``skip``)."""
-    values = ", ".join(f"{k}={float(v.detach()):.4g}" for k, v in terms.items())
-    if policy == "skip":
-        log.warning("step %d: non-finite loss or gradient (%s): step skipped", state.step + 1, values)
-        return
-    kept = RunDir(run_dir).checkpoint
-    raise NonFiniteLossError(
-        f"step {state.step + 1}: non-finite loss or gradient ({values}); "
-        f"last good checkpoint: {kept if kept.is_file() else 'none yet'} "
-        "(lower the learning rate, raise loss.tau, or set train.nonfinite=skip)"
-    )
-
-
-def scaler_step(scaler: Any, optimizer: torch.optim.Optimizer) -> bool:
-    """``scaler.step(optimizer)`` then ``scaler.update()``; whether the optimizer actually stepped.
-
-    Under fp16 the GradScaler skips a step whose gradients overflowed and lowers its scale in
-    ``update`` exactly then (the check the Hugging Face Trainer makes before its scheduler step), so
-    a scale below the one before means the step did not happen.
-    """
-    before = scaler.get_scale()
-    scaler.step(optimizer)
-    scaler.update()
-    return scaler.get_scale() >= before

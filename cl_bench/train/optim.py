@@ -5,6 +5,10 @@ Trainer behind SimCSE uses. ``false`` is Hugging Face transformers' old ``AdamW(
 (removed from transformers since), which IS-BERT's ``SentenceTransformer.fit`` (its default
 ``optimizer_params``) and DeCLUTR's AllenNLP configs (``huggingface_adamw``, ``correct_bias: false``)
 trained with: :class:`cl_bench.optim.AdamWNoBiasCorrection` (shared with BERT-flow's fit in ``cl_bench.eval``).
+
+torch's AdamW runs its fused kernel on CUDA (one launch per group of tensors instead of a dozen per
+parameter, and it honours the ``found_inf`` flag that the sync-free non-finite guard of
+:mod:`cl_bench.train.step` sets) and its ``foreach`` implementation elsewhere (``implementation``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from collections.abc import Iterable
 import torch
 from omegaconf import DictConfig
 
-from cl_bench.optim import AdamWNoBiasCorrection
+from cl_bench.optim import AdamWNoBiasCorrection, implementation
 
-__all__ = ["AdamWNoBiasCorrection", "build_optimizer", "parameter_groups"]
+__all__ = ["AdamWNoBiasCorrection", "build_optimizer", "implementation", "parameter_groups"]
 
 
 def parameter_groups(
@@ -32,11 +36,19 @@ def parameter_groups(
 
 
 def build_optimizer(
-    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train_cfg: DictConfig
+    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train_cfg: DictConfig, fused: bool | None = None
 ) -> torch.optim.Optimizer:
-    """The optimiser ``train.*`` asks for: lr, betas, eps, weight decay and ``adam_bias_correction``."""
+    """The optimiser ``train.*`` asks for: lr, betas, eps, weight decay and ``adam_bias_correction``.
+
+    ``fused`` None: :func:`implementation` of the parameters' device; True/False force it (tests run the CUDA
+    path's fused kernel on the CPU, where torch has one too).
+    """
     groups = parameter_groups(named_parameters, train_cfg.weight_decay)
     betas = (train_cfg.adam_beta1, train_cfg.adam_beta2)
     if train_cfg.get("adam_bias_correction", True):  # partial configs (tests, callers) mean torch AdamW
-        return torch.optim.AdamW(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps)
+        params = [p for group in groups for p in group["params"]]
+        kind = implementation(params[0].device if params else torch.device("cpu"))
+        if fused is not None:
+            kind = {"fused": True} if fused else {"foreach": True}
+        return torch.optim.AdamW(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps, **kind)
     return AdamWNoBiasCorrection(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps)
