@@ -104,4 +104,101 @@ def test_matryoshka_over_the_sbert_triplet_loss_is_matryoshka_over_triplet_loss(
 
     ours_value, _ = assert_same_loss_and_gradients(ours, reference, weights_table)
     sliced_only = sum(sbert_triplet(*(x[:, :d] for x in weights_table.split(n)), margin=margin) for d in dims)
-    assert abs(float(sliced_only) - ours_value) > 0.1  # the check would catch slicing without re-normalising
+    assert abs(float(sliced_only.detach()) - ours_value) > 0.1  # the check would catch slicing without re-normalising
+
+
+# ------------------------------------------------------------------------------------------------------ GISTEmbed
+
+
+@pytest.fixture(scope="module")
+def word_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """A tiny WordPiece tokenizer built offline: GISTEmbedLoss needs both models to carry a transformers tokenizer
+    (the same vocabulary: it then hands the guide the model's own features)."""
+    from transformers import BertTokenizerFast
+
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    return BertTokenizerFast(vocab_file=str(vocab))
+
+
+def guide_table(n: int, columns_count: int, width: int = 6) -> torch.Tensor:
+    """Guide embeddings with false negatives (a planted near-duplicate of a positive), ties (a hard negative equal
+    to its positive; an anchor equal to its positive) and clear negatives."""
+    g = torch.Generator().manual_seed(7)
+    anchors = torch.randn(n, width, generator=g, dtype=torch.float64)
+    positives = anchors + 0.3 * torch.randn(n, width, generator=g, dtype=torch.float64)
+    positives[0] = anchors[0]                        # the guide scores positive 0 as anchor 0 itself (a tie with a_0)
+    positives[3] = positives[2] + 1e-3               # a near-duplicate: a false negative of row 2 (and row 3)
+    parts = [anchors, positives]
+    if columns_count == 3:
+        negatives = torch.randn(n, width, generator=g, dtype=torch.float64)
+        negatives[1] = positives[1]                  # a tie with row 1's positive
+        negatives[4] = anchors[4] + 0.01 * torch.randn(width, generator=g, dtype=torch.float64)  # a false negative
+        parts.append(negatives)
+    return torch.cat(parts)
+
+
+@pytest.mark.parametrize("hard_negatives", [True, False])
+@pytest.mark.parametrize(("contrast_anchors", "contrast_positives"), [(True, True), (False, True), (True, False), (False, False)])
+@pytest.mark.parametrize("tau", [0.01, 0.05])
+def test_gist_is_gistembedloss(word_tokenizer: object, hard_negatives: bool, contrast_anchors: bool,
+                               contrast_positives: bool, tau: float) -> None:
+    from cl_bench.losses.gist import gist_embed
+
+    n, count = 6, 3 if hard_negatives else 2
+    weights_table = table(count * n, 8, seed=2)
+    guide = guide_table(n, count)
+
+    def ours(t: torch.Tensor) -> torch.Tensor:
+        return gist_embed(*t.split(n), guide=guide.split(n), tau=tau, contrast_anchors=contrast_anchors,
+                          contrast_positives=contrast_positives)
+
+    def reference(t: torch.Tensor) -> torch.Tensor:
+        loss = st_losses.GISTEmbedLoss(TableModel(t, word_tokenizer), TableModel(guide, word_tokenizer), temperature=tau,
+                                       contrast_anchors=contrast_anchors, contrast_positives=contrast_positives)
+        assert not loss.must_retokenize
+        return loss(columns(n, count), None)
+
+    assert_same_loss_and_gradients(ours, reference, weights_table)
+    # the guide acted; and the tie rule matters: anchor 0 ties with itself (the guide scores positive 0 as anchor 0),
+    # the reference keeps it in the anchor-anchor block, >= drops it
+    kwargs = {"tau": tau, "contrast_anchors": contrast_anchors, "contrast_positives": contrast_positives}
+    unguided = gist_embed(*weights_table.split(n), guide=weights_table.detach().split(n), **kwargs)
+    assert not torch.isclose(ours(weights_table), unguided)
+    if contrast_anchors:
+        dropped = gist_embed(*weights_table.split(n), guide=guide.split(n), drop_ties=True, **kwargs)
+        assert not torch.isclose(ours(weights_table), dropped)
+
+
+def test_gist_defaults_are_the_references() -> None:
+    import inspect
+
+    from cl_bench.losses.gist import gist_embed
+
+    ours = inspect.signature(gist_embed).parameters
+    reference = inspect.signature(st_losses.GISTEmbedLoss.__init__).parameters
+    assert ours["tau"].default == reference["temperature"].default == 0.01
+    for key in ("contrast_anchors", "contrast_positives"):
+        assert ours[key].default is reference[key].default is True
+    assert ours["drop_ties"].default is False and reference["margin"].default == 0.0
+    assert reference["margin_strategy"].default == "absolute"
+
+
+def test_gist_with_its_switches_off_is_guided_supervised_simcse() -> None:
+    """loss=gist loss.tau=0.05 loss.contrast_anchors=false loss.contrast_positives=false loss.drop_ties=true equals
+    loss=infonce with the guide's mask (guided supervised SimCSE), loss and gradients."""
+    from cl_bench.losses.gist import gist_embed, guided_ignore_mask
+    from cl_bench.losses.infonce import info_nce
+
+    n = 6
+    weights_table = table(3 * n, 8, seed=3)
+    guide = guide_table(n, 3).split(n)
+
+    def gist_off(t: torch.Tensor) -> torch.Tensor:
+        return gist_embed(*t.split(n), guide=guide, tau=0.05, contrast_anchors=False, contrast_positives=False,
+                          drop_ties=True)
+
+    def guided_simcse(t: torch.Tensor) -> torch.Tensor:
+        return info_nce(*t.split(n), tau=0.05, ignore=guided_ignore_mask(*guide))
+
+    assert_same_loss_and_gradients(gist_off, guided_simcse, weights_table)

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 #: loss kinds whose tensor arguments are sentence embeddings (so a prefix of them is an embedding too)
-EMBEDDING_KINDS = ("pair", "scored_pair", "triplet")
+EMBEDDING_KINDS = ("pair", "guided_pair", "scored_pair", "triplet")
 
 
 def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
