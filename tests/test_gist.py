@@ -144,7 +144,7 @@ def test_loss_gist_gets_the_guides_embeddings_and_gradcache_agrees(tiny_bert: Pa
         ([f"method.guide={MINILM}", "method.guide_pooler=cls_before_pooler"], None),
         ([f"method.guide={MINILM}", "loss=gist"], None),
         ([f"method.guide={MINILM}", "loss=gist", "loss.contrast_anchors=false", "loss.drop_ties=true"], None),
-        (["loss=gist"], "^method.guide: the loss is GISTEmbed's \\(guided_pair\\), which needs a guide encoder"),
+        (["loss=gist"], "^loss: GISTEmbed's loss \\(loss=gist, a guided_pair loss\\) needs a guide encoder; set method.guide="),
         (["method=simcse", "loss=gist"], "^loss=gist: method=simcse calls pair losses and this one is a guided_pair loss"),
         ([f"method.guide={MINILM}", "loss=ntxent"], "^method.guide: has no effect on this run: the configured loss takes no guide"),
         (["method.guide_pooler=cls"], "^method.guide_pooler: has no effect on this run: method.guide is null"),

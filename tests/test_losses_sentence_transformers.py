@@ -202,3 +202,43 @@ def test_gist_with_its_switches_off_is_guided_supervised_simcse() -> None:
         return info_nce(*t.split(n), tau=0.05, ignore=guided_ignore_mask(*guide))
 
     assert_same_loss_and_gradients(gist_off, guided_simcse, weights_table)
+
+
+# ------------------------------------------------------------------------------------------------ CoSENT and AnglE
+
+
+SCORES = torch.tensor([0.2, 0.76, 0.0, 1.0, 0.4, 0.76, 0.92], dtype=torch.float64)  # ties and a zero included
+
+
+@pytest.mark.parametrize("scale", [20.0, 5.0])
+def test_cosent_is_cosentloss(scale: float) -> None:
+    from cl_bench.losses.cosent import cosent
+
+    n = SCORES.shape[0]
+    weights_table = table(2 * n, 8, seed=4)
+
+    def ours(t: torch.Tensor) -> torch.Tensor:
+        return cosent(*t.split(n), SCORES, scale=scale)
+
+    def reference(t: torch.Tensor) -> torch.Tensor:
+        return st_losses.CoSENTLoss(TableModel(t), scale=scale)(columns(n, 2), SCORES)
+
+    assert_same_loss_and_gradients(ours, reference, weights_table)
+
+
+@pytest.mark.parametrize("scale", [20.0, 5.0])
+def test_the_angle_term_is_angleloss(scale: float) -> None:
+    """sentence-transformers' AnglELoss is AnglE's angle term alone (CoSENT over the angle difference):
+    ``loss=angle loss.ibn_w=0 loss.angle_w=1 loss.angle_tau=<scale>``."""
+    from cl_bench.losses.angle import angle
+
+    n = SCORES.shape[0]
+    weights_table = table(2 * n, 8, seed=5)
+
+    def ours(t: torch.Tensor) -> torch.Tensor:
+        return angle(*t.split(n), SCORES, cosine_w=0.0, ibn_w=0.0, angle_w=1.0, angle_tau=scale)
+
+    def reference(t: torch.Tensor) -> torch.Tensor:
+        return st_losses.AnglELoss(TableModel(t), scale=scale)(columns(n, 2), SCORES)
+
+    assert_same_loss_and_gradients(ours, reference, weights_table)

@@ -109,8 +109,9 @@ class SupervisedSimCSE(Method):
     def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
         """A guided loss (``loss=gist``) needs ``method.guide``."""
         if setting.loss_kind == "guided_pair" and not values.get("guide"):
-            raise ValueError("method.guide: the loss is GISTEmbed's (guided_pair), which needs a guide encoder; "
-                             "set method.guide=<local folder or hub id> (e.g. sentence-transformers/all-MiniLM-L6-v2)")
+            raise ValueError("loss: GISTEmbed's loss (loss=gist, a guided_pair loss) needs a guide encoder; set "
+                             "method.guide=<local folder or hub id> (e.g. sentence-transformers/all-MiniLM-L6-v2) or use "
+                             "loss=infonce")
 
     def __init__(
         self,
