@@ -1,6 +1,7 @@
 """AnglE's recipes: ``method.score_max`` feeds STS-B labels on AnglE's scale (raw 0-5) or SBERT's ([0, 1]),
-``method.scored_pairs=nli`` reads NLI triples as AnglE's format-A pairs, ``experiment=angle_nli`` is the official NLI
-command's objective, and the keys act or are rejected before any model loads."""
+``method.scored_pairs=nli`` reads NLI triples as AnglE's format-A pairs, ``method.loss_block`` averages per-block
+losses (GPUs x accumulation steps) and trains with GradCache to the same loss and gradients, ``experiment=angle_nli``
+is the official NLI command's objective, and the keys act or are rejected before any model loads."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
     cfg = compose_run(tiny_bert, data_dir, overrides)
     validate(cfg, overrides)
     assert acting_params(cfg)["method.scored_pairs"] == "nli" and "method.score_max" not in acting_params(cfg)
-    assert cfg.loss.name == "angle" and cfg.batch_size == 128
+    assert cfg.loss.name == "angle" and cfg.batch_size == 16384 and cfg.train.gradcache_chunk == 128
+    assert cfg.method.loss_block == 128 and cfg.pooler.name == "avg"  # (the preset's cls_before_pooler: overridden here)
     method = build_method(cfg, torch.device("cpu"))
     rows = method.read_corpus(cfg.data.train_file)
     from cl_bench.data.nli import read_nli_triples
@@ -65,6 +67,39 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
     torch.testing.assert_close(loss.detach(), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["scored_pair", "triplet"])
+def test_loss_block_is_the_mean_of_the_blocks_losses_and_gradcache_agrees(
+    kind: str, tiny_bert: Path, data_dir: Path
+) -> None:
+    from cl_bench.train.gradcache import GradCache
+
+    overrides = ["method=sbert", "data=nli_snli_devtest", "data.limit=4", "method.loss_block=3", "model.max_length=16",
+                 "dropout=0", "pooler=avg"]
+    overrides += ["loss=angle", "method.scored_pairs=nli"] if kind == "scored_pair" else ["loss=angle_nli"]
+    cfg = compose_run(tiny_bert, data_dir, overrides)
+    validate(cfg, overrides)
+    method = build_method(cfg, torch.device("cpu")).to(torch.float64)
+    method.train()
+    rows = method.read_corpus(cfg.data.train_file)  # 8 pairs or 4 triples: blocks of 3, 3, 2 or 3, 1
+    terms = method.training_step(rows)
+    prepared = method.prepare(rows, method.rng)
+    with torch.no_grad():
+        columns = method.encoder(prepared.features).split(prepared.size)
+    inputs = (*columns, prepared.targets.to(torch.float64)) if kind == "scored_pair" else columns
+    blocks = [method.loss_fn(*(x[i : i + 3] for x in inputs)) for i in range(0, len(rows), 3)]
+    torch.testing.assert_close(terms["loss"].detach(), torch.stack(blocks).mean(), rtol=0, atol=1e-10)
+    assert not torch.isclose(terms["loss"].detach(), method.loss_fn(*inputs))  # the blocks acted
+    terms["loss"].backward()
+    uncached = {n: p.grad.clone() for n, p in method.named_parameters() if p.grad is not None}
+    method.zero_grad(set_to_none=True)
+    cache = GradCache(method, 2)
+    cached = cache.forward(rows)
+    cache.backward(cached["loss"])
+    torch.testing.assert_close(cached["loss"], terms["loss"], rtol=0, atol=1e-10)
+    for name, grad in uncached.items():
+        torch.testing.assert_close(dict(method.named_parameters())[name].grad, grad, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize(
     ("overrides", "error"),
     [
@@ -78,6 +113,9 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
          r"^method.score_max: has no effect on this run: method.scored_pairs=nli"),
         (["loss=sbert_triplet", "data=nli_snli_devtest", "method.scored_pairs=nli"],
          r"^method.scored_pairs: has no effect on this run: only a scored_pair loss"),
+        (["loss=angle", "data=stsb_train", "method.loss_block=-1"], r"^method.loss_block: must be an integer >= 0"),
+        (["loss=sbert_softmax", "data=snli_labeled", "method.loss_block=128"],
+         r"^method.loss_block: has no effect on this run: a classifier loss"),
     ],
 )
 def test_angle_keys_act_or_are_rejected_before_model_load(
