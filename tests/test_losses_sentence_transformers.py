@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch import nn
-
-from cl_bench.losses.matryoshka import MatryoshkaLoss
 
 # the dev extra: a missing package fails these tests (never skips them)
 from sentence_transformers.sentence_transformer import losses as st_losses
+from torch import nn
+
+from cl_bench.losses.matryoshka import MatryoshkaLoss
 
 TOLERANCE = {"rtol": 0.0, "atol": 1e-10}
 
