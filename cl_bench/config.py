@@ -590,16 +590,17 @@ def run_setting(cfg: DictConfig, cls: Any) -> Any:
     augmentation = None
     if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
         augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    loss_kind, loss_inputs = None, frozenset()
+    loss_kind, loss_inputs, loss_name = None, frozenset(), None
     if "loss" in cls.uses and cfg.loss.get("_target_"):
         fn = loss_function(cfg)
+        loss_name = getattr(fn, "__name__", None)
         loss_kind = getattr(fn, "loss_kind", None)
         loss_inputs = frozenset(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
     dropout = cfg.model.get("dropout")
     return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
                       None if dropout is None else float(dropout), loss_inputs,
                       pooler=str(cfg.pooler.name), mlp_only_train=bool(cfg.pooler.mlp_only_train),
-                      model_type=local_model_type(str(cfg.model.name_or_path)))
+                      model_type=local_model_type(str(cfg.model.name_or_path)), loss_function=loss_name)
 
 
 def _local_config(name_or_path: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """GISTEmbed's guided negatives: the guide masks exactly the false negatives of a hand-made batch, the loss then
-equals the pair loss with those columns removed, GradCache gives the uncached loss and gradients, and the keys
-act or are rejected before any model loads."""
+equals the pair loss with those columns removed (guided supervised SimCSE, loss=infonce), loss=gist gets the guide's
+embeddings, GradCache gives the uncached loss and gradients, and the keys act or are rejected before any model loads.
+GISTEmbed's loss against sentence-transformers' GISTEmbedLoss: tests/test_losses_sentence_transformers.py."""
 
 from __future__ import annotations
 
@@ -107,12 +108,45 @@ def test_a_real_guide_masks_the_duplicate_and_gradcache_agrees(tiny_bert: Path, 
         torch.testing.assert_close(dict(method.named_parameters())[name].grad, grad, rtol=1e-4, atol=1e-6)
 
 
+def test_loss_gist_gets_the_guides_embeddings_and_gradcache_agrees(tiny_bert: Path, data_dir: Path) -> None:
+    """``loss=gist``: the method hands GISTEmbed's loss the guide's embeddings of the same columns; chunked with
+    GradCache the loss and gradients are the uncached ones."""
+    from cl_bench.losses.gist import gist_embed
+    from cl_bench.train import loop
+
+    cfg = _compose(data_dir, ["method=simcse_sup", "loss=gist", "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}",
+                              f"method.guide={MINILM}", "model.max_length=16", "dropout=0"])
+    torch.manual_seed(0)
+    method = loop.build_method(cfg, torch.device("cpu")).to(torch.float64)  # at tau 0.01 float32's noise is 100x
+    method.train()
+    views = method.prepare(BATCH, method.rng)
+    with torch.no_grad():
+        embeddings = method.encoder(method.to_device(views.features)).split(views.size)
+        expected = gist_embed(*embeddings, guide=method.guide_embeddings(views), tau=0.01)
+    terms = method.training_step(BATCH)
+    assert terms["loss"].dtype == torch.float64
+    torch.testing.assert_close(terms["loss"].detach(), expected, rtol=0, atol=1e-10)
+    terms["loss"].backward()
+    uncached = {n: p.grad.clone() for n, p in method.named_parameters() if p.grad is not None}
+    method.zero_grad(set_to_none=True)
+    cache = GradCache(method, 2)
+    cached_terms = cache.forward(BATCH)
+    cache.backward(cached_terms["loss"])
+    torch.testing.assert_close(cached_terms["loss"], terms["loss"], rtol=0, atol=1e-10)
+    for name, grad in uncached.items():
+        torch.testing.assert_close(dict(method.named_parameters())[name].grad, grad, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize(
     ("overrides", "error"),
     [
         ([f"method.guide={MINILM}"], None),
         ([f"method.guide={MINILM}", "method.guide_pooler=cls_before_pooler"], None),
-        ([f"method.guide={MINILM}", "loss=ntxent"], "^method.guide: has no effect on this run: the configured loss takes no mask"),
+        ([f"method.guide={MINILM}", "loss=gist"], None),
+        ([f"method.guide={MINILM}", "loss=gist", "loss.contrast_anchors=false", "loss.drop_ties=true"], None),
+        (["loss=gist"], "^loss: GISTEmbed's loss \\(loss=gist, a guided_pair loss\\) needs a guide encoder; set method.guide="),
+        (["method=simcse", "loss=gist"], "^loss=gist: method=simcse calls pair losses and this one is a guided_pair loss"),
+        ([f"method.guide={MINILM}", "loss=ntxent"], "^method.guide: has no effect on this run: the configured loss takes no guide"),
         (["method.guide_pooler=cls"], "^method.guide_pooler: has no effect on this run: method.guide is null"),
         (["method.guide=/nonexistent/guide"], "^method.guide: no Hugging Face model at '/nonexistent/guide'"),
         ([f"method.guide={MINILM}", "method.guide_pooler=max"], "^method.guide_pooler: unknown pooler 'max'"),
@@ -121,7 +155,7 @@ def test_a_real_guide_masks_the_duplicate_and_gradcache_agrees(tiny_bert: Path, 
 def test_guide_keys_act_or_are_rejected_before_model_load(
     overrides: list[str], error: str | None, tiny_bert: Path, data_dir: Path
 ) -> None:
-    overrides = ["method=simcse_sup", *overrides]
+    overrides = overrides if any(o.startswith("method=") for o in overrides) else ["method=simcse_sup", *overrides]
     cfg = _compose(data_dir, [*overrides, "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}"])
     if error is None:
         validate(cfg, overrides)

@@ -1,15 +1,18 @@
 """CoSENT and AnglE against explicit-loop float64 references of the formulas (values and gradients), CoSENT
-also against the pairwise loop over all discordant pairs, plus their kinds and edge cases."""
+also against the pairwise loop over all discordant pairs, AnglE's format-A loss against angle-emb's own outputs
+(tests/reference_data/angle_ibn.json, raw 0-5, [0, 1] and NLI labels), plus their kinds and edge cases."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from cl_bench.losses import KIND_ATTR
-from cl_bench.losses.angle import angle, angle_nli
+from cl_bench.losses.angle import angle, angle_nli, in_batch_targets
 from cl_bench.losses.cosent import cosent
 
 SIZES = (2, 3, 6)
@@ -177,3 +180,43 @@ def test_angle_edges() -> None:
     # all weights zero: exactly 0; no positive pair: the in-batch term adds 0
     assert angle(u, u, torch.ones(3), ibn_w=0, angle_w=0).item() == 0.0
     assert angle(u, u.flip(0), torch.zeros(3), angle_w=0).item() == 0.0
+
+
+ANGLE_REFERENCE = Path(__file__).parent / "reference_data" / "angle_ibn.json"
+
+
+def angle_reference_cases() -> list[dict]:
+    return json.loads(ANGLE_REFERENCE.read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", angle_reference_cases(), ids=lambda c: f"{c['label_set']}-{c['weights_name']}")
+def test_angle_equals_angle_emb_on_any_label_scale(case: dict) -> None:
+    """angle-emb 0.6.1's AngleLoss (format A) and its in_batch_negative_loss, run in their own environment (the
+    file's metadata: command, script, package hash), on raw STS-B labels, the same divided by 5, and NLI 0/1 labels:
+    loss and gradients within 1e-10."""
+    record = json.loads(ANGLE_REFERENCE.read_text())
+    u = torch.tensor(record["u"], dtype=torch.float64, requires_grad=True)
+    v = torch.tensor(record["v"], dtype=torch.float64, requires_grad=True)
+    labels = torch.tensor(case["labels"], dtype=torch.float64)
+    weights = case["weights"] if isinstance(case["weights"], dict) else {"cosine_w": 0.0, "ibn_w": 1.0, "angle_w": 0.0}
+    loss = angle(u, v, labels, **weights, cosine_tau=20.0, ibn_tau=20.0, angle_tau=20.0, angle_pooling="sum")
+    torch.testing.assert_close(loss, torch.tensor(case["loss"], dtype=torch.float64), rtol=0, atol=1e-10)
+    grad_u, grad_v = torch.autograd.grad(loss, [u, v])
+    reference = torch.tensor(case["grad_zigzag"], dtype=torch.float64)
+    torch.testing.assert_close(grad_u, reference[0::2], rtol=0, atol=1e-10)
+    torch.testing.assert_close(grad_v, reference[1::2], rtol=0, atol=1e-10)
+
+
+def test_raw_labels_and_unit_labels_give_different_in_batch_targets() -> None:
+    """AnglE's STS-B example feeds raw 0-5 scores: every pair scored >= 1 is a positive and labels >= 2 add the code's
+    label-multiplied extra targets; the same scores / 5 make only the pair scored 5 a positive."""
+    raw = torch.tensor([2.0, 1.0, 0.4, 5.0])
+    targets = in_batch_targets(raw)
+    # row 0 (pair 0, label 2): partner 1 (1·2 = 2), and sentence 2 of pair 1 (2·1 = 2); row 2 (pair 1, label 1): its
+    # partner 3 only (3·1); pair 2 (label 0.4 → 0) has no targets; row 6 (pair 3, label 5): partner 7 (7·5 = 35)
+    assert targets[0].nonzero().flatten().tolist() == [1, 2]
+    assert targets[2].nonzero().flatten().tolist() == [3]
+    assert not targets[4:6].any()
+    assert targets[6].nonzero().flatten().tolist() == [7]
+    unit = in_batch_targets(raw / 5)
+    assert unit.nonzero().tolist() == [[6, 7], [7, 6]]

@@ -1,5 +1,5 @@
 """Matryoshka: the wrapper against an explicit-loop float64 reference (values and gradients), equal to the
-wrapped loss with one full size, checked before any model loads; ``eval.truncate_dim`` scores the first K
+wrapped loss of unit-length embeddings with one full size, checked before any model loads; ``eval.truncate_dim`` scores the first K
 dimensions (K = width equals the untruncated figures exactly); ``cl-bench-report`` plots score against dimension."""
 
 from __future__ import annotations
@@ -53,12 +53,17 @@ def test_matryoshka_matches_the_explicit_sum(weights: list[float] | None) -> Non
         torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-9)
 
 
-def test_one_full_size_is_the_wrapped_loss_exactly() -> None:
+def test_one_full_size_is_the_wrapped_loss_of_unit_embeddings() -> None:
+    """Every prefix is L2-normalised, the full size included (sentence-transformers' ``shrink``): the cosine losses
+    are unchanged, the Euclidean triplet loss is the loss of the unit-length embeddings."""
     a, p, h = randn(5, 6, seed=3), randn(5, 6, seed=4), randn(5, 6, seed=5)
     scores = torch.tensor([0.2, 0.4, 0.0, 1.0, 0.6], dtype=torch.float64)
-    for fn, args in ((functools.partial(info_nce, tau=0.05), (a, p, h)), (functools.partial(cosent), (a, p, scores)),
-                     (functools.partial(sbert_triplet, margin=1.0), (a, p, h))):
-        assert torch.equal(MatryoshkaLoss(fn, [6])(*args), fn(*args))
+    for fn, args in ((functools.partial(info_nce, tau=0.05), (a, p, h)), (functools.partial(cosent), (a, p, scores))):
+        torch.testing.assert_close(MatryoshkaLoss(fn, [6])(*args), fn(*args), rtol=0, atol=1e-12)
+    triplet = functools.partial(sbert_triplet, margin=1.0)
+    unit = [torch.nn.functional.normalize(x, dim=1) for x in (a, p, h)]
+    assert torch.equal(MatryoshkaLoss(triplet, [6])(a, p, h), triplet(*unit))
+    assert not torch.isclose(triplet(a, p, h), triplet(*unit))
     wrapped = MatryoshkaLoss(functools.partial(info_nce, tau=0.05), [6, 2])
     assert wrapped.keywords == {"tau": 0.05} and wrapped.func is info_nce  # methods read the loss's keys through it
     with pytest.raises(ValueError, match=r"train.matryoshka_dims: \[8\] exceed the embedding width 6"):

@@ -567,6 +567,9 @@ def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, da
         one_per_kind = {kinds[loss]: loss for loss in reversed(LOSSES) if kinds[loss] in calls}  # every kind it calls
         for loss in one_per_kind.values():
             cfg = _with_option(base, "loss", loss)
+            if kinds[loss] == "guided_pair":  # GISTEmbed's loss needs its guide encoder
+                with open_dict(cfg):
+                    cfg.method.guide = str(data_dir.parent / "models" / "all-MiniLM-L6-v2")
             assert _verdict(cfg, [f"loss={loss}"]) is None, (method, loss)
             with open_dict(cfg):
                 cfg.train.matryoshka_dims = [16, 8]
@@ -588,28 +591,36 @@ def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, da
 
 
 def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
-    """``method.guide`` (GISTEmbed): accepted for supervised SimCSE with a loss that takes the mask of ignored
-    columns (infonce), rejected with one line naming the key for every other loss and every other method."""
+    """``method.guide``: accepted for supervised SimCSE with a loss that takes the guide (gist: GISTEmbed) or the
+    mask of ignored columns (infonce: guided supervised SimCSE), rejected with one line naming the key for every
+    other loss and every other method; loss=gist without a guide is rejected naming the loss."""
     import inspect
 
     from cl_bench.config import loss_function
 
     guide = data_dir.parent / "models" / "all-MiniLM-L6-v2"
+    guided = 0
     for method in METHODS:
         base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
         losses = LOSSES if method == "simcse_sup" else [catalog.default_loss(method)]
         for loss in losses:
             cfg = _with_option(base, "loss", loss)
-            if _verdict(cfg, [f"loss={loss}"]) is not None:
+            takes_guide = catalog.loss_kind_of(catalog.options("loss")[loss]) == "guided_pair"
+            error = _verdict(cfg, [f"loss={loss}"])
+            if takes_guide and method == "simcse_sup":
+                assert error and error.startswith("loss: ") and "\n" not in error, (method, loss, error)
+            elif error is not None:
                 continue
             with open_dict(cfg):
                 cfg.method.guide = str(guide)
             error = _verdict(cfg, [f"loss={loss}", f"method.guide={guide}"])
             takes_mask = "ignore" in inspect.signature(loss_function(cfg)).parameters
-            if method == "simcse_sup" and takes_mask:
+            if method == "simcse_sup" and (takes_mask or takes_guide):
                 assert error is None, (method, loss, error)
+                guided += takes_guide
             else:
                 assert error and error.startswith("method.guide: ") and "\n" not in error, (method, loss, error)
+    assert guided == 1  # loss=gist
 
 
 def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, corpus_files) -> None:

@@ -10,6 +10,8 @@ Kinds (the positional arguments; hyperparameters are keyword-only):
 
 * ``pair``: ``loss(anchors, positives, hard_negatives=None, *, labels=None, ...)`` — two views
   (row i of each is the same item); most losses. All go through :mod:`cl_bench.losses.similarity`.
+* ``guided_pair``: ``loss(anchors, positives, hard_negatives=None, *, guide, ...)`` — a pair loss that also takes a
+  frozen guide encoder's embeddings of the same columns (GISTEmbed, ``loss=gist``; ``method=simcse_sup``).
 * ``two_view``: ``loss(z1, z2, *, ...)`` — two views' projections, no negatives (Barlow Twins).
 * ``predict_target``: ``loss(predictions_1, predictions_2, targets_1, targets_2)`` — online
   predictions against momentum-target projections of the other view (BYOL).

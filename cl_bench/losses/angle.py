@@ -6,8 +6,11 @@ multiplier, not a divisor):
 
 * **cosine** (``cosine_w``, ``cosine_tau``): CoSENT over the pairs' cosines (:mod:`cl_bench.losses.cosent`);
 * **in-batch negatives** (``ibn_w``, ``ibn_tau``): the 2N sentences of the N pairs are scored against each
-  other (cosine × ``ibn_tau``, self excluded); a sentence of a *positive* pair must pick its partner
-  (cross-entropy); a sentence of a negative pair has no target and adds 0 (it still counts in the mean);
+  other (cosine × ``ibn_tau``, self excluded); a sentence must pick its targets (cross-entropy summed over them):
+  its partner when its pair's label truncates to a nonzero integer, plus the code's label-multiplied extra
+  targets (:func:`in_batch_targets`); a sentence of a pair labelled below 1 has none and adds 0 (it still counts
+  in the mean). The labels are taken on the scale they come in, as the code does: AnglE's STS-B example feeds the
+  raw 0–5 scores (``method.score_max=5``), SBERT's scale [0, 1] makes only pairs scored 5 positives;
 * **angle** (``angle_w``, ``angle_tau``): each embedding is split into a real and an imaginary half,
   ``z = a + bi``; for a pair ``(z1, z2)`` the code computes ``Δ = (a·c + b·d, b·c − a·d) / (‖z1‖ ‖z2‖)``
   element-wise (z1 = a + bi, z2 = c + di: the complex quotient z1/z2 rescaled by ‖z2‖/‖z1‖ with the norms
@@ -59,18 +62,33 @@ def angle_differences(u: torch.Tensor, v: torch.Tensor, pooling: str = "sum") ->
     return pooled.abs()
 
 
-def in_batch_positive_partners(u: torch.Tensor, v: torch.Tensor, positive: torch.Tensor, scale: float) -> torch.Tensor:
-    """AnglE's in-batch term: mean over the 2N sentences of ``−log softmax_j(scale · cos(x_r, x_j))[partner(r)]``
-    where the pair of ``r`` is positive, 0 where it is not; ``j`` runs over all 2N sentences but ``r``."""
+def in_batch_targets(labels: torch.Tensor) -> torch.Tensor:
+    """AnglE's in-batch targets (``in_batch_negative_loss``'s ``make_target_matrix``), (2N, 2N) bool over the
+    zigzag sentences ``[u_0, v_0, u_1, v_1, …]``.
+
+    With ``y`` the pair's label truncated to an integer (the code's ``y_true.int()`` of its float32 labels) and
+    ``partner(r)`` the other sentence of r's pair, sentence ``j`` is a target of row ``r`` when both labels are
+    nonzero and ``j · y_j == partner(r) · y_r``: the partner always, and, with labels above 1, every other ``j``
+    whose index times label happens to equal it (AnglE's STS-B example feeds the raw 0–5 scores, so such extra
+    targets occur); a row whose label truncates to 0 has none.
+    """
+    y = labels.to(torch.float32).to(torch.int64).repeat_interleave(2)
+    rows = torch.arange(y.shape[0], device=labels.device)
+    partner = rows + 1 - 2 * (rows % 2)  # zigzag: 0↔1, 2↔3, …
+    column_key = torch.where(y != 0, rows * y, torch.full_like(y, -2))
+    row_key = torch.where(y != 0, partner * y, torch.full_like(y, -1))
+    return row_key.unsqueeze(1) == column_key.unsqueeze(0)
+
+
+def in_batch_negatives(u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, scale: float) -> torch.Tensor:
+    """AnglE's in-batch term: mean over the 2N sentences of ``−Σ_j target(r, j) · log softmax_j(scale · cos(x_r, x_j))``
+    (:func:`in_batch_targets`; ``j`` runs over all 2N sentences but ``r``; a row without targets adds 0)."""
     x = F.normalize(torch.stack([working_precision(u), working_precision(v)], dim=1).reshape(-1, u.shape[1]), dim=1)
     n2 = x.shape[0]
     logits = (x @ x.T * scale).masked_fill(torch.eye(n2, dtype=torch.bool, device=x.device), float("-inf"))
     log_probs = logits.log_softmax(dim=1)
-    rows = torch.arange(n2, device=x.device)
-    partner = rows + 1 - 2 * (rows % 2)  # zigzag: 0↔1, 2↔3, …
-    row_positive = positive.to(x.device).repeat_interleave(2)
-    picked = log_probs[rows, partner]
-    return -(picked * row_positive.to(picked.dtype)).sum() / n2
+    targets = in_batch_targets(labels.to(x.device))
+    return -torch.where(targets, log_probs, torch.zeros_like(log_probs)).sum() / n2
 
 
 @loss_kind("scored_pair")
@@ -91,8 +109,11 @@ def angle(
 
     Args:
         u, v: (N, D) the pairs' sentences (D even for the angle term).
-        scores: (N,) gold scores. The in-batch term's positive pairs are those whose score truncates to a
-            nonzero integer (the code's ``y_true.int()``: with SBERT's scores in [0, 1], score 1; NLI labels 1).
+        scores: (N,) the pairs' labels, on the scale the data gives them (``method.score_max``: STS-B's 0–5 gold
+            score rescaled to [0, score_max]; AnglE's STS-B example: the raw 0–5). The cosine and angle terms read
+            only their order; the in-batch term builds its targets from them as the code does
+            (:func:`in_batch_targets`): with scores in [0, 1] only a 1 makes a positive, with raw 0–5 every pair
+            scored >= 1 does, and labels >= 2 add extra targets.
         cosine_w, ibn_w, angle_w: the terms' weights (>= 0; a zero weight skips its term).
         cosine_tau, ibn_tau, angle_tau: the terms' scales (> 0).
         angle_pooling: ``sum`` or ``mean`` of the element-wise angle differences.
@@ -106,7 +127,7 @@ def angle(
     if cosine_w > 0:
         loss = loss + cosine_w * ranking_logsumexp(pair_cosines(u, v) * cosine_tau, scores)
     if ibn_w > 0:
-        loss = loss + ibn_w * in_batch_positive_partners(u, v, scores.to(torch.int64) != 0, ibn_tau)
+        loss = loss + ibn_w * in_batch_negatives(u, v, scores, ibn_tau)
     if angle_w > 0:
         loss = loss + angle_w * ranking_logsumexp(angle_differences(u, v, angle_pooling) * angle_tau, scores)
     return loss

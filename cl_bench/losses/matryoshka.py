@@ -1,11 +1,17 @@
 """Matryoshka representation learning (Kusupati et al., NeurIPS 2022) around any loss that takes embeddings.
 
 ``train.matryoshka_dims=[768, 512, 256, 128, 64]`` (and optionally ``train.matryoshka_weights``) turns the
-configured loss ``L`` into ``Σ_k w_k · L(x[:, :d_k] for every embedding x)``: the loss is computed again on
-the first ``d_k`` coordinates of every embedding it is given (anchors, positives, hard negatives; scored
-pairs' sentences; triplets), so each prefix of the embedding is trained to be an embedding of its own
-(sentence-transformers' ``MatryoshkaLoss`` does the same). Scores, labels and other inputs pass unchanged.
-Weights default to 1 each.
+configured loss ``L`` into ``Σ_k w_k · L(normalize(x[:, :d_k]) for every embedding x)``: the loss is computed
+again on the first ``d_k`` coordinates of every embedding it is given (anchors, positives, hard negatives; scored
+pairs' sentences; triplets), each prefix L2-normalised, so each prefix of the embedding is trained to be an
+embedding of its own. Scores, labels and other inputs pass unchanged. Weights default to 1 each.
+
+The normalisation is sentence-transformers' ``MatryoshkaLoss`` (its ``shrink``: slice, then ``F.normalize``), the
+full size included. It changes nothing for a loss that only reads cosines (InfoNCE, CoSENT, ...), and it changes the
+value of every loss that reads lengths or distances (``sbert_triplet``, ``triplet``, ``contrastive``, ``npair``,
+``mixcse``, ...): the Matryoshka loss of those is the loss of unit-length prefixes, as sentence-transformers
+trains it (tests/test_matryoshka.py checks it against ``MatryoshkaLoss`` over ``MultipleNegativesRankingLoss`` and
+``TripletLoss``, float64, loss and gradients).
 
 The wrapper is a pure function of its inputs like the loss it wraps; it keeps the wrapped loss's kind and
 hyperparameters visible (``func``, ``keywords``), so methods and the distributed gather see the same loss.
@@ -17,9 +23,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 #: loss kinds whose tensor arguments are sentence embeddings (so a prefix of them is an embedding too)
-EMBEDDING_KINDS = ("pair", "scored_pair", "triplet")
+EMBEDDING_KINDS = ("pair", "guided_pair", "scored_pair", "triplet")
 
 
 def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
@@ -37,14 +44,15 @@ def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
 
 
 def _truncate(value: Any, width: int, dim: int) -> Any:
-    """The first ``dim`` coordinates of an (N, width) floating tensor; anything else unchanged."""
+    """The first ``dim`` coordinates of an (N, width) floating tensor, L2-normalised (sentence-transformers'
+    ``shrink``); anything else unchanged."""
     if torch.is_tensor(value) and value.is_floating_point() and value.ndim == 2 and value.shape[1] == width:
-        return value[:, :dim]
+        return F.normalize(value[:, :dim], p=2, dim=-1)
     return value
 
 
 class MatryoshkaLoss:
-    """``Σ_k w_k · loss(embeddings truncated to dims[k])``.
+    """``Σ_k w_k · loss(embeddings truncated to dims[k] and L2-normalised)``.
 
     Args:
         loss: the configured loss (a ``functools.partial`` of a loss of an :data:`EMBEDDING_KINDS` kind).

@@ -65,6 +65,7 @@ class RunSetting:
         loss_inputs: the keyword inputs the configured loss accepts (e.g. ``ignore``, GISTEmbed's mask).
         pooler: the pooler group's ``name``; mlp_only_train: its ``mlp_only_train`` (DiffCSE's projector).
         model_type: the backbone's ``model_type`` read from a local folder's config.json (None for a hub id).
+        loss_function: the configured loss function's ``__name__`` (e.g. ``sbert_regression``; None without a loss).
     """
 
     augmentation: type | None = None
@@ -75,6 +76,7 @@ class RunSetting:
     pooler: str = ""  # ``pooler.name`` (a method that sets its own pooler may ignore it)
     mlp_only_train: bool | None = None  # ``pooler.mlp_only_train``
     model_type: str | None = None  # ``model_type`` of a local checkpoint's config.json (None: not read)
+    loss_function: str | None = None  # the loss function's ``__name__`` (SBERT: regression needs scores in [0, 1])
 
     @property
     def augmentation_name(self) -> str:

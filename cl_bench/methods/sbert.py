@@ -13,8 +13,19 @@ The objective is the ``loss=`` option, and it decides what the training file hol
 Any loss of these kinds works the same way: ``cosent`` and ``angle`` are ``scored_pair`` losses (STS-B
 pairs), ``angle_nli`` a ``triplet`` loss (NLI triples).
 
+A ``scored_pair`` loss's pairs (``method.scored_pairs``): ``stsb`` reads an STS-B split, its 0–5 gold score
+rescaled to [0, ``method.score_max``] (1, the default: score / 5, SBERT's regression target; 5: the raw score, as
+AnglE's STS-B example feeds its labels); ``nli`` reads the NLI triples file as AnglE's format A, the premise paired
+with its entailment (label 1) and with its contradiction (label 0) — AnglE's NLI data
+(``SeanLee97/all_nli_angle_format_a``: entailment 1, contradiction 0, neutral skipped).
+
 Sentences are encoded one by one through the configured pooler (SBERT: mean pooling); no
 augmentation: the model's dropout is its only noise, as in SBERT.
+
+``method.loss_block=B`` (``scored_pair`` and ``triplet`` losses) splits each batch into consecutive blocks of B rows
+and averages the blocks' losses: the gradient of one step over G·B rows is then the mean of G per-block gradients,
+which is what G GPUs × accumulation steps of B rows each give (AnglE's NLI command: 8 GPUs × 16 steps × 128 pairs).
+With ``train.gradcache_chunk`` (GradCache hooks below) such a step fits in memory.
 
 ``method.train_classifier`` (classification objective only): ``true`` (default) trains the softmax
 classifier with the encoder. ``false`` is sentence-transformers v0.2.0 (the release of the paper's
@@ -44,6 +55,8 @@ from cl_bench.methods.base import Method, MethodContext, RunSetting, TextViews, 
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
+#: where a scored_pair loss's pairs come from (``method.scored_pairs``)
+SCORED_PAIRS = ("stsb", "nli")
 
 
 @dataclass
@@ -67,6 +80,12 @@ class SBERT(Method):
         nli_splits: SentEval SNLI splits read for ``sbert_softmax`` (None: the split the training file names).
         train_classifier: ``sbert_softmax`` only: False keeps the classifier at its initial weights, as
             sentence-transformers v0.2.0's ``fit`` did (see the module docstring).
+        scored_pairs: a ``scored_pair`` loss's pairs: ``stsb`` (STS-B split) or ``nli`` (NLI triples as AnglE's
+            format A pairs, labels 1 and 0).
+        score_max: ``scored_pairs=stsb``: the STS-B gold score (0–5) is given to the loss rescaled to
+            [0, score_max] (1: SBERT's score / 5; 5: the raw score, AnglE's STS-B example).
+        loss_block: > 0: the loss is the mean of the losses of consecutive blocks of this many rows (data-parallel
+            GPUs with gradient accumulation); 0: one loss over the whole batch.
     """
 
     name = "sbert"
@@ -77,16 +96,47 @@ class SBERT(Method):
     encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
 
     @classmethod
+    def check_config(cls, values: dict[str, Any]) -> None:
+        """``method.scored_pairs`` is one of :data:`SCORED_PAIRS`; ``method.score_max`` a number > 0."""
+        if values.get("scored_pairs", "stsb") not in SCORED_PAIRS:
+            raise ValueError(f"method.scored_pairs: unknown '{values['scored_pairs']}'; valid: {', '.join(SCORED_PAIRS)}")
+        score_max = values.get("score_max", 1.0)
+        if isinstance(score_max, bool) or not isinstance(score_max, int | float) or not score_max > 0:
+            raise ValueError(f"method.score_max: must be a number > 0, got {score_max!r}")
+        loss_block = values.get("loss_block", 0)
+        if isinstance(loss_block, bool) or not isinstance(loss_block, int) or loss_block < 0:
+            raise ValueError(f"method.loss_block: must be an integer >= 0 (0: one loss over the batch), got {loss_block!r}")
+
+    @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
+        inert = {}
+        if setting.loss_kind != "scored_pair":
+            inert["scored_pairs"] = f"only a scored_pair loss reads scored pairs (this loss is {setting.loss_kind})"
+            inert["score_max"] = f"only a scored_pair loss reads STS-B scores (this loss is {setting.loss_kind})"
+        elif values.get("scored_pairs", "stsb") != "stsb":
+            inert["score_max"] = "method.scored_pairs=nli: the pairs' labels are 1 and 0 (no STS-B score to rescale)"
         if setting.loss_kind == "classifier":
-            return {}
-        return {"nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})",
+            inert["loss_block"] = "a classifier loss (sbert_softmax) is one loss over the batch's labelled pairs"
+            return inert
+        return {**inert,
+                "nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})",
                 "train_classifier": f"only a classifier loss (sbert_softmax) has a classifier (this loss is {setting.loss_kind})"}
 
+    @classmethod
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
+        """SBERT's regression fits the cosine to a score in [0, 1]: ``method.score_max`` must stay 1 for it."""
+        if setting.loss_function == "sbert_regression" and float(values.get("score_max", 1.0)) != 1.0:
+            raise ValueError("method.score_max: loss=sbert_regression regresses the cosine on the score in [0, 1]; "
+                             "keep method.score_max=1")
+
     def __init__(
-        self, context: MethodContext, nli_splits: Sequence[str] | None = None, train_classifier: bool = True
+        self, context: MethodContext, nli_splits: Sequence[str] | None = None, train_classifier: bool = True,
+        scored_pairs: str = "stsb", score_max: float = 1.0, loss_block: int = 0,
     ) -> None:
         super().__init__(context)
+        self.scored_pairs = scored_pairs
+        self.score_max = float(score_max)
+        self.loss_block = int(loss_block)
         self.kind = configured_loss_kind(context.loss)
         if self.kind not in self.loss_kinds:
             raise ValueError("loss: method=sbert needs a classifier, scored_pair or triplet loss (e.g. sbert_softmax, "
@@ -105,9 +155,17 @@ class SBERT(Method):
         limit = self.context.data.get("limit")
         if self.kind == "classifier":
             return read_snli_senteval_pairs(path, self.nli_splits, limit)
+        if self.kind == "scored_pair" and self.scored_pairs == "nli":
+            triples = read_nli_triples(path, limit=limit)
+            if len(triples[0]) != 3:
+                raise ValueError(f"data.train_file: {path} has no hard_neg column; method.scored_pairs=nli pairs the "
+                                 "premise with its entailment (1) and its contradiction (0)")
+            return [pair for premise, entailment, contradiction in triples
+                    for pair in ((premise, entailment, 1.0), (premise, contradiction, 0.0))]
         if self.kind == "scored_pair":
             pairs = read_stsb_split(path)
-            rows = [(a, b, float(g) / STSB_MAX_SCORE) for a, b, g in zip(pairs.sent1, pairs.sent2, pairs.gold, strict=True)]
+            divisor = STSB_MAX_SCORE / self.score_max  # 1.0 for score_max 5: the raw gold score, exactly
+            rows = [(a, b, float(g) / divisor) for a, b, g in zip(pairs.sent1, pairs.sent2, pairs.gold, strict=True)]
             return rows[:limit] if limit is not None else rows
         rows = read_nli_triples(path, limit=limit)
         if len(rows[0]) != 3:
@@ -126,7 +184,7 @@ class SBERT(Method):
         # Encode every column of the batch in one forward pass; one (N, H) tensor per column.
         columns = self.encoder(self.to_device(prepared.features)).split(prepared.size)
         if self.kind == "triplet":
-            return {"loss": self.loss_fn(*columns)}
+            return {"loss": self.blocked_loss(columns)}
         u, v = columns
         targets = prepared.targets.to(u.device, non_blocking=True)
         if self.kind == "classifier":
@@ -136,7 +194,39 @@ class SBERT(Method):
             loss = self.loss_fn(logits, targets)
             accuracy = (logits.argmax(1) == targets).float().mean().detach()
             return {"loss": loss, "nli_accuracy": accuracy}
-        return {"loss": self.loss_fn(u, v, targets)}
+        return {"loss": self.blocked_loss((u, v, targets))}
+
+    def blocked_loss(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The configured loss of the batch's columns (and targets), or the mean of its blocks' losses
+        (``method.loss_block``)."""
+        rows = inputs[0].shape[0]
+        if self.loss_block <= 0 or self.loss_block >= rows:
+            return self.loss_fn(*inputs)
+        blocks = [self.loss_fn(*(x[start : start + self.loss_block] for x in inputs))
+                  for start in range(0, rows, self.loss_block)]
+        return torch.stack(blocks).mean()
+
+    # GradCache hooks (cl_bench/train/gradcache.py)
+    def gradcache_blocker(self) -> str | None:
+        """Why this configuration cannot train with gradient caching, or None when it can."""
+        if self.kind == "classifier":
+            return "loss=sbert_softmax (its classifier step keeps SBERT's own update rule); use a scored_pair or triplet loss"
+        return None
+
+    def cache_embed(self, batch: list[tuple[Any, ...]]) -> tuple[torch.Tensor, ...]:
+        """GradCache hook: a chunk's column embeddings, and its targets (no gradient) for a scored_pair loss."""
+        prepared = self.prepare(batch, self.rng)
+        columns = tuple(self.encoder(self.to_device(prepared.features)).split(prepared.size))
+        if prepared.targets is None:
+            return columns
+        return columns + (prepared.targets.to(columns[0].device),)
+
+    def cache_loss(self, embeddings: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        """GradCache hook: the (blocked) loss of the whole batch from its cached columns (and targets)."""
+        if self.kind == "triplet":
+            return {"loss": self.blocked_loss(embeddings[:3])}
+        u, v, targets = embeddings
+        return {"loss": self.blocked_loss((u, v, targets.detach()))}
 
     def on_after_step(self) -> None:
         """``train_classifier=false``: undo the optimiser's change to the classifier (v0.2.0's ``fit``).

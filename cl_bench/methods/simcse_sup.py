@@ -9,12 +9,17 @@ so ``loss.tau`` (0.05) and ``loss.hard_negative_alpha`` (Table 7's weight α on 
 hard negative) apply. All sentences of a batch go through the encoder in one forward pass, as in
 SimCSE's ``cl_forward``.
 
-``method.guide=<encoder>`` adds GISTEmbed's guided negative selection (Solatorio 2024): a frozen guide encoder
-(any local folder or hub id, checked offline-safely before any model loads, pooled by ``method.guide_pooler``)
-embeds the batch's sentences, and every candidate it scores at least as similar to the premise as the premise's
-own entailment is left out of that premise's denominator (:func:`cl_bench.losses.gist.guided_ignore_mask`, passed
-to the loss as ``ignore=``). It works with GradCache (``train.gradcache_chunk``): the guide's embeddings are cached
-with the chunk's, as sentence-transformers' ``CachedGISTEmbedLoss``.
+``method.guide=<encoder>`` adds a frozen guide encoder (Solatorio 2024; any local folder or hub id, checked
+offline-safely before any model loads, pooled by ``method.guide_pooler``) that embeds the batch's sentences:
+
+* with ``loss=gist`` the loss is GISTEmbed, sentence-transformers' ``GISTEmbedLoss`` (:func:`cl_bench.losses.gist.gist_embed`,
+  given the guide's embeddings as ``guide=``);
+* with ``loss=infonce`` (the default) it is *guided supervised SimCSE*: every candidate the guide scores at least as
+  similar to the premise as the premise's own entailment is left out of that premise's denominator
+  (:func:`cl_bench.losses.gist.guided_ignore_mask`, passed to the loss as ``ignore=``).
+
+Both work with GradCache (``train.gradcache_chunk``): the guide's embeddings are cached with the chunk's, as
+sentence-transformers' ``CachedGISTEmbedLoss``.
 """
 
 from __future__ import annotations
@@ -61,13 +66,13 @@ class SupervisedSimCSE(Method):
         mlm_mode: ``clean``, ``untied`` (SimCSE's latest code: clean inputs, LM head untied) or
             ``masked`` (SimCSE's official code before PR #121: all three sentences' contrastive inputs
             are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
-        guide: GISTEmbed's frozen guide encoder (a local folder or hub id; None: no guided masking).
+        guide: GISTEmbed's frozen guide encoder (a local folder or hub id; None: no guide). ``loss=gist`` needs it.
         guide_pooler: the guide's pooling (``cl_bench.models.poolers``; ``avg`` for sentence-transformers models).
     """
 
     name = "simcse_sup"
     uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair",)
+    loss_kinds = ("pair", "guided_pair")
     supplies = frozenset({"hard_negatives"})
     summary = "supervised SimCSE: NLI (premise, entailment, contradiction); the contradiction is a hard negative"
     encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
@@ -95,9 +100,18 @@ class SupervisedSimCSE(Method):
         inert = mlm_inert_keys(values)
         if not values.get("guide"):
             inert["guide_pooler"] = "method.guide is null (no guide encoder)"
-        elif "ignore" not in setting.loss_inputs:
-            inert["guide"] = "the configured loss takes no mask of ignored columns (ignore=); use loss=infonce"
+        elif setting.loss_kind != "guided_pair" and "ignore" not in setting.loss_inputs:
+            inert["guide"] = ("the configured loss takes no guide (loss=gist) and no mask of ignored columns (ignore=, "
+                              "loss=infonce)")
         return inert
+
+    @classmethod
+    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
+        """A guided loss (``loss=gist``) needs ``method.guide``."""
+        if setting.loss_kind == "guided_pair" and not values.get("guide"):
+            raise ValueError("loss: GISTEmbed's loss (loss=gist, a guided_pair loss) needs a guide encoder; set "
+                             "method.guide=<local folder or hub id> (e.g. sentence-transformers/all-MiniLM-L6-v2) or use "
+                             "loss=infonce")
 
     def __init__(
         self,
@@ -159,9 +173,12 @@ class SupervisedSimCSE(Method):
         return self.guide({k: v.to(device) for k, v in views.guide_features.items()}).split(views.size)
 
     def guided_loss(self, embeddings: Sequence[torch.Tensor], guide: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The configured loss, with the guide's mask of ignored columns when there is a guide."""
+        """The configured loss: given the guide's embeddings (``loss=gist``), or the guide's mask of ignored columns
+        (guided supervised SimCSE), or neither without a guide."""
         if self.guide is None:
             return self.loss_fn(*embeddings)
+        if getattr(getattr(self.loss_fn, "func", self.loss_fn), "loss_kind", None) == "guided_pair":
+            return self.loss_fn(*embeddings, guide=tuple(guide))
         return self.loss_fn(*embeddings, ignore=guided_ignore_mask(*guide))
 
     def training_step(self, batch: list[tuple[str, ...]] | TextViews) -> dict[str, torch.Tensor]:
