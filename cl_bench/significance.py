@@ -204,10 +204,10 @@ class _TieGroups:
 
 def _doubled_centred_ranks(run_counts: np.ndarray, drawn: np.ndarray) -> np.ndarray:
     """Twice the average rank minus twice the mean rank of each run of equal values (row), per resample
-    (column): ``run_counts`` the drawn pairs of each run in sorted order, ``drawn`` the columns' totals. A value's average
-    rank (as ``scipy.stats.rankdata`` gives it) is the number of drawn pairs of lower values plus (its own
-    drawn pairs + 1) / 2 and the mean rank (drawn + 1) / 2; doubled, both are integers, so that the sums of
-    their products are exact."""
+    (column): ``run_counts`` the drawn pairs of each run in sorted order, ``drawn`` the columns' totals. A
+    value's average rank (as ``scipy.stats.rankdata`` gives it) is the number of drawn pairs of lower values
+    plus (its own drawn pairs + 1) / 2 and the mean rank (drawn + 1) / 2; doubled, both are integers, so that
+    the sums of their products are exact."""
     return 2.0 * np.cumsum(run_counts, axis=0) - run_counts - drawn
 
 
@@ -217,14 +217,14 @@ class _SliceRanks:
 
     def __init__(self, part: slice, gold: np.ndarray, systems: Sequence[np.ndarray]) -> None:
         self.gold = _TieGroups(gold[part])
-        self.columns = part.start + self.gold.order  # the slice's pairs (rows of the counts), in gold order
+        self.pairs = part.start + self.gold.order  # the slice's pairs (rows of the counts), in gold order
         self.systems = [_TieGroups(system[part][self.gold.order]) for system in systems]
 
     def spearmans(self, counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         """Per system, the Spearman x 100 of the drawn pairs in every resample (a column of ``counts``, pairs x
         resamples), and the resamples' numbers of drawn pairs. NaN where fewer than two pairs were drawn or a
         side is constant."""
-        weights = counts[self.columns]
+        weights = counts[self.pairs]
         drawn = weights.sum(axis=0)
         gold_runs = self.gold.run_counts(weights)
         gold_values = _doubled_centred_ranks(gold_runs, drawn)
@@ -262,14 +262,16 @@ class _ResampledSpearman:
         self.n_pairs = len(flat.gold)
         self.n_a = len(flat.a)
         self.n_systems = len(flat.a) + len(flat.b)
-        # the flattened pairs are contiguous per (task, part) in the order of ``flat.keys``: slices of columns
+        # the flattened pairs are contiguous per (task, part) in the order of ``flat.keys``: slices of the pairs
         ends = np.cumsum(np.bincount(flat.group.astype(np.intp), minlength=len(flat.keys)))
         part_slices = [slice(int(end - size), int(end))
                        for end, size in zip(ends, np.diff(ends, prepend=0), strict=True)]
         self.slices: list[list[_SliceRanks | None]] = []  # per task, the slices it aggregates (None: no pairs)
         for t in range(len(flat.tasks)):
             mine = [part for part, (owner, _) in zip(part_slices, flat.keys, strict=True) if owner == t]
-            if aggregation == "all":
+            if not mine:  # a task without parts has no figure
+                mine = [slice(0, 0)]
+            elif aggregation == "all":
                 mine = [slice(mine[0].start, mine[-1].stop)]
             self.slices.append([_SliceRanks(part, flat.gold, [*flat.a, *flat.b]) if part.stop > part.start else None
                                 for part in mine])
