@@ -6,7 +6,10 @@
   figure is recomputed with SentEval's aggregation (:func:`cl_bench.eval.sts.task_figure`, ``all`` for
   STS12–16) and the average over the tasks. The interval is the bootstrap's percentile interval of
   A − B (``method`` picks another of scipy's). With several seeds on a side, a side's figure is the
-  mean of its seeds' figures on the same resampled pairs.
+  mean of its seeds' figures on the same resampled pairs. The statistic is vectorised over a batch of
+  resamples (:class:`_ResampledSpearman`: a resample is a count per pair, and a Spearman on it the
+  count-weighted Pearson of the average ranks, exactly what ranking the resampled arrays gives), so
+  scipy draws the very resamples it drew when the statistic was computed one resample at a time.
 * **Seed noise, Welch's t-test** (:func:`seed_test`): ``scipy.stats.ttest_ind(equal_var=False)`` on
   the per-seed figures of the two sides (needs two seeds or more on each side).
 
@@ -152,7 +155,8 @@ def _centred_ranks(values: np.ndarray) -> np.ndarray:
 
 def _figures(flat: _Flat, group: np.ndarray, gold: np.ndarray, systems: Sequence[np.ndarray],
              aggregation: str) -> np.ndarray:
-    """Per task, the mean over ``systems`` (seeds) of the task's aggregated figure on these pairs."""
+    """Per task, the mean over ``systems`` (seeds) of the task's aggregated figure on these pairs, one set of
+    pairs at a time: the full test set's figures, and the reference :class:`_ResampledSpearman` is tested against."""
     out = np.empty(len(flat.tasks))
     if aggregation == "all":
         # SentEval's "all": the Spearman of the task's pooled pairs; the gold ranks serve every system
@@ -174,6 +178,142 @@ def _figures(flat: _Flat, group: np.ndarray, gold: np.ndarray, systems: Sequence
         values = [task_figure({flat.parts[t][p]: s[m] for p, m in mine}, gold_parts, aggregation) for s in systems]
         out[t] = float(np.mean(values))
     return out
+
+
+class _TieGroups:
+    """A column of values sorted once: its order and its runs of equal values, from which a resample's average
+    ranks follow by counting (no sort per resample)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.order = np.argsort(values, kind="stable")
+        ordered = values[self.order]
+        starts_group = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+        self.starts = np.flatnonzero(starts_group)  # where each run of equal values begins in sorted order
+        self.sizes = np.diff(np.append(self.starts, len(values)))
+        self.ties = len(self.starts) < len(values)
+
+    def run_counts(self, sorted_counts: np.ndarray) -> np.ndarray:
+        """Per resample (column), the drawn pairs of each run of equal values (a row each); ``sorted_counts``
+        holds how many times each pair (row, in this column's sorted order) was drawn."""
+        return np.add.reduceat(sorted_counts, self.starts, axis=0) if self.ties else sorted_counts
+
+    def per_pair(self, per_run: np.ndarray) -> np.ndarray:
+        """A row per run of equal values repeated for each pair of the run (sorted order)."""
+        return np.repeat(per_run, self.sizes, axis=0) if self.ties else per_run
+
+
+def _doubled_centred_ranks(run_counts: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """Twice the average rank minus twice the mean rank of each run of equal values (row), per resample
+    (column): ``run_counts`` the drawn pairs of each run in sorted order, ``drawn`` the columns' totals. A
+    value's average rank (as ``scipy.stats.rankdata`` gives it) is the number of drawn pairs of lower values
+    plus (its own drawn pairs + 1) / 2 and the mean rank (drawn + 1) / 2; doubled, both are integers, so that
+    the sums of their products are exact."""
+    return 2.0 * np.cumsum(run_counts, axis=0) - run_counts - drawn
+
+
+class _SliceRanks:
+    """The pairs of one slice (a task, or a part of one) in the order of their gold scores, and each system's
+    order among them: what :class:`_ResampledSpearman` needs to rank a resample of the slice."""
+
+    def __init__(self, part: slice, gold: np.ndarray, systems: Sequence[np.ndarray]) -> None:
+        self.gold = _TieGroups(gold[part])
+        self.pairs = part.start + self.gold.order  # the slice's pairs (rows of the counts), in gold order
+        self.systems = [_TieGroups(system[part][self.gold.order]) for system in systems]
+
+    def spearmans(self, counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Per system, the Spearman x 100 of the drawn pairs in every resample (a column of ``counts``, pairs x
+        resamples), and the resamples' numbers of drawn pairs. NaN where fewer than two pairs were drawn or a
+        side is constant."""
+        weights = counts[self.pairs]
+        drawn = weights.sum(axis=0)
+        gold_runs = self.gold.run_counts(weights)
+        gold_values = _doubled_centred_ranks(gold_runs, drawn)
+        gold_spread = (gold_runs * gold_values * gold_values).sum(axis=0)
+        gold = self.gold.per_pair(gold_values)
+        out = []
+        for system in self.systems:
+            mine = weights[system.order]
+            ranks = system.per_pair(_doubled_centred_ranks(system.run_counts(mine), drawn))
+            weighted = mine * ranks
+            spread = (weighted * ranks).sum(axis=0)
+            denominator = np.sqrt(spread * gold_spread)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                value = (weighted * gold[system.order]).sum(axis=0) / denominator * 100.0
+            value[(drawn < 2) | ~(denominator > 0)] = np.nan
+            out.append(value)
+        return out, drawn
+
+
+class _ResampledSpearman:
+    """The paired bootstrap's statistic, vectorised over a batch of resamples: per task A − B (each side the
+    mean over its seeds of the task's aggregated Spearman x 100) and, last, their mean over the tasks.
+
+    A resample is a row of pair indices; what a Spearman of its pairs depends on is how many times each pair
+    was drawn, so each batch becomes a count matrix and every Spearman the count-weighted Pearson correlation of
+    the average ranks (:func:`_doubled_centred_ranks`). That is what ranking the resampled arrays
+    gives (:func:`_figures`; equal in tests/test_significance.py), NaN where a slice has fewer than two drawn
+    pairs or a constant side, as :func:`cl_bench.eval.sts.spearman100`.
+    """
+
+    def __init__(self, flat: _Flat, aggregation: str) -> None:
+        if aggregation not in ("all", "mean", "wmean"):
+            raise ValueError(f"aggregation: {aggregation!r} is not one of all, mean, wmean")
+        self.aggregation = aggregation
+        self.n_pairs = len(flat.gold)
+        self.n_a = len(flat.a)
+        self.n_systems = len(flat.a) + len(flat.b)
+        # the flattened pairs are contiguous per (task, part) in the order of ``flat.keys``: slices of the pairs
+        ends = np.cumsum(np.bincount(flat.group.astype(np.intp), minlength=len(flat.keys)))
+        part_slices = [slice(int(end - size), int(end))
+                       for end, size in zip(ends, np.diff(ends, prepend=0), strict=True)]
+        self.slices: list[list[_SliceRanks | None]] = []  # per task, the slices it aggregates (None: no pairs)
+        for t in range(len(flat.tasks)):
+            mine = [part for part, (owner, _) in zip(part_slices, flat.keys, strict=True) if owner == t]
+            if not mine:  # a task without parts has no figure
+                mine = [slice(0, 0)]
+            elif aggregation == "all":
+                mine = [slice(mine[0].start, mine[-1].stop)]
+            self.slices.append([_SliceRanks(part, flat.gold, [*flat.a, *flat.b]) if part.stop > part.start else None
+                                for part in mine])
+
+    def counts(self, indices: np.ndarray) -> np.ndarray:
+        """How many times each pair was drawn (a row per pair, float) in each resample (a column; a row of
+        ``indices``): pairs along the first axis, so that the sorts' gathers copy whole rows and the rank
+        cumulative sums run down contiguous rows."""
+        out = np.empty((indices.shape[0], self.n_pairs))
+        for row, drawn in enumerate(indices):  # one bincount a resample: its counts stay in cache
+            out[row] = np.bincount(drawn, minlength=self.n_pairs)
+        return np.ascontiguousarray(out.T)
+
+    def _task(self, counts: np.ndarray, slices: list[_SliceRanks | None]) -> list[np.ndarray]:
+        """Per system, the task's aggregated figure in every resample."""
+        empty = np.full(counts.shape[1], np.nan), np.zeros(counts.shape[1])
+        results = [s.spearmans(counts) if s is not None else ([empty[0]] * self.n_systems, empty[1]) for s in slices]
+        if len(results) == 1 or self.aggregation == "mean":
+            return [np.mean(np.stack(values), axis=0) for values in zip(*(r[0] for r in results), strict=True)]
+        sizes = np.stack([r[1] for r in results])  # "wmean": weighted by the parts' drawn pairs
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return [(np.stack(values) * sizes).sum(axis=0) / sizes.sum(axis=0)
+                    for values in zip(*(r[0] for r in results), strict=True)]
+
+    def __call__(self, indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        """``scipy.stats.bootstrap``'s vectorised statistic on resampled pair indices (one resample, 1-D, or a
+        batch, rows x pairs): (tasks + 1) values per resample, the resamples on the last axis."""
+        if axis not in (-1, indices.ndim - 1):
+            raise ValueError("the pair indices are resampled along the last axis")
+        batch = np.atleast_2d(indices)
+        counts = self.counts(batch.reshape(-1, batch.shape[-1]))
+        out = np.empty((len(self.slices) + 1, counts.shape[1]))
+        for t, slices in enumerate(self.slices):
+            figures = self._task(counts, slices)
+            out[t] = np.mean(figures[:self.n_a], axis=0) - np.mean(figures[self.n_a:], axis=0)
+        out[-1] = out[:-1].mean(axis=0)
+        return out.reshape(out.shape[0], *batch.shape[:-1]) if indices.ndim > 1 else out[:, 0]
+
+
+#: resamples per batch of the vectorised statistic: its count and rank matrices are a few batch x pairs
+#: float64 arrays (~40 MB each at 250 x 19,000 pairs)
+BOOTSTRAP_BATCH = 250
 
 
 class BootstrapOptions(TypedDict, total=False):
@@ -224,18 +364,13 @@ def paired_bootstrap(
     if not names:
         raise ValueError("the two sides have no STS task in common (no pair scores?)")
     flat = _flatten(a, b, names)
-    n_a = len(flat.a)
-
-    def statistic(group: np.ndarray, gold: np.ndarray, *systems: np.ndarray) -> np.ndarray:
-        diff = (_figures(flat, group, gold, systems[:n_a], aggregation)
-                - _figures(flat, group, gold, systems[n_a:], aggregation))
-        return np.append(diff, diff.mean())
-
-    data = (flat.group, flat.gold, *flat.a, *flat.b)
+    statistic = _ResampledSpearman(flat, aggregation)
     full_a = _figures(flat, flat.group, flat.gold, flat.a, aggregation)
     full_b = _figures(flat, flat.group, flat.gold, flat.b, aggregation)
-    result = bootstrap(data, statistic, paired=True, vectorized=False, n_resamples=n_resamples,
-                       confidence_level=confidence, method=method, rng=np.random.default_rng(seed))
+    # paired: scipy resamples the pair indices (as it does for paired samples) and the statistic reads the pairs
+    result = bootstrap((np.arange(len(flat.gold)),), statistic, paired=True, vectorized=True,
+                       n_resamples=n_resamples, batch=BOOTSTRAP_BATCH, confidence_level=confidence, method=method,
+                       rng=np.random.default_rng(seed))
     low, high = np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high)
     distribution = np.atleast_2d(result.bootstrap_distribution)
     rows = []
