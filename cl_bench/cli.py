@@ -277,6 +277,7 @@ def discard_unused_run_dir(run_dir: Path) -> None:
 def main() -> None:
     """Console-script entry point."""
     interrupt.mark_launcher()
+    sys.argv[1:] = flags_first(sys.argv[1:])  # `cl-bench a=1 -m b=1,2`: Hydra's parser wants its flags first
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -317,6 +318,22 @@ def main() -> None:
             print(f"cl-bench: error: {err}", file=sys.stderr)
             sys.exit(2)
     _hydra_main()
+
+
+def is_override(arg: str) -> bool:
+    """A Hydra override (``key=value``, ``+key=value``, ``group=option``, ``~key``), not a flag or a flag's value."""
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
+def flags_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its flags (``-m``/``--multirun``, ``--cfg job``, ...) and their values before the overrides,
+    each part in its own order.
+
+    Hydra's argument parser takes the overrides as one trailing positional list: an override after a flag
+    (``cl-bench model.name_or_path=DIR -m method=simcse,sg_opt``) is an "unrecognized argument" and argparse
+    prints its usage. A flag is accepted anywhere on the command line this way, ``python -m cl_bench`` too.
+    """
+    return [arg for arg in argv if not is_override(arg)] + [arg for arg in argv if is_override(arg)]
 
 
 def app_help(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> str:
