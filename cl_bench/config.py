@@ -264,17 +264,47 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     check_values(cfg)
     check_choices(cfg, overrides)
     check_eval_options(cfg)
+    check_model_and_files(cfg, overrides)
+    check_backbone(cfg)  # after every file: it reads the model's config with transformers
+    check_device(cfg)
+
+
+def check_local_paths(cfg: DictConfig) -> None:
+    """The files and folders the run names outside the data root, which nothing downloads: a training corpus
+    outside ``paths.data_dir`` and a ``train.resume`` run directory must exist. The job's first file check,
+    torch-free, so ``cl-bench`` gives it before torch (:func:`cl_bench.early_checks.check_model_and_data`).
+
+    Raises:
+        ConfigError: one line naming the key and the path.
+    """
+    if cfg.mode != "train":
+        return
+    train_file = Path(str(cfg.data.train_file)).absolute()
+    if not train_file.is_relative_to(Path(str(cfg.paths.data_dir)).absolute()) and not train_file.is_file():
+        raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")  # as check_text_file
+    resume = str(cfg.train.get("resume", "") or "")
+    if resume.lower() not in ("", "false", "none", "null", "true", "auto") and not Path(resume).is_dir():
+        raise ConfigError(f"train.resume: run directory not found: {resume}")
+
+
+def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """The model can be loaded and every file the run reads is there (fetching the data root's missing files
+    unless downloads are off), in the job's order: the local paths (:func:`check_local_paths`), then the model and
+    the data root's files together (offline, one message names every missing piece), then the data root and the
+    corpus's content. Imports neither torch nor a model library.
+
+    Raises:
+        ConfigError: one line naming the key(s).
+    """
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
-    from cl_bench.models.decoders import BackboneOptionError
     from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
-    # the model and the data are checked both, so that offline one message names every missing piece
+    check_local_paths(cfg)
     problems = []
     try:
         check_model_reachable(cfg.model.name_or_path)
-        check_backbone(cfg)
-    except (ModelLoadError, BackboneOptionError) as err:
+    except ModelLoadError as err:
         problems.append(str(err))
     try:
         ensure_data(cfg.paths.data_dir, needed_files(cfg), tried=_tried_data_options(cfg, overrides))
@@ -293,7 +323,6 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_text_file(cfg.data.train_file)
     except DataFileError as err:
         raise ConfigError(str(err)) from err
-    check_device(cfg)
 
 
 def check_device(cfg: DictConfig) -> None:

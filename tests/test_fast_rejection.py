@@ -364,11 +364,11 @@ def test_offline_missing_model_and_data_answer_before_torch_as_the_job(tmp_path:
                                   ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
                                   ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
 def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
-    """A command whose first fault is none of the early checks' gets no early answer (a local model that loads: its
-    backbone options and the rest are the job's)."""
+    """A command whose first fault is none of the early checks' gets no early answer (a local model that loads and a
+    corpus that is there: its backbone options and the rest are the job's)."""
     from cl_bench.early_checks import check_declared_choices
 
-    check_declared_choices([*argv, f"model.name_or_path={MINILM}"])
+    check_declared_choices([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
 
 
 USER_COMPUTED = '''
