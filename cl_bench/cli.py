@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import logging
 import math
 import os
@@ -27,7 +26,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, check_values, register_schemas, validate
+from cl_bench.config import ConfigError, check_values, preflight, register_schemas, use_recorded_pooling
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -460,27 +459,6 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     )
 
 
-def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
-    """All checks that need no model: config values, files, evaluation tasks, and that every
-    override acts on the run."""
-    from cl_bench.config import eval_check_arguments
-    from cl_bench.eval import check_eval_config
-    from cl_bench.eval.mteb import check_mteb_tasks
-    from cl_bench.eval.registry import split_tasks
-
-    validate(cfg, overrides)  # the eval.* values among them (cl_bench.config.check_eval_options)
-    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    try:
-        if own_tasks or not mteb_tasks:
-            # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
-            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
-            check_eval_config(data_dir, tasks, **keywords)
-        if mteb_tasks:
-            check_mteb_tasks(mteb_tasks)
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
-
-
 def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
     from cl_bench.eval import evaluate
@@ -677,71 +655,18 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
-    from cl_bench.models.decoders import BackboneOptions
-    from cl_bench.models.encoder import build_encoder
+    from cl_bench.models.encoder import encoder_from_config
     from cl_bench.provenance import run_provenance
     from cl_bench.train.loop import resolve_device
 
     device = resolve_device(cfg.train.device)
-    encoder = build_encoder(
-        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
-        prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
-        options=BackboneOptions.from_config(cfg.model, training=False),
-        mlp_only_train=bool(cfg.pooler.mlp_only_train),
-    ).to(device)
+    encoder = encoder_from_config(cfg.model, cfg.pooler, training=False).to(device)
     log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
     tracker.log_results({**results, "pooler": encoder.pooler}, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
-
-
-#: the ``model.*`` prompt settings a saved encoder records and mode=eval restores
-RECORDED_PROMPT_KEYS = ("prompt", "include_prompt", "prompt_period")
-
-
-def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """mode=eval: pool as the checkpoint was trained (``pooler.*`` and the ``model.*`` prompt settings
-    recorded in its ``cl_bench_encoder.json``).
-
-    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
-    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
-    line is honoured, with a warning naming both when it differs from the recorded one. A model without
-    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
-    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
-    """
-    from cl_bench.rundir import ENCODER_META_FILE
-
-    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
-    for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
-        if key not in meta:
-            continue
-        if f"model.{key}" not in given:
-            cfg.model[key] = meta[key]
-        elif cfg.model[key] != meta[key]:
-            log.warning("%s was trained with model.%s=%r; evaluating with model.%s=%r as given",
-                        cfg.model.name_or_path, key, meta[key], key, cfg.model[key])
-    explicit_name = bool({"pooler", "pooler.name"} & given)
-    if "pooler" not in meta:
-        cfg.pooler.mlp_only_train = False
-        return
-    if explicit_name and cfg.pooler.name != meta["pooler"]:
-        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
-                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
-        cfg.pooler.mlp_only_train = False
-        return
-    cfg.pooler.name = meta["pooler"]
-    for key in ("mlp_only_train", "first_layer"):
-        if key in meta and f"pooler.{key}" not in given:
-            cfg.pooler[key] = meta[key]
-        elif key in meta and cfg.pooler[key] != meta[key]:
-            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
-                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
-    if not explicit_name:
-        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def _train_and_evaluate(

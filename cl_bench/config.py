@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import logging
 import os
 import re
 import typing
@@ -25,6 +26,8 @@ from cl_bench import light_load
 from cl_bench.flow_options import FlowOptions
 from cl_bench.models.pooler_names import POOLERS
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
+
+log = logging.getLogger("cl_bench")
 
 MODES = ("train", "eval")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -323,6 +326,74 @@ def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> Non
             check_text_file(cfg.data.train_file)
     except DataFileError as err:
         raise ConfigError(str(err)) from err
+
+
+def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """All checks that need no model: config values, files, evaluation tasks, and that every
+    override acts on the run."""
+    from cl_bench.config import eval_check_arguments
+    from cl_bench.eval import check_eval_config
+    from cl_bench.eval.mteb import check_mteb_tasks
+    from cl_bench.eval.registry import split_tasks
+
+    validate(cfg, overrides)  # the eval.* values among them (cl_bench.config.check_eval_options)
+    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
+    try:
+        if own_tasks or not mteb_tasks:
+            # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
+            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
+            check_eval_config(data_dir, tasks, **keywords)
+        if mteb_tasks:
+            check_mteb_tasks(mteb_tasks)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+#: the ``model.*`` prompt settings a saved encoder records and mode=eval restores
+RECORDED_PROMPT_KEYS = ("prompt", "include_prompt", "prompt_period")
+
+
+def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """mode=eval: pool as the checkpoint was trained (``pooler.*`` and the ``model.*`` prompt settings
+    recorded in its ``cl_bench_encoder.json``).
+
+    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
+    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
+    line is honoured, with a warning naming both when it differs from the recorded one. A model without
+    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
+    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
+    """
+    from cl_bench.rundir import ENCODER_META_FILE
+
+    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
+        if key not in meta:
+            continue
+        if f"model.{key}" not in given:
+            cfg.model[key] = meta[key]
+        elif cfg.model[key] != meta[key]:
+            log.warning("%s was trained with model.%s=%r; evaluating with model.%s=%r as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.model[key])
+    explicit_name = bool({"pooler", "pooler.name"} & given)
+    if "pooler" not in meta:
+        cfg.pooler.mlp_only_train = False
+        return
+    if explicit_name and cfg.pooler.name != meta["pooler"]:
+        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
+                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
+        cfg.pooler.mlp_only_train = False
+        return
+    cfg.pooler.name = meta["pooler"]
+    for key in ("mlp_only_train", "first_layer"):
+        if key in meta and f"pooler.{key}" not in given:
+            cfg.pooler[key] = meta[key]
+        elif key in meta and cfg.pooler[key] != meta[key]:
+            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
+    if not explicit_name:
+        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def check_device(cfg: DictConfig) -> None:
@@ -833,7 +904,7 @@ def check_eval_options(cfg: DictConfig) -> None:
     files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
     :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
     (:mod:`cl_bench.early_checks`, the checks light-loaded). The data files and the ``mteb:`` task names are
-    checked after the data is there (``cl_bench.cli.preflight``).
+    checked after the data is there (:func:`preflight`).
 
     Raises:
         ConfigError: one line naming the key.

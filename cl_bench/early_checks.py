@@ -59,8 +59,7 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     if "MULTIRUN" in str(cfg.hydra.get("mode")):
         return
     if cfg.mode == "eval":  # the job first takes the pooling recorded with the encoder, then checks the values
-        from cl_bench.cli import use_recorded_pooling
-        from cl_bench.config import check_values
+        from cl_bench.config import check_values, use_recorded_pooling
 
         try:
             with _no_warnings():  # the job gives them

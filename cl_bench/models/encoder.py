@@ -580,6 +580,28 @@ def build_encoder(
     return encoder
 
 
+def encoder_from_config(model: Any, pooler: Any, training: bool) -> SentenceEncoder:
+    """The run's encoder from its ``model`` and ``pooler`` config nodes: the one route from a config to an encoder
+    (training builds it here, ``mode=eval`` too).
+
+    Args:
+        model: the ``model`` node (``name_or_path``, ``dropout``, ``max_length``, the prompt keys, the backbone options).
+        pooler: the ``pooler`` node (``name``, ``mlp_only_train``, ``first_layer``).
+        training: a fresh MLP for ``pooler=cls``, the model's dropout, training length, view prompts, LoRA and
+            gradient checkpointing; else (evaluation) the encoder as saved: the checkpoint's own pooler layer as
+            the MLP, its dropout, no truncation below the model's limit (:func:`build_encoder`).
+    """
+    common: dict[str, Any] = {
+        "pooler": str(pooler.name), "mlp_only_train": bool(pooler.mlp_only_train), "first_layer": int(pooler.first_layer),
+        "prompt": str(model.prompt), "include_prompt": bool(model.include_prompt),
+        "prompt_period": str(model.prompt_period), "options": BackboneOptions.from_config(model, training=training),
+    }
+    if not training:
+        return build_encoder(str(model.name_or_path), fresh_mlp=False, **common)
+    return build_encoder(str(model.name_or_path), dropout=model.dropout, max_length=int(model.max_length), fresh_mlp=True,
+                         view_prompts=[str(p) for p in model.view_prompts], **common)
+
+
 def _class_path(cls: type) -> str:
     """``module.QualName``, as ``encoder_class`` records it and ``hydra.utils.get_class`` reads it."""
     return f"{cls.__module__}.{cls.__qualname__}"
