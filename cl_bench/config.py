@@ -24,7 +24,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from cl_bench import light_load
 from cl_bench.flow_options import FlowOptions
-from cl_bench.models.pooler_names import POOLERS
+from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 log = logging.getLogger("cl_bench")
@@ -451,7 +451,7 @@ def check_values(cfg: DictConfig) -> None:
         raise ConfigError(f"train.device: '{cfg.train.device}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps")
     if cfg.pooler.name not in POOLERS:
         raise ConfigError(f"pooler.name: unknown pooler '{cfg.pooler.name}'; valid: {', '.join(POOLERS)}")
-    if cfg.pooler.name == "avg_first_last" and cfg.pooler.first_layer not in (0, 1):
+    if REGISTRY[cfg.pooler.name].reads_first_layer and cfg.pooler.first_layer not in (0, 1):
         raise ConfigError(f"pooler.first_layer: must be 0 or 1, got {cfg.pooler.first_layer}")
     if not 0.0 <= cfg.dropout < 1.0:
         raise ConfigError(f"dropout: must be in [0, 1), got {cfg.dropout}")
@@ -516,7 +516,7 @@ def check_prompt_options(cfg: DictConfig) -> None:
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
     if cfg.mode == "train" and not method_declaration(cfg).takes_prompts:
         name = cfg.method.get("name")
-        if pooler in ("mask", "prompt_last"):
+        if pooler in PROMPT_POOLERS:
             raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")
         if model.prompt or model.view_prompts:
             raise ConfigError(f"model.prompt: method={name} builds its views from token ids and applies no prompt")
@@ -580,7 +580,7 @@ def check_backbone(cfg: DictConfig) -> None:
         method = cfg.method
         if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
             augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    keeps_mlp = cfg.pooler.name == "cls" and not cfg.pooler.mlp_only_train
+    keeps_mlp = REGISTRY.get(cfg.pooler.name, Pooler).has_mlp and not cfg.pooler.mlp_only_train
     try:
         check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
                                str(cfg.eval.backend), keeps_mlp)
@@ -816,17 +816,18 @@ def loss_inert_keys(cfg: DictConfig, method: str, needs: dict[str, str], supplie
 def pooler_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``pooler.*`` keys that only one pooler reads, when another pooler is chosen."""
     inert = {}
-    if cfg.pooler.name != "cls":
-        inert["pooler.mlp_only_train"] = f"only pooler=cls has an MLP (pooler={cfg.pooler.name})"
-    if cfg.pooler.name != "avg_first_last":
-        inert["pooler.first_layer"] = f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})"
+    chosen = REGISTRY.get(cfg.pooler.name, Pooler)  # a saved encoder subclass records its own pooling (IS-BERT)
+    if not chosen.has_mlp:
+        with_mlp = "/".join(name for name, cls in REGISTRY.items() if cls.has_mlp)
+        inert["pooler.mlp_only_train"] = f"only pooler={with_mlp} has an MLP (pooler={cfg.pooler.name})"
+    if not chosen.reads_first_layer:
+        with_first = "/".join(name for name, cls in REGISTRY.items() if cls.reads_first_layer)
+        inert["pooler.first_layer"] = f"only pooler={with_first} averages a first layer (pooler={cfg.pooler.name})"
     return inert
 
 
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
-    from cl_bench.models.pooler_names import AVERAGING_POOLERS, PROMPT_POOLERS
-
     inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
     cls = method_declaration(cfg) if cfg.mode == "train" else None  # its declarations: no torch (cl-bench's early checks)

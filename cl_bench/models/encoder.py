@@ -42,7 +42,8 @@ from cl_bench.models.inference import (
     time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
-from cl_bench.models.poolers import AVERAGING_POOLERS, PROMPT_POOLERS, MLPHead, needs_hidden_states, pool
+from cl_bench.models.pooler_names import REGISTRY, Pooler
+from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 from cl_bench.models.prompts import (
     DEFAULT_TEMPLATES,
     PromptLayout,
@@ -261,10 +262,11 @@ class SentenceEncoder(nn.Module):
         with ``include_prompt`` false, the prompt's tokens that the averaging poolers leave out.
         """
         token_index = None
+        kind = REGISTRY.get(self.pooler, Pooler)  # a subclass's own pooling (IS-BERT's) is no registered pooler
         if prompt_layout is not None:
-            if self.pooler in PROMPT_POOLERS:
+            if kind.reads_prompt_token:
                 token_index = prompt_token_index(attention_mask, prompt_layout, self.pooler)
-            elif self.pooler in AVERAGING_POOLERS and not self.include_prompt:
+            elif kind.averages and not self.include_prompt:
                 attention_mask = prompt_pool_mask(attention_mask, prompt_layout)
         vectors = pool(
             self.pooler,
@@ -276,7 +278,7 @@ class SentenceEncoder(nn.Module):
         )
         if apply_mlp is None:
             apply_mlp = self.training or not self.mlp_only_train
-        if self.pooler == "cls" and self.mlp is not None and apply_mlp:
+        if kind.has_mlp and self.mlp is not None and apply_mlp:
             vectors = self.mlp(vectors)
         return vectors
 
@@ -556,7 +558,9 @@ def build_encoder(
     ``options`` (:class:`cl_bench.models.decoders.BackboneOptions`): bidirectional attention, attention
     kernel, gradient checkpointing, LoRA. A decoder with ``pooler=last_token`` gets EOS appended.
     """
-    backbone, tokenizer = load_backbone(name_or_path, dropout, options, append_eos=pooler == "last_token")
+    if pooler not in REGISTRY:
+        raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(REGISTRY)}")
+    backbone, tokenizer = load_backbone(name_or_path, dropout, options, append_eos=REGISTRY[pooler].appends_eos)
     saved_class = None if fresh_mlp else _saved_encoder_class(name_or_path)
     if saved_class is not None:
         log.info("%s was saved by %s: rebuilding it (its pooling replaces pooler=%s)",
@@ -564,7 +568,7 @@ def build_encoder(
         base = SentenceEncoder(backbone, tokenizer, "avg", None, False, max_length, first_layer)
         return saved_class.from_saved(base, Path(name_or_path))
     mlp: nn.Module | None = None
-    if pooler == "cls":
+    if REGISTRY[pooler].has_mlp:
         hidden = int(backbone.config.hidden_size)
         mlp = MLPHead(hidden, float(getattr(backbone.config, "initializer_range", 0.02)))
         backbone_pooler = getattr(backbone, "pooler", None)
