@@ -76,3 +76,19 @@ def test_every_pooler_option_builds_an_encoder(training: bool, tiny_bert: Path, 
         encoder = encoder_from_config(cfg.model, cfg.pooler, training=training)
         assert encoder.pooler == option
         assert encoder.encode(["a sentence .", "another one ."], batch_size=2).shape == (2, 32), option
+
+
+def test_each_method_alone_gets_the_loss_its_yaml_names(data_dir: Path) -> None:
+    """A method's default loss and augmentation are one mechanism: its YAML's ``override /GROUP@_group_: NAME``
+    (conf/config.yaml lists both groups before the method); ``loss=NAME`` on the command line still wins."""
+    from cl_bench.catalog import default_loss
+
+    os.environ["CL_BENCH_DATA"] = str(data_dir)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for method in sorted(options("method")):
+            cfg = compose("config", overrides=[f"method={method}"], return_hydra_config=True)
+            assert cfg.hydra.runtime.choices.loss == default_loss(method) == cfg.loss.name, method
+            chosen = compose("config", overrides=[f"method={method}", "loss=ntxent"], return_hydra_config=True)
+            assert chosen.hydra.runtime.choices.loss == "ntxent" and chosen.loss.name == "ntxent", method
+    assert [default_loss(m) for m in ("simcse", "sg_opt", "cert", "sbert", "is_bert")] == [
+        "infonce", "sg_opt", "moco", "sbert_softmax", "jsd"]

@@ -10,7 +10,14 @@ from pathlib import Path
 import torch
 
 from cl_bench.catalog import options
-from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler, register
+from cl_bench.models.pooler_names import (
+    AVERAGING_POOLERS,
+    POOLERS,
+    PROMPT_POOLERS,
+    REGISTRY,
+    Pooler,
+    register,
+)
 from cl_bench.models.poolers import masked_mean, pool
 
 ROOT = Path(__file__).resolve().parents[1]
