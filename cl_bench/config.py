@@ -7,6 +7,7 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -367,7 +368,7 @@ def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
 
     meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    given = {key for o in overrides if (key := override_key(o)) is not None}
     for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
         if key not in meta:
             continue
@@ -590,7 +591,7 @@ def check_backbone(cfg: DictConfig) -> None:
 
 def _tried_data_options(cfg: DictConfig, overrides: Sequence[str]) -> set[str]:
     """What a data error must not suggest: ``data=NAME`` already chosen, keys already given."""
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    given = {key for o in overrides if (key := override_key(o)) is not None}
     tried = {f"data={cfg.data.get('name')}"} | given
     if os.environ.get("CL_BENCH_DATA") and "paths.data_dir" not in given:
         tried.add("CL_BENCH_DATA")
@@ -862,11 +863,27 @@ def _covered(key: str, inert: dict[str, str]) -> str | None:
     return None
 
 
+@functools.cache
+def _override_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def override_key(text: str) -> str | None:
+    """The key or config group an override string names, as Hydra's parser reads it (``+a.b=1``, ``~a.b`` and
+    ``a.b@pkg=1``: ``a.b``); None for a string Hydra does not parse as an override (its composition says why)."""
+    try:
+        return str(_override_parser().parse_override(text).key_or_group)
+    except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
+        return None
+
+
 def override_keys(overrides: Sequence[str]) -> list[str]:
     """The config keys (or groups) named by Hydra override strings (``+a.b=1`` -> ``a.b``)."""
     keys = []
     for text in overrides:
-        key = text.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+        key = override_key(text)
         if key and key.split("/")[0].split(".")[0] not in _ALWAYS_ACTING:
             keys.append(key)
     return keys
