@@ -36,21 +36,44 @@ log = logging.getLogger("cl_bench")
 register_schemas()
 
 
+def parsed_overrides(argv: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """``(arg, Hydra's Override)`` for each override of ``argv`` that Hydra's parser reads (flags, and what it cannot
+    parse, left out: Hydra's own message names those)."""
+    from cl_bench.config import override_parser
+
+    for arg in argv:
+        if not is_override(arg):
+            continue
+        try:
+            yield arg, override_parser().parse_override(arg)
+        except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
+            continue
+
+
+def _choices(override: Any) -> list[str] | None:
+    """The option names a group override picks (``method=simcse,sg_opt``, ``method=choice(a,b)``: both); None when it
+    names none (``null``, an empty value, a glob)."""
+    try:
+        if override.is_sweep_override():
+            return [str(choice) for choice in override.sweep_string_iterator()]
+    except Exception:  # noqa: BLE001 (a glob: its options are Hydra's to list)
+        return None
+    value = override.value()
+    return None if value is None or value == "" else [override.get_value_element_as_str()]
+
+
 def check_group_choices(argv: list[str]) -> None:
     """Fail with one line when a ``group=option`` override names an option that does not exist.
 
     Hydra would also fail, but with a multi-line message after composing; this names the key and
     the valid options first.
     """
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        key, value = arg.split("=", 1)
-        key = key.lstrip("+~")
-        if key not in GROUPS or not value or value == "null" or "(" in value:
+    for _, override in parsed_overrides(argv):
+        key = override.key_or_group
+        if key not in GROUPS or override.is_delete():
             continue
         options = sorted(catalog.options(key, internal=True))
-        for choice in value.split(","):
+        for choice in _choices(override) or []:
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
     check_override_keys(argv)
@@ -72,22 +95,21 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     anything that does not compose. The values are then checked (types, and the config-only checks).
     """
     keys, groups, search_path, added = [], [], [], []
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        raw_key, value = arg.split("=", 1)
-        key = raw_key.lstrip("+~")
+    forced = False
+    for arg, override in parsed_overrides(argv):
+        key = override.key_or_group
         if key == "hydra.searchpath":  # user config folders: their options' keys are valid too
             search_path.append(arg)
-        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or override.is_delete():
             continue
+        forced |= override.is_force_add()
         if _is_group(key):
-            groups.append((raw_key, [value] if "(" in value or not value else value.split(",")))
-        elif raw_key == key:
+            groups.append((override.get_key_element(), _choices(override) or [override.get_value_string()]))
+        elif override.is_add():
+            added.append((key, override.get_value_string()))
+        elif not override.is_force_add():
             keys.append(key)
-        elif raw_key == f"+{key}":
-            added.append((key, value))
-    if not keys and not added and not any(arg.startswith("++") for arg in argv):
+    if not keys and not added and not forced:
         return
     variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
     for index, (raw, options) in enumerate(groups):
@@ -163,16 +185,15 @@ def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
     """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
     sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
     key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from cl_bench.config import override_parser
 
-    parser = OverridesParser.create()
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")) and not arg.startswith("++"):
-            continue
-        if _is_group(arg.split("=", 1)[0].lstrip("+")):
+        if not is_override(arg):
             continue
         try:
-            override = parser.parse_override(arg)
+            override = override_parser().parse_override(arg)
+            if override.is_add() or override.is_delete() or _is_group(override.key_or_group):
+                continue
             values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
         except Exception:  # noqa: BLE001 (the caller decides: Hydra's own message follows)
             yield None

@@ -864,7 +864,8 @@ def _covered(key: str, inert: dict[str, str]) -> str | None:
 
 
 @functools.cache
-def _override_parser() -> Any:
+def override_parser() -> Any:
+    """Hydra's override parser (made once: every override string is read by it)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
@@ -874,7 +875,7 @@ def override_key(text: str) -> str | None:
     """The key or config group an override string names, as Hydra's parser reads it (``+a.b=1``, ``~a.b`` and
     ``a.b@pkg=1``: ``a.b``); None for a string Hydra does not parse as an override (its composition says why)."""
     try:
-        return str(_override_parser().parse_override(text).key_or_group)
+        return str(override_parser().parse_override(text).key_or_group)
     except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
         return None
 
