@@ -26,7 +26,16 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, check_values, preflight, register_schemas, use_recorded_pooling
+from cl_bench.config import (
+    ConfigError,
+    check_values,
+    is_override,
+    override_parser,
+    parsed_overrides,
+    preflight,
+    register_schemas,
+    use_recorded_pooling,
+)
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -34,20 +43,6 @@ log = logging.getLogger("cl_bench")
 
 
 register_schemas()
-
-
-def parsed_overrides(argv: Sequence[str]) -> Iterator[tuple[str, Any]]:
-    """``(arg, Hydra's Override)`` for each override of ``argv`` that Hydra's parser reads (flags, and what it cannot
-    parse, left out: Hydra's own message names those)."""
-    from cl_bench.config import override_parser
-
-    for arg in argv:
-        if not is_override(arg):
-            continue
-        try:
-            yield arg, override_parser().parse_override(arg)
-        except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
-            continue
 
 
 def _choices(override: Any) -> list[str] | None:
@@ -185,8 +180,6 @@ def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
     """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
     sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
     key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
-    from cl_bench.config import override_parser
-
     for arg in argv:
         if not is_override(arg):
             continue
@@ -338,11 +331,6 @@ def main() -> None:
             print(f"cl-bench: error: {err}", file=sys.stderr)
             sys.exit(2)
     _hydra_main()
-
-
-def is_override(arg: str) -> bool:
-    """A Hydra override (``key=value``, ``+key=value``, ``group=option``, ``~key``), not a flag or a flag's value."""
-    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
 
 
 def flags_first(argv: Sequence[str]) -> list[str]:

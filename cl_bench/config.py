@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -869,6 +869,23 @@ def override_parser() -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
+
+
+def is_override(arg: str) -> bool:
+    """A Hydra override (``key=value``, ``+key=value``, ``group=option``, ``~key``), not a flag or a flag's value."""
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
+def parsed_overrides(argv: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """``(arg, Hydra's Override)`` for each override of ``argv`` that Hydra's parser reads (flags, and what it cannot
+    parse, left out: Hydra's own message names those)."""
+    for arg in argv:
+        if not is_override(arg):
+            continue
+        try:
+            yield arg, override_parser().parse_override(arg)
+        except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
+            continue
 
 
 def override_key(text: str) -> str | None:
