@@ -66,6 +66,13 @@ COMMANDS: list[tuple[str, list[str]]] = [
     # answered early where the data root (CL_BENCH_DATA) holds wiki1m_head and the evaluation's files
     ("cl-bench model.name_or_path=./no_such_model data=wiki1m_head",
      ["-m", "cl_bench", "model.name_or_path=./no_such_model", "data=wiki1m_head"]),
+    # missing files (issue 38, item 6: the corpus took 6 s, torch loaded first)
+    ("cl-bench model.name_or_path=MiniLM data.train_file=./nope.txt",
+     ["-m", "cl_bench", f"model.name_or_path={MINILM}", "data.train_file=./nope.txt"]),
+    ("cl-bench model.name_or_path=MiniLM train.resume=./no_run",
+     ["-m", "cl_bench", f"model.name_or_path={MINILM}", "train.resume=./no_run"]),
+    # a flag after the overrides (issue 39, item 2: argparse's usage before)
+    ("cl-bench dropout=0,0.1 -m train.max_steps=0", ["-m", "cl_bench", "dropout=0,0.1", "-m", "train.max_steps=0"]),
 ]
 REFERENCE = ("python -c 'import torch, transformers, mlflow'", ["-c", "import torch, transformers, mlflow"])
 

@@ -25,7 +25,7 @@ CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents
 #: groups a user chooses with ``group=option``
 GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
 #: subfolders that hold building blocks of other options, not options of their own
-_INTERNAL = {"loss": ("default/",), "experiment": ("points/",), "augmentation": ("simcse_table1/",)}
+_INTERNAL = {"experiment": ("points/",), "augmentation": ("simcse_table1/",)}
 
 _user_dirs: list[Path] = []
 
@@ -128,27 +128,27 @@ def losses_of_kinds(kinds: Sequence[str], known: dict[str, str | None] | None = 
     return [name for name, kind in (loss_kinds() if known is None else known).items() if kind in kinds]
 
 
-def default_loss(method: str) -> str | None:
-    """The loss ``conf/loss/default/<method>.yaml`` selects."""
-    path = options("loss", internal=True).get(f"default/{method}")
-    if path is None:
-        return None
-    for entry in read_yaml(path).get("defaults", []):
-        if isinstance(entry, str) and entry.startswith("/loss/"):
-            return entry[len("/loss/"):].split("@")[0]
-    return None
-
-
-def default_augmentation(method: str) -> str:
-    """The augmentation ``method=NAME`` brings when none is chosen: its YAML's
-    ``override /augmentation@_group_: NAME`` defaults entry, else the global default (``dropout``)."""
+def method_default(method: str, group: str) -> str | None:
+    """The ``group`` option ``method=NAME`` brings when none is chosen: its YAML's ``override /GROUP@_group_: NAME``
+    defaults entry (the one mechanism of a method's defaults), else None (the config's global default)."""
     path = options("method").get(method)
     for entry in read_yaml(path).get("defaults", []) if path is not None else []:
         if isinstance(entry, dict):
             for key, value in entry.items():
-                if str(key).startswith("override /augmentation"):
+                if str(key).startswith(f"override /{group}"):
                     return str(value)
-    return "dropout"
+    return None
+
+
+def default_loss(method: str) -> str:
+    """The loss ``method=NAME`` brings when none is chosen (:func:`method_default`; the global default ``infonce``)."""
+    return method_default(method, "loss") or "infonce"
+
+
+def default_augmentation(method: str) -> str:
+    """The augmentation ``method=NAME`` brings when none is chosen (:func:`method_default`; the global default
+    ``dropout``)."""
+    return method_default(method, "augmentation") or "dropout"
 
 
 def method_rows() -> list[dict[str, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import logging
 import math
 import os
@@ -27,7 +26,16 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, check_values, register_schemas, validate
+from cl_bench.config import (
+    ConfigError,
+    check_values,
+    is_override,
+    override_parser,
+    parsed_overrides,
+    preflight,
+    register_schemas,
+    use_recorded_pooling,
+)
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -37,21 +45,30 @@ log = logging.getLogger("cl_bench")
 register_schemas()
 
 
+def _choices(override: Any) -> list[str] | None:
+    """The option names a group override picks (``method=simcse,sg_opt``, ``method=choice(a,b)``: both); None when it
+    names none (``null``, an empty value, a glob)."""
+    try:
+        if override.is_sweep_override():
+            return [str(choice) for choice in override.sweep_string_iterator()]
+    except Exception:  # noqa: BLE001 (a glob: its options are Hydra's to list)
+        return None
+    value = override.value()
+    return None if value is None or value == "" else [override.get_value_element_as_str()]
+
+
 def check_group_choices(argv: list[str]) -> None:
     """Fail with one line when a ``group=option`` override names an option that does not exist.
 
     Hydra would also fail, but with a multi-line message after composing; this names the key and
     the valid options first.
     """
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        key, value = arg.split("=", 1)
-        key = key.lstrip("+~")
-        if key not in GROUPS or not value or value == "null" or "(" in value:
+    for _, override in parsed_overrides(argv):
+        key = override.key_or_group
+        if key not in GROUPS or override.is_delete():
             continue
         options = sorted(catalog.options(key, internal=True))
-        for choice in value.split(","):
+        for choice in _choices(override) or []:
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
     check_override_keys(argv)
@@ -73,22 +90,21 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     anything that does not compose. The values are then checked (types, and the config-only checks).
     """
     keys, groups, search_path, added = [], [], [], []
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        raw_key, value = arg.split("=", 1)
-        key = raw_key.lstrip("+~")
+    forced = False
+    for arg, override in parsed_overrides(argv):
+        key = override.key_or_group
         if key == "hydra.searchpath":  # user config folders: their options' keys are valid too
             search_path.append(arg)
-        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or override.is_delete():
             continue
+        forced |= override.is_force_add()
         if _is_group(key):
-            groups.append((raw_key, [value] if "(" in value or not value else value.split(",")))
-        elif raw_key == key:
+            groups.append((override.get_key_element(), _choices(override) or [override.get_value_string()]))
+        elif override.is_add():
+            added.append((key, override.get_value_string()))
+        elif not override.is_force_add():
             keys.append(key)
-        elif raw_key == f"+{key}":
-            added.append((key, value))
-    if not keys and not added and not any(arg.startswith("++") for arg in argv):
+    if not keys and not added and not forced:
         return
     variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
     for index, (raw, options) in enumerate(groups):
@@ -164,16 +180,13 @@ def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
     """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
     sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
     key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")) and not arg.startswith("++"):
-            continue
-        if _is_group(arg.split("=", 1)[0].lstrip("+")):
+        if not is_override(arg):
             continue
         try:
-            override = parser.parse_override(arg)
+            override = override_parser().parse_override(arg)
+            if override.is_add() or override.is_delete() or _is_group(override.key_or_group):
+                continue
             values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
         except Exception:  # noqa: BLE001 (the caller decides: Hydra's own message follows)
             yield None
@@ -277,6 +290,7 @@ def discard_unused_run_dir(run_dir: Path) -> None:
 def main() -> None:
     """Console-script entry point."""
     interrupt.mark_launcher()
+    sys.argv[1:] = flags_first(sys.argv[1:])  # `cl-bench a=1 -m b=1,2`: Hydra's parser wants its flags first
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -317,6 +331,17 @@ def main() -> None:
             print(f"cl-bench: error: {err}", file=sys.stderr)
             sys.exit(2)
     _hydra_main()
+
+
+def flags_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its flags (``-m``/``--multirun``, ``--cfg job``, ...) and their values before the overrides,
+    each part in its own order.
+
+    Hydra's argument parser takes the overrides as one trailing positional list: an override after a flag
+    (``cl-bench model.name_or_path=DIR -m method=simcse,sg_opt``) is an "unrecognized argument" and argparse
+    prints its usage. A flag is accepted anywhere on the command line this way, ``python -m cl_bench`` too.
+    """
+    return [arg for arg in argv if not is_override(arg)] + [arg for arg in argv if is_override(arg)]
 
 
 def app_help(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> str:
@@ -443,27 +468,6 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
         parent_run_id=_parent_run_id(hydra_cfg),
         system_metrics=cfg.logger.system_metrics,
     )
-
-
-def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
-    """All checks that need no model: config values, files, evaluation tasks, and that every
-    override acts on the run."""
-    from cl_bench.config import eval_check_arguments
-    from cl_bench.eval import check_eval_config
-    from cl_bench.eval.mteb import check_mteb_tasks
-    from cl_bench.eval.registry import split_tasks
-
-    validate(cfg, overrides)  # the eval.* values among them (cl_bench.config.check_eval_options)
-    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    try:
-        if own_tasks or not mteb_tasks:
-            # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
-            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
-            check_eval_config(data_dir, tasks, **keywords)
-        if mteb_tasks:
-            check_mteb_tasks(mteb_tasks)
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
 
 
 def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
@@ -672,71 +676,18 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
-    from cl_bench.models.decoders import BackboneOptions
-    from cl_bench.models.encoder import build_encoder
+    from cl_bench.models.encoder import encoder_from_config
     from cl_bench.provenance import run_provenance
     from cl_bench.train.loop import resolve_device
 
     device = resolve_device(cfg.train.device)
-    encoder = build_encoder(
-        cfg.model.name_or_path, pooler=cfg.pooler.name, first_layer=cfg.pooler.first_layer, fresh_mlp=False,
-        prompt=cfg.model.prompt, include_prompt=cfg.model.include_prompt, prompt_period=cfg.model.prompt_period,
-        options=BackboneOptions.from_config(cfg.model, training=False),
-        mlp_only_train=bool(cfg.pooler.mlp_only_train),
-    ).to(device)
+    encoder = encoder_from_config(cfg.model, cfg.pooler, training=False).to(device)
     log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
     tracker.log_results({**results, "pooler": encoder.pooler}, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
-
-
-#: the ``model.*`` prompt settings a saved encoder records and mode=eval restores
-RECORDED_PROMPT_KEYS = ("prompt", "include_prompt", "prompt_period")
-
-
-def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """mode=eval: pool as the checkpoint was trained (``pooler.*`` and the ``model.*`` prompt settings
-    recorded in its ``cl_bench_encoder.json``).
-
-    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
-    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
-    line is honoured, with a warning naming both when it differs from the recorded one. A model without
-    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
-    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
-    """
-    from cl_bench.rundir import ENCODER_META_FILE
-
-    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
-    for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
-        if key not in meta:
-            continue
-        if f"model.{key}" not in given:
-            cfg.model[key] = meta[key]
-        elif cfg.model[key] != meta[key]:
-            log.warning("%s was trained with model.%s=%r; evaluating with model.%s=%r as given",
-                        cfg.model.name_or_path, key, meta[key], key, cfg.model[key])
-    explicit_name = bool({"pooler", "pooler.name"} & given)
-    if "pooler" not in meta:
-        cfg.pooler.mlp_only_train = False
-        return
-    if explicit_name and cfg.pooler.name != meta["pooler"]:
-        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
-                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
-        cfg.pooler.mlp_only_train = False
-        return
-    cfg.pooler.name = meta["pooler"]
-    for key in ("mlp_only_train", "first_layer"):
-        if key in meta and f"pooler.{key}" not in given:
-            cfg.pooler[key] = meta[key]
-        elif key in meta and cfg.pooler[key] != meta[key]:
-            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
-                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
-    if not explicit_name:
-        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def _train_and_evaluate(

@@ -7,13 +7,15 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
+import logging
 import os
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from cl_bench import light_load
 from cl_bench.flow_options import FlowOptions
-from cl_bench.models.pooler_names import POOLERS
+from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
+
+log = logging.getLogger("cl_bench")
 
 MODES = ("train", "eval")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -264,17 +268,47 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     check_values(cfg)
     check_choices(cfg, overrides)
     check_eval_options(cfg)
+    check_model_and_files(cfg, overrides)
+    check_backbone(cfg)  # after every file: it reads the model's config with transformers
+    check_device(cfg)
+
+
+def check_local_paths(cfg: DictConfig) -> None:
+    """The files and folders the run names outside the data root, which nothing downloads: a training corpus
+    outside ``paths.data_dir`` and a ``train.resume`` run directory must exist. The job's first file check,
+    torch-free, so ``cl-bench`` gives it before torch (:func:`cl_bench.early_checks.check_model_and_data`).
+
+    Raises:
+        ConfigError: one line naming the key and the path.
+    """
+    if cfg.mode != "train":
+        return
+    train_file = Path(str(cfg.data.train_file)).absolute()
+    if not train_file.is_relative_to(Path(str(cfg.paths.data_dir)).absolute()) and not train_file.is_file():
+        raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")  # as check_text_file
+    resume = str(cfg.train.get("resume", "") or "")
+    if resume.lower() not in ("", "false", "none", "null", "true", "auto") and not Path(resume).is_dir():
+        raise ConfigError(f"train.resume: run directory not found: {resume}")
+
+
+def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """The model can be loaded and every file the run reads is there (fetching the data root's missing files
+    unless downloads are off), in the job's order: the local paths (:func:`check_local_paths`), then the model and
+    the data root's files together (offline, one message names every missing piece), then the data root and the
+    corpus's content. Imports neither torch nor a model library.
+
+    Raises:
+        ConfigError: one line naming the key(s).
+    """
     from cl_bench.data.download import DataDownloadError, ensure_data
     from cl_bench.data.text import DataFileError, check_text_file
-    from cl_bench.models.decoders import BackboneOptionError
     from cl_bench.models.hub import ModelLoadError, check_model_reachable, wants_decoder
 
-    # the model and the data are checked both, so that offline one message names every missing piece
+    check_local_paths(cfg)
     problems = []
     try:
         check_model_reachable(cfg.model.name_or_path, wants_decoder(cfg.pooler.get("name"), cfg.model.get("bidirectional")))
-        check_backbone(cfg)
-    except (ModelLoadError, BackboneOptionError) as err:
+    except ModelLoadError as err:
         problems.append(str(err))
     try:
         ensure_data(cfg.paths.data_dir, needed_files(cfg), tried=_tried_data_options(cfg, overrides))
@@ -293,7 +327,74 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
             check_text_file(cfg.data.train_file)
     except DataFileError as err:
         raise ConfigError(str(err)) from err
-    check_device(cfg)
+
+
+def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
+    """All checks that need no model: config values, files, evaluation tasks, and that every
+    override acts on the run."""
+    from cl_bench.config import eval_check_arguments
+    from cl_bench.eval import check_eval_config
+    from cl_bench.eval.mteb import check_mteb_tasks
+    from cl_bench.eval.registry import split_tasks
+
+    validate(cfg, overrides)  # the eval.* values among them (cl_bench.config.check_eval_options)
+    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
+    try:
+        if own_tasks or not mteb_tasks:
+            # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
+            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
+            check_eval_config(data_dir, tasks, **keywords)
+        if mteb_tasks:
+            check_mteb_tasks(mteb_tasks)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+#: the ``model.*`` prompt settings a saved encoder records and mode=eval restores
+RECORDED_PROMPT_KEYS = ("prompt", "include_prompt", "prompt_period")
+
+
+def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """mode=eval: pool as the checkpoint was trained (``pooler.*`` and the ``model.*`` prompt settings
+    recorded in its ``cl_bench_encoder.json``).
+
+    The config's pooler is only a default: scoring a checkpoint trained with ``avg`` with ``cls`` would
+    print another model's figures without a word. A ``pooler=``/``pooler.KEY=`` given on the command
+    line is honoured, with a warning naming both when it differs from the recorded one. A model without
+    the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
+    model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
+    """
+    from cl_bench.rundir import ENCODER_META_FILE
+
+    meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    given = {key for o in overrides if (key := override_key(o)) is not None}
+    for key in RECORDED_PROMPT_KEYS:  # a prompt-pooled checkpoint (PromptBERT's [MASK]) is scored with its prompt
+        if key not in meta:
+            continue
+        if f"model.{key}" not in given:
+            cfg.model[key] = meta[key]
+        elif cfg.model[key] != meta[key]:
+            log.warning("%s was trained with model.%s=%r; evaluating with model.%s=%r as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.model[key])
+    explicit_name = bool({"pooler", "pooler.name"} & given)
+    if "pooler" not in meta:
+        cfg.pooler.mlp_only_train = False
+        return
+    if explicit_name and cfg.pooler.name != meta["pooler"]:
+        log.warning("%s was trained with pooler=%s (%s); evaluating with pooler=%s as given",
+                    cfg.model.name_or_path, meta["pooler"], ENCODER_META_FILE, cfg.pooler.name)
+        cfg.pooler.mlp_only_train = False
+        return
+    cfg.pooler.name = meta["pooler"]
+    for key in ("mlp_only_train", "first_layer"):
+        if key in meta and f"pooler.{key}" not in given:
+            cfg.pooler[key] = meta[key]
+        elif key in meta and cfg.pooler[key] != meta[key]:
+            log.warning("%s was trained with pooler.%s=%s; evaluating with pooler.%s=%s as given",
+                        cfg.model.name_or_path, key, meta[key], key, cfg.pooler[key])
+    if not explicit_name:
+        log.info("pooler=%s: as recorded in %s", cfg.pooler.name, meta_path)
 
 
 def check_device(cfg: DictConfig) -> None:
@@ -351,7 +452,7 @@ def check_values(cfg: DictConfig) -> None:
         raise ConfigError(f"train.device: '{cfg.train.device}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps")
     if cfg.pooler.name not in POOLERS:
         raise ConfigError(f"pooler.name: unknown pooler '{cfg.pooler.name}'; valid: {', '.join(POOLERS)}")
-    if cfg.pooler.name == "avg_first_last" and cfg.pooler.first_layer not in (0, 1):
+    if REGISTRY[cfg.pooler.name].reads_first_layer and cfg.pooler.first_layer not in (0, 1):
         raise ConfigError(f"pooler.first_layer: must be 0 or 1, got {cfg.pooler.first_layer}")
     if not 0.0 <= cfg.dropout < 1.0:
         raise ConfigError(f"dropout: must be in [0, 1), got {cfg.dropout}")
@@ -419,7 +520,7 @@ def check_prompt_options(cfg: DictConfig) -> None:
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
     if cfg.mode == "train" and not method_declaration(cfg).takes_prompts:
         name = cfg.method.get("name")
-        if pooler in ("mask", "prompt_last"):
+        if pooler in PROMPT_POOLERS:
             raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")
         if model.prompt or model.view_prompts:
             raise ConfigError(f"model.prompt: method={name} builds its views from token ids and applies no prompt")
@@ -483,7 +584,7 @@ def check_backbone(cfg: DictConfig) -> None:
         method = cfg.method
         if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
             augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    keeps_mlp = cfg.pooler.name == "cls" and not cfg.pooler.mlp_only_train
+    keeps_mlp = REGISTRY.get(cfg.pooler.name, Pooler).has_mlp and not cfg.pooler.mlp_only_train
     try:
         check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
                                str(cfg.eval.backend), keeps_mlp)
@@ -493,7 +594,7 @@ def check_backbone(cfg: DictConfig) -> None:
 
 def _tried_data_options(cfg: DictConfig, overrides: Sequence[str]) -> set[str]:
     """What a data error must not suggest: ``data=NAME`` already chosen, keys already given."""
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    given = {key for o in overrides if (key := override_key(o)) is not None}
     tried = {f"data={cfg.data.get('name')}"} | given
     if os.environ.get("CL_BENCH_DATA") and "paths.data_dir" not in given:
         tried.add("CL_BENCH_DATA")
@@ -720,17 +821,18 @@ def loss_inert_keys(cfg: DictConfig, method: str, needs: dict[str, str], supplie
 def pooler_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``pooler.*`` keys that only one pooler reads, when another pooler is chosen."""
     inert = {}
-    if cfg.pooler.name != "cls":
-        inert["pooler.mlp_only_train"] = f"only pooler=cls has an MLP (pooler={cfg.pooler.name})"
-    if cfg.pooler.name != "avg_first_last":
-        inert["pooler.first_layer"] = f"only pooler=avg_first_last averages a first layer (pooler={cfg.pooler.name})"
+    chosen = REGISTRY.get(cfg.pooler.name, Pooler)  # a saved encoder subclass records its own pooling (IS-BERT)
+    if not chosen.has_mlp:
+        with_mlp = "/".join(name for name, cls in REGISTRY.items() if cls.has_mlp)
+        inert["pooler.mlp_only_train"] = f"only pooler={with_mlp} has an MLP (pooler={cfg.pooler.name})"
+    if not chosen.reads_first_layer:
+        with_first = "/".join(name for name, cls in REGISTRY.items() if cls.reads_first_layer)
+        inert["pooler.first_layer"] = f"only pooler={with_first} averages a first layer (pooler={cfg.pooler.name})"
     return inert
 
 
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
-    from cl_bench.models.pooler_names import AVERAGING_POOLERS, PROMPT_POOLERS
-
     inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
     cls = method_declaration(cfg) if cfg.mode == "train" else None  # its declarations: no torch (cl-bench's early checks)
@@ -765,11 +867,45 @@ def _covered(key: str, inert: dict[str, str]) -> str | None:
     return None
 
 
+@functools.cache
+def override_parser() -> Any:
+    """Hydra's override parser (made once: every override string is read by it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def is_override(arg: str) -> bool:
+    """A Hydra override (``key=value``, ``+key=value``, ``group=option``, ``~key``), not a flag or a flag's value."""
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
+def parsed_overrides(argv: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """``(arg, Hydra's Override)`` for each override of ``argv`` that Hydra's parser reads (flags, and what it cannot
+    parse, left out: Hydra's own message names those)."""
+    for arg in argv:
+        if not is_override(arg):
+            continue
+        try:
+            yield arg, override_parser().parse_override(arg)
+        except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
+            continue
+
+
+def override_key(text: str) -> str | None:
+    """The key or config group an override string names, as Hydra's parser reads it (``+a.b=1``, ``~a.b`` and
+    ``a.b@pkg=1``: ``a.b``); None for a string Hydra does not parse as an override (its composition says why)."""
+    try:
+        return str(override_parser().parse_override(text).key_or_group)
+    except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
+        return None
+
+
 def override_keys(overrides: Sequence[str]) -> list[str]:
     """The config keys (or groups) named by Hydra override strings (``+a.b=1`` -> ``a.b``)."""
     keys = []
     for text in overrides:
-        key = text.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+        key = override_key(text)
         if key and key.split("/")[0].split(".")[0] not in _ALWAYS_ACTING:
             keys.append(key)
     return keys
@@ -808,7 +944,7 @@ def check_eval_options(cfg: DictConfig) -> None:
     files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
     :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
     (:mod:`cl_bench.early_checks`, the checks light-loaded). The data files and the ``mteb:`` task names are
-    checked after the data is there (``cl_bench.cli.preflight``).
+    checked after the data is there (:func:`preflight`).
 
     Raises:
         ConfigError: one line naming the key.

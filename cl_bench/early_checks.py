@@ -59,8 +59,7 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     if "MULTIRUN" in str(cfg.hydra.get("mode")):
         return
     if cfg.mode == "eval":  # the job first takes the pooling recorded with the encoder, then checks the values
-        from cl_bench.cli import use_recorded_pooling
-        from cl_bench.config import check_values
+        from cl_bench.config import check_values, use_recorded_pooling
 
         try:
             with _no_warnings():  # the job gives them
@@ -118,33 +117,27 @@ def check_composed(cfg: DictConfig) -> None:
 
 
 def check_model_and_data(cfg: DictConfig) -> None:
-    """The job's next check (:func:`cl_bench.config.validate`): can the model be loaded, and is the data there (one
-    message names every missing piece), answered here where the job would ask no network and fetch nothing: a
-    local model folder without ``config.json``, or a hub model under Hugging Face's offline mode that is not cached,
-    with the data either all there or its downloads switched off. A model that can be loaded leaves the rest to the
-    job (its backbone options are read by transformers).
+    """The job's next checks (:func:`cl_bench.config.check_model_and_files`): the local paths it names (a corpus outside
+    the data root, a ``train.resume`` folder) exist; then, where the job would ask no network and fetch nothing (a local
+    model folder, or a hub model under Hugging Face's offline mode, with the data either all there or its downloads
+    switched off), the model can be loaded and the data is there (one message names every missing piece), the data
+    root and the corpus exist. The backbone options that follow are read by transformers: the job's.
 
     Raises:
         ConfigError: the job's message.
     """
-    from cl_bench.config import _tried_data_options, needed_files
-    from cl_bench.models.hub import (
-        ModelLoadError,
-        check_model_reachable,
-        is_local_path,
-        offline,
-        wants_decoder,
-    )
+    from cl_bench.config import _tried_data_options, check_local_paths, needed_files
+    from cl_bench.models.hub import ModelLoadError, check_model_reachable, is_local_path, offline, wants_decoder
 
+    check_local_paths(cfg)
     name = str(cfg.model.name_or_path)
     if not (is_local_path(name) or offline()):
         return  # the job probes the hub
+    problems = []
     try:
         check_model_reachable(name, wants_decoder(cfg.pooler.get("name"), cfg.model.get("bidirectional")))
     except ModelLoadError as err:
-        problems = [str(err)]
-    else:
-        return  # the job reads its config with transformers (check_backbone)
+        problems.append(str(err))
     root = Path(cfg.paths.data_dir)
     try:
         wanted = needed_files(cfg)
@@ -159,7 +152,12 @@ def check_model_and_data(cfg: DictConfig) -> None:
             ensure_data(root, wanted, tried=_tried_data_options(cfg, list(cfg.hydra.overrides.task)))
         except DataDownloadError as err:
             problems.append(str(err))
-    raise ConfigError(" -- and ".join(problems))
+    if problems:
+        raise ConfigError(" -- and ".join(problems))
+    if not root.is_dir():
+        return  # the job's message (cl_bench.config.check_model_and_files)
+    if cfg.mode == "train" and not Path(str(cfg.data.train_file)).is_file():
+        raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")
 
 
 def _check_declarations(cfg: DictConfig) -> None:

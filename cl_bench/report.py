@@ -38,7 +38,7 @@ from cl_bench.reference_results import (
     specs_for,
     values_equal,
 )
-from cl_bench.report_cli import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
+from cl_bench.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
 
 log = logging.getLogger("cl_bench.report")
 
@@ -1235,7 +1235,7 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.report_cli`)."""
+    """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.report_args`)."""
     from cl_bench.tracking.mlflow_logger import default_tracking_uri
 
     args = build_parser().parse_args(argv)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cl_bench.config import ConfigError
+from cl_bench.config import ConfigError, parsed_overrides
 
 KEY = "seeds"
 
@@ -24,9 +24,9 @@ KEY = "seeds"
 def _value(argv: Sequence[str], key: str) -> str | None:
     """The last ``key=value`` (also ``+key=``/``++key=``) of ``argv``, or None."""
     found = None
-    for arg in argv:
-        if "=" in arg and arg.split("=", 1)[0].lstrip("+~") == key:
-            found = arg.split("=", 1)[1]
+    for _, override in parsed_overrides(argv):  # Hydra's parser: what Hydra will read
+        if override.key_or_group == key and not override.is_delete():
+            found = override.get_value_string()
     return found
 
 
@@ -42,8 +42,8 @@ def _base_seed(argv: Sequence[str]) -> int:
 
     from cl_bench.catalog import CONF_DIR
 
-    groups = [a for a in argv if "=" in a and not a.startswith("-") and a.split("=", 1)[0].lstrip("+~") in
-              ("experiment", "method", "train") and "," not in a.split("=", 1)[1]]
+    groups = [arg for arg, override in parsed_overrides(argv) if override.key_or_group in ("experiment", "method", "train")
+              and not override.is_delete() and not override.is_sweep_override()]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return int(compose("config", overrides=groups).seed)
@@ -81,7 +81,8 @@ def expand_seeds(argv: Sequence[str]) -> list[str]:
         return argv
     start = _base_seed(argv)
     # seeds=N first, then the seed list: a run seeds cannot act on (mode=eval) is rejected naming seeds
-    out = [a for a in argv if not ("=" in a and a.split("=", 1)[0].lstrip("+~") == "seed")]
+    given_seed = {arg for arg, override in parsed_overrides(argv) if override.key_or_group == "seed"}
+    out = [a for a in argv if a not in given_seed]
     out.append(f"seed={','.join(str(start + i) for i in range(count))}")
     if not any(a in ("-m", "--multirun") for a in out):
         out.insert(0, "--multirun")

@@ -103,7 +103,7 @@ def test_help_lists_the_groups_hydra_lists() -> None:
     text = app_help([])
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
-        for group in ("method", "augmentation/simcse_table1", "loss/default"):
+        for group in ("method", "augmentation/simcse_table1", "experiment/points"):
             assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
     assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
 
@@ -364,11 +364,11 @@ def test_offline_missing_model_and_data_answer_before_torch_as_the_job(tmp_path:
                                   ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
                                   ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
 def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
-    """A command whose first fault is none of the early checks' gets no early answer (a local model that loads: its
-    backbone options and the rest are the job's)."""
+    """A command whose first fault is none of the early checks' gets no early answer (a local model that loads and a
+    corpus that is there: its backbone options and the rest are the job's)."""
     from cl_bench.early_checks import check_declared_choices
 
-    check_declared_choices([*argv, f"model.name_or_path={MINILM}"])
+    check_declared_choices([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
 
 
 USER_COMPUTED = '''

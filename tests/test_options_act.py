@@ -504,13 +504,15 @@ class ToyMethod(Method):
 def test_a_user_method_from_their_own_folder(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "my_methods"
     (folder / "method").mkdir(parents=True)
-    (folder / "loss" / "default").mkdir(parents=True)
-    (folder / "toy_method.py").write_text(TOY_METHOD)
-    (folder / "method" / "toy.yaml").write_text("# Toy method for the test.\n_target_: toy_method.ToyMethod\nname: toy\nshift: 1\n")
-    (folder / "loss" / "default" / "toy.yaml").write_text(textwrap.dedent("""\
+    (folder / "toy_method.py").write_text(TOY_METHOD)  # a new method is two files: its module and its YAML
+    (folder / "method" / "toy.yaml").write_text(textwrap.dedent("""\
+        # Toy method for the test.
         defaults:
-          - /loss/ntxent@_here_
+          - override /loss@_group_: ntxent
           - _self_
+        _target_: toy_method.ToyMethod
+        name: toy
+        shift: 1
     """))
     search = f"hydra.searchpath=[file://{folder}]"
     listing = _cl_bench(["list", search], tmp_path, data_dir).stdout

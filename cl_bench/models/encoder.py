@@ -43,7 +43,8 @@ from cl_bench.models.inference import (
     time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
-from cl_bench.models.poolers import AVERAGING_POOLERS, PROMPT_POOLERS, MLPHead, needs_hidden_states, pool
+from cl_bench.models.pooler_names import REGISTRY, Pooler
+from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 from cl_bench.models.prompts import (
     DEFAULT_TEMPLATES,
     PromptLayout,
@@ -303,10 +304,11 @@ class SentenceEncoder(nn.Module):
         with ``include_prompt`` false, the prompt's tokens that the averaging poolers leave out.
         """
         token_index = None
+        kind = REGISTRY.get(self.pooler, Pooler)  # a subclass's own pooling (IS-BERT's) is no registered pooler
         if prompt_layout is not None:
-            if self.pooler in PROMPT_POOLERS:
+            if kind.reads_prompt_token:
                 token_index = prompt_token_index(attention_mask, prompt_layout, self.pooler)
-            elif self.pooler in AVERAGING_POOLERS and not self.include_prompt:
+            elif kind.averages and not self.include_prompt:
                 attention_mask = prompt_pool_mask(attention_mask, prompt_layout)
         vectors = pool(
             self.pooler,
@@ -318,7 +320,7 @@ class SentenceEncoder(nn.Module):
         )
         if apply_mlp is None:
             apply_mlp = self.training or not self.mlp_only_train
-        if self.pooler == "cls" and self.mlp is not None and apply_mlp:
+        if kind.has_mlp and self.mlp is not None and apply_mlp:
             vectors = self.mlp(vectors)
         return vectors
 
@@ -598,7 +600,9 @@ def build_encoder(
     ``options`` (:class:`cl_bench.models.decoders.BackboneOptions`): bidirectional attention, attention
     kernel, gradient checkpointing, LoRA. A decoder with ``pooler=last_token`` gets EOS appended.
     """
-    backbone, tokenizer = load_backbone(name_or_path, dropout, options, append_eos=pooler == "last_token")
+    if pooler not in REGISTRY:
+        raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(REGISTRY)}")
+    backbone, tokenizer = load_backbone(name_or_path, dropout, options, append_eos=REGISTRY[pooler].appends_eos)
     saved_class = None if fresh_mlp else _saved_encoder_class(name_or_path)
     if saved_class is not None:
         log.info("%s was saved by %s: rebuilding it (its pooling replaces pooler=%s)",
@@ -606,7 +610,7 @@ def build_encoder(
         base = SentenceEncoder(backbone, tokenizer, "avg", None, False, max_length, first_layer)
         return saved_class.from_saved(base, Path(name_or_path))
     mlp: nn.Module | None = None
-    if pooler == "cls":
+    if REGISTRY[pooler].has_mlp:
         hidden = int(backbone.config.hidden_size)
         mlp = MLPHead(hidden, float(getattr(backbone.config, "initializer_range", 0.02)))
         backbone_pooler = getattr(backbone, "pooler", None)
@@ -620,6 +624,28 @@ def build_encoder(
                               prompt, include_prompt, prompt_period)
     encoder.view_prompts = list(view_prompts)
     return encoder
+
+
+def encoder_from_config(model: Any, pooler: Any, training: bool) -> SentenceEncoder:
+    """The run's encoder from its ``model`` and ``pooler`` config nodes: the one route from a config to an encoder
+    (training builds it here, ``mode=eval`` too).
+
+    Args:
+        model: the ``model`` node (``name_or_path``, ``dropout``, ``max_length``, the prompt keys, the backbone options).
+        pooler: the ``pooler`` node (``name``, ``mlp_only_train``, ``first_layer``).
+        training: a fresh MLP for ``pooler=cls``, the model's dropout, training length, view prompts, LoRA and
+            gradient checkpointing; else (evaluation) the encoder as saved: the checkpoint's own pooler layer as
+            the MLP, its dropout, no truncation below the model's limit (:func:`build_encoder`).
+    """
+    common: dict[str, Any] = {
+        "pooler": str(pooler.name), "mlp_only_train": bool(pooler.mlp_only_train), "first_layer": int(pooler.first_layer),
+        "prompt": str(model.prompt), "include_prompt": bool(model.include_prompt),
+        "prompt_period": str(model.prompt_period), "options": BackboneOptions.from_config(model, training=training),
+    }
+    if not training:
+        return build_encoder(str(model.name_or_path), fresh_mlp=False, **common)
+    return build_encoder(str(model.name_or_path), dropout=model.dropout, max_length=int(model.max_length), fresh_mlp=True,
+                         view_prompts=[str(p) for p in model.view_prompts], **common)
 
 
 def _class_path(cls: type) -> str:

@@ -27,18 +27,21 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS  # noqa: F401 (re-exported)
+from cl_bench.models.pooler_names import (  # noqa: F401 (the names and helpers the models and methods import from here)
+    AVERAGING_POOLERS,
+    POOLERS,
+    PROMPT_POOLERS,
+    REGISTRY,
+    Pooler,
+    last_token_index,
+    masked_mean,
+)
 
 
 def needs_hidden_states(pooler: str) -> bool:
-    """Whether ``pooler`` reads layers other than the last one."""
-    return pooler in ("avg_top2", "avg_first_last")
-
-
-def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the token axis of ``hidden`` (B, T, H), ignoring positions where the mask is 0."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+    """Whether ``pooler`` reads layers other than the last one (an encoder subclass's own pooling, e.g. IS-BERT's
+    ``is_bert_cnn_mean``, is no registered pooler: it reads the last layer)."""
+    return REGISTRY.get(pooler, Pooler).reads_layers
 
 
 def pool(
@@ -49,7 +52,8 @@ def pool(
     first_layer: int = 1,
     token_index: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Pool token states into one vector per sentence (before any MLP head).
+    """Pool token states into one vector per sentence (before any MLP head), with the registered pooler
+    (:data:`cl_bench.models.pooler_names.REGISTRY`).
 
     Args:
         pooler: one of :data:`POOLERS`.
@@ -64,22 +68,9 @@ def pool(
     Returns:
         (B, H) sentence vectors.
     """
-    if pooler in ("cls", "cls_before_pooler"):
-        return last_hidden[:, 0]
-    if pooler == "avg":
-        return masked_mean(last_hidden, attention_mask)
-    if pooler in ("avg_top2", "avg_first_last"):
-        if hidden_states is None:
-            raise ValueError(f"pooler={pooler} needs the encoder's hidden_states")
-        other = hidden_states[-2] if pooler == "avg_top2" else hidden_states[first_layer]
-        return (masked_mean(other, attention_mask) + masked_mean(hidden_states[-1], attention_mask)) / 2
-    if pooler in PROMPT_POOLERS:
-        if token_index is None:
-            raise ValueError(f"pooler={pooler} needs inputs built with a prompt (model.prompt)")
-        return last_hidden[torch.arange(last_hidden.shape[0], device=last_hidden.device), token_index]
-    if pooler == "last_token":
-        return last_token(last_hidden, attention_mask)
-    raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
+    if pooler not in REGISTRY:
+        raise ValueError(f"unknown pooler '{pooler}'; valid: {', '.join(POOLERS)}")
+    return REGISTRY[pooler].pool(last_hidden, attention_mask, hidden_states, first_layer, token_index)
 
 
 class MLPHead(nn.Module):
@@ -93,22 +84,3 @@ class MLPHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.dense(x))
-
-
-# ------------------------------------------------------------------------------------------------
-# Decoder poolers (issue 26)
-# ------------------------------------------------------------------------------------------------
-
-
-def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B,) index of the last position where ``attention_mask`` is 1, for right- and left-padded batches.
-
-    The highest masked-in position, whatever side the padding is on (a row of zeros gives 0).
-    """
-    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-    return (positions * (attention_mask != 0)).argmax(dim=1)  # positions are distinct: the max is the last 1
-
-
-def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, H) state of each row's last real token (``pooler=last_token``; E5-/GTE-style decoder pooling)."""
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask)]

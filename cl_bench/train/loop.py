@@ -29,8 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from cl_bench import distributed  # torchrun (no-ops in one process)
 from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.models.decoders import BackboneOptions
-from cl_bench.models.encoder import build_encoder
+from cl_bench.models.encoder import encoder_from_config
 from cl_bench.rundir import RunDir
 from cl_bench.train.checkpoint import (
     atomic_save,
@@ -87,20 +86,7 @@ def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:
 
 def build_method(cfg: DictConfig, device: torch.device) -> Method:
     """Encoder, loss, augmentation and method from the config (hydra ``_target_`` nodes)."""
-    encoder = build_encoder(
-        cfg.model.name_or_path,
-        pooler=cfg.pooler.name,
-        dropout=cfg.model.dropout,
-        max_length=cfg.model.max_length,
-        mlp_only_train=cfg.pooler.mlp_only_train,
-        first_layer=cfg.pooler.first_layer,
-        fresh_mlp=True,
-        prompt=cfg.model.prompt,
-        include_prompt=cfg.model.include_prompt,
-        prompt_period=cfg.model.prompt_period,
-        view_prompts=list(cfg.model.view_prompts),
-        options=BackboneOptions.from_config(cfg.model, training=True),
-    )
+    encoder = encoder_from_config(cfg.model, cfg.pooler, training=True)
     method_class = get_class(str(cfg.method._target_))
     # A group the method does not use is not built at all (validation rejected overriding it).
     augmentation = None

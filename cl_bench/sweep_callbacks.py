@@ -227,8 +227,7 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
 
     from hydra.core.global_hydra import GlobalHydra
 
-    from cl_bench.cli import preflight
-    from cl_bench.config import ConfigError
+    from cl_bench.config import ConfigError, preflight
 
     if config.hydra.sweeper.get("_target_", "").rsplit(".", 1)[-1] != "BasicSweeper":
         log.warning("sweeper %s: jobs are checked one by one as they start", config.hydra.sweeper.get("_target_"))
