@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import logging
 import math
 import os

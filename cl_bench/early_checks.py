@@ -127,7 +127,13 @@ def check_model_and_data(cfg: DictConfig) -> None:
         ConfigError: the job's message.
     """
     from cl_bench.config import _tried_data_options, check_local_paths, needed_files
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable, is_local_path, offline, wants_decoder
+    from cl_bench.models.hub import (
+        ModelLoadError,
+        check_model_reachable,
+        is_local_path,
+        offline,
+        wants_decoder,
+    )
 
     check_local_paths(cfg)
     name = str(cfg.model.name_or_path)
