@@ -127,7 +127,7 @@ def _sweep(root: Path) -> Path:
 def test_parent_run_carries_the_sweeps_params_and_best_point(tmp_path: Path) -> None:
     sweep = _sweep(tmp_path)
     params, metrics, tags = sweep_outcome(sweep)
-    assert params["dropout"] == "0, 0.1" and params["method.name"] == "diffcse, simcse"
+    assert params["dropout"] == "0, 0.1" and params["method.name"] == "simcse, diffcse"  # in the order the sweep ran them
     assert params["best.method.name"] == "diffcse" and params["best.dropout"] == "0.1"
     assert params["sweep.metric"] == "best_stsb_dev" and params["sweep.points"] == "4" and params["sweep.jobs"] == "8"
     assert tags["sweep.best_point"] == "dropout=0.1, method.name=diffcse"
