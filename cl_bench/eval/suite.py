@@ -72,6 +72,7 @@ from cl_bench.eval.tasks import (
     check_eval_config,
     dev_tasks,
 )
+from cl_bench.eval.senteval_classifier import classifier_device, torch_classifier_device
 from cl_bench.eval.transfer import SENTEVAL_SEED
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.rundir import RunDir
@@ -349,7 +350,8 @@ def evaluate(
         for task, parts in task_data.items():
             interrupt.check(results)  # a stop between tasks keeps the figures so far
             task_start = time.perf_counter()
-            results.update(score_task(task, parts, table, options))
+            with classifier_device(torch_classifier_device(getattr(encoder, "device", None))):
+                results.update(score_task(task, parts, table, options))
             results.update(complete_averages(results))
             if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
                 log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
@@ -412,7 +414,8 @@ def evaluate_dev(
     results: dict[str, float] = {}
     for task, parts in task_data.items():
         kept = {metric for average, metric in get_task(task).averages.items() if average in dev_averages}
-        results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
+        with classifier_device(torch_classifier_device(getattr(encoder, "device", None))):
+            results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
     results.update({k: v for k, v in complete_averages(results).items() if k in dev_averages})
     if select_metric in SIMILARITY_SELECT_METRICS:
         results.update(similarity_spearmans("stsb_dev", geometry_pairs, table))
