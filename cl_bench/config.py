@@ -121,7 +121,7 @@ class EvalConfig:
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
     whitening: int | None = None  # BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
     backend: str = "auto"  # encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
-    precision: str = "fp32"  # fp32 | bf16 (only where the CPU/GPU has bf16 matrix units)
+    precision: str = "auto"  # auto (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | fp32 | bf16 | tf32 (CUDA)
     cache: bool = True  # reuse embeddings of the same weights, pooler, length, precision, backend and sentences
     cache_dir: str | None = None  # embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
     cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first

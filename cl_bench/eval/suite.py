@@ -21,7 +21,7 @@ Metric keys (results.json / MLflow):
   ``anisotropy_mean_cos``, ``anisotropy_sv_top1``, ``anisotropy_sv_top10``,
   ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
 * Encoding: ``eval_onnx`` = 1 when ONNX Runtime computed the embeddings (``eval.backend``),
-  ``eval_bf16`` = 1 when they were computed in bf16 (``eval.precision``); absent otherwise.
+  ``eval_bf16`` (``eval_tf32``) = 1 when they were computed in bf16 (TF32): ``eval.precision``, ``auto`` resolved; absent otherwise.
 * With ``postprocess=whitening`` (keeping ``whitening=k`` dimensions) or ``postprocess=flow``
   (BERT-flow, options ``flow``) every figure is computed on transformed embeddings, the transform
   being fitted per task on all of that task's sentences (for the geometry: all STS-B splits), or
@@ -61,6 +61,7 @@ from cl_bench.eval.registry import (
     table_rows,
     task_sentences,
 )
+from cl_bench.eval.senteval_classifier import classifier_device, torch_classifier_device
 from cl_bench.eval.sts import similarity_spearmans
 from cl_bench.eval.tasks import (
     ALWAYS_DEV_AVERAGE,
@@ -72,7 +73,6 @@ from cl_bench.eval.tasks import (
     check_eval_config,
     dev_tasks,
 )
-from cl_bench.eval.senteval_classifier import classifier_device, torch_classifier_device
 from cl_bench.eval.transfer import SENTEVAL_SEED
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.rundir import RunDir
@@ -141,7 +141,8 @@ def geometry_metrics(
 
 
 def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
-    """``eval_onnx: 1`` when ONNX Runtime computed the embeddings, ``eval_bf16: 1`` when bf16 did.
+    """``eval_onnx: 1`` when ONNX Runtime computed the embeddings, ``eval_bf16: 1`` (``eval_tf32: 1``) when bf16
+    (TF32) did — ``eval.precision=auto`` resolved on the encoder's device.
 
     They go to results.json and MLflow beside the figures they qualify (absent = torch / fp32); an
     encoder that is not a :class:`~cl_bench.models.encoder.SentenceEncoder` ignores both options.
@@ -149,8 +150,10 @@ def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
     flags: dict[str, float] = {}
     if "onnx" in settings.backends_used:
         flags["eval_onnx"] = 1.0
-    if settings.backends_used and settings.precision == "bf16":
+    if "bf16" in settings.precisions_used:
         flags["eval_bf16"] = 1.0
+    if "tf32" in settings.precisions_used:
+        flags["eval_tf32"] = 1.0
     return flags
 
 
@@ -248,7 +251,7 @@ def evaluate(
     align_uniform_split: str = "all",
     anisotropy: bool = True,
     backend: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
@@ -272,7 +275,7 @@ def evaluate(
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
         anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
         backend: forward pass of a :class:`~cl_bench.models.encoder.SentenceEncoder`: ``auto`` | ``torch`` | ``onnx``.
-        precision: ``fp32`` | ``bf16``.
+        precision: ``auto`` (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | ``fp32`` | ``bf16`` | ``tf32`` (CUDA).
         cache: reuse cached embeddings of the same weights, pooler, length, precision, backend, sentences.
         cache_dir: the cache folder (None: ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``).
         cache_size_gb: prune the cache folder to this size.

@@ -125,7 +125,7 @@ def check_eval_config(
     align_uniform_split: str = "all",
     anisotropy: bool = True,
     backend: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
@@ -157,7 +157,7 @@ def check_eval_config(
         align_uniform_split: ``eval.align_uniform_split``.
         anisotropy: ``eval.anisotropy``.
         backend: ``eval.backend`` (``auto`` | ``torch`` | ``onnx``).
-        precision: ``eval.precision`` (``fp32`` | ``bf16``; bf16 only on hardware with bf16 matrix units).
+        precision: ``eval.precision`` (``auto`` | ``fp32`` | ``bf16`` | ``tf32``; bf16 and tf32 only on hardware with their units).
         cache: ``eval.cache``.
         cache_dir: ``eval.cache_dir`` (None: the default cache folder).
         cache_size_gb: ``eval.cache_size_gb`` (> 0).

@@ -8,7 +8,6 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
@@ -37,8 +36,10 @@ from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
     current_settings,
+    matmul_precision,
     measured_auto_choice,
     resolve_backend,
+    resolve_precision,
     time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
@@ -334,11 +335,14 @@ class SentenceEncoder(nn.Module):
         settings = current_settings()
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
+        precision = resolve_precision(settings.precision, self.device, backend)
         settings.backends_used.add(backend)
+        settings.precisions_used.add(precision)
         # a one-sentence encode (a probe, a check) is no news at INFO
         log.log(logging.INFO if len(unique) > 1 else logging.DEBUG,
-                "encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
-                 " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
+                "encoding %d sentences: backend=%s%s, precision=%s%s, cache=%s", len(unique), backend,
+                 " (auto)" if settings.backend == "auto" else "", precision,
+                 " (auto)" if settings.precision == "auto" else "", "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
         if vectors is not None:
@@ -383,7 +387,7 @@ class SentenceEncoder(nn.Module):
 
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
-        backend = resolve_backend(settings.backend, settings.precision, self.device)
+        backend = resolve_backend(settings.backend, resolve_precision(settings.precision, self.device), self.device)
         if settings.backend == "auto" and not self.onnx_capable:
             backend = "torch"  # no ONNX export for decoders and LoRA backbones: auto means torch
         elif backend == "onnx" and not self.onnx_capable:
@@ -400,7 +404,8 @@ class SentenceEncoder(nn.Module):
         if not (settings.cache and unique):
             return None, ""
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
-        return cache, cache_key(self.cache_identity(backend, settings.precision), unique)
+        precision = resolve_precision(settings.precision, self.device, backend)
+        return cache, cache_key(self.cache_identity(backend, precision), unique)
 
     #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
     AUTO_PROBE_SENTENCES = 256
@@ -447,10 +452,8 @@ class SentenceEncoder(nn.Module):
         device = self.device
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         onnx = onnx_backbone(self.backbone, self.tokenizer, settings.folder()) if backend == "onnx" and unique else None
-        if settings.precision == "bf16":
-            autocast: Any = torch.autocast(device.type, dtype=torch.bfloat16)
-        else:
-            autocast = contextlib.nullcontext()
+        # eval.precision=auto resolved here: fp32 on a CPU, bf16 on a CUDA GPU with bf16 units
+        precision = resolve_precision(settings.precision, device, backend)
         for start in range(0, len(order), batch_size):
             interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             idx = order[start : start + batch_size]
@@ -460,7 +463,7 @@ class SentenceEncoder(nn.Module):
             if "prompt_layout" in tokens:
                 rows = [tokens["prompt_layout"][i] for i in idx]
                 features["prompt_layout"] = with_offsets(rows, batch["attention_mask"]).to(device)
-            with autocast:
+            with matmul_precision(precision, device):
                 if onnx is not None:
                     outputs = onnx(batch, needs_hidden_states(self.pooler))
                     outputs.last_hidden_state = outputs.last_hidden_state.to(device)
