@@ -66,3 +66,44 @@ def test_matmul_precision_tf32_switches_are_restored() -> None:
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
     flags = encoding_flags(EncodingSettings(precisions_used={"bf16", "tf32"}))
     assert flags == {"eval_bf16": 1.0, "eval_tf32": 1.0}
+
+
+def test_gpu_batches_are_sized_by_tokens() -> None:
+    from cl_bench.models.encoder import GPU_TOKENS_PER_SENTENCE, token_batches
+
+    lengths = [4] * 300 + [60] * 10 + [200] * 40
+    batches = token_batches(list(range(len(lengths))), lengths, batch_size=16)
+    assert [i for batch in batches for i in batch] == list(range(len(lengths)))  # order kept, nothing lost
+    budget = 16 * GPU_TOKENS_PER_SENTENCE
+    assert all(len(b) >= 16 or b is batches[-1] for b in batches)
+    assert all(len(b) * max(lengths[i] for i in b) <= budget or len(b) == 16 for b in batches)
+    assert len(batches[0]) == 8 * 16  # short sentences: up to 8x the sentence batch
+
+
+def test_prefetched_pads_ahead_on_a_thread_and_reraises() -> None:
+    from cl_bench.models.encoder import prefetched
+
+    assert list(prefetched([1, 2, 3], lambda x: x * 10, background=True)) == [(1, 10), (2, 20), (3, 30)]
+    assert list(prefetched([1, 2], lambda x: -x, background=False)) == [(1, -1), (2, -2)]
+
+    def broken(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    with pytest.raises(ValueError, match="bad 1"):
+        list(prefetched([1, 2], broken, background=True))
+    early = prefetched(list(range(100)), lambda x: x, background=True)
+    assert next(early) == (0, 0)
+    early.close()  # a consumer that stops early leaves no thread blocked
+
+
+def test_token_ids_are_kept_between_evaluations(tiny_bert: Path) -> None:
+    """In-training dev evaluations tokenise their dev sets once (the memo), and a changed list is re-tokenised."""
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    calls: list[int] = []
+    original = encoder._tokenize_unpadded
+    encoder._tokenize_unpadded = lambda sentences: calls.append(len(sentences)) or original(sentences)  # type: ignore[method-assign]
+    dev = ["a dog plays.", "a man sings a song."]
+    first = encoder.encode(dev, batch_size=8)
+    assert np.array_equal(encoder.encode(dev, batch_size=8), first) and calls == [2]
+    encoder.encode(dev + ["a third sentence."], batch_size=8)
+    assert calls == [2, 3]
