@@ -128,6 +128,7 @@ class EvalConfig:
     postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
     flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
     truncate_dim: int | None = None  # score the first K embedding dimensions only (Matryoshka; null = all)
+    sample_pairs: int | None = None  # quick path for iterating (eval=iterate): STS on a fixed sample of K pairs per split; null = all
 
 
 @dataclass

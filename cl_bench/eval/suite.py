@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,6 +139,22 @@ def geometry_metrics(
             )
             log.info("anisotropy plot written to %s", path)
     return results
+
+
+#: Seed of :func:`sampled_pairs`' fixed sample (the same pairs in every run and job).
+SAMPLE_SEED = 0
+
+
+def sampled_pairs(parts: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """Each STS split (:class:`~cl_bench.data.senteval.ScoredPairs`) of ``parts`` cut to a fixed sample of at most
+    ``limit`` pairs (``eval.sample_pairs``: the same pairs in every run, original order kept); other parts unchanged."""
+    sampled: dict[str, Any] = {}
+    for name, part in parts.items():
+        if isinstance(part, ScoredPairs) and len(part) > limit:
+            rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(part), limit, replace=False))
+            part = ScoredPairs(tuple(part.sent1[i] for i in rows), tuple(part.sent2[i] for i in rows), part.gold[rows])
+        sampled[name] = part
+    return sampled
 
 
 def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
@@ -258,6 +275,7 @@ def evaluate(
     postprocess: str = "none",
     flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
     truncate_dim: int | None = None,
+    sample_pairs: int | None = None,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -310,6 +328,7 @@ def evaluate(
         postprocess=postprocess,
         flow=flow,
         truncate_dim=truncate_dim,
+        sample_pairs=sample_pairs,
     )
     post = build_postprocess(postprocess, whitening, flow)
     if post is not None and post.kind == "flow":
@@ -331,6 +350,12 @@ def evaluate(
         geometry_parts = load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
         fit_parts = load_task(data_dir, GEOMETRY_TASK) if geometry and per_task else {}
         corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
+        if sample_pairs is not None:  # the quick path for iterating (eval=iterate), said as such
+            task_data = {task: sampled_pairs(parts, sample_pairs) for task, parts in task_data.items()}
+            geometry_parts = sampled_pairs(geometry_parts, sample_pairs)
+            log.info("eval.sample_pairs=%d: the QUICK protocol for iterating: STS figures and geometry on a fixed "
+                     "sample of at most %d pairs per split, not the full protocol (report figures with "
+                     "eval.sample_pairs=null)", sample_pairs, sample_pairs)
 
         sentences: list[str] = []
         for parts in task_data.values():
@@ -338,7 +363,8 @@ def evaluate(
         sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
         settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
         with encoding(settings):
-            announce_cost(encoder, sentences, batch_size, resolved)
+            if sample_pairs is None:  # the quick path is short by construction: no timed estimate batches
+                announce_cost(encoder, sentences, batch_size, resolved)
             table = EmbeddingTable(encoder, sentences, batch_size)
             try:
                 table.truncate(truncate_dim)
@@ -348,6 +374,8 @@ def evaluate(
                 post.prepare(table, corpus)
 
         results: dict[str, float] = encoding_flags(settings)
+        if sample_pairs is not None:
+            results["eval_sample_pairs"] = float(sample_pairs)
         pair_scores: dict = {}
         options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
         for task, parts in task_data.items():
