@@ -505,8 +505,10 @@ def fit_grid_torch(
                 delta = (probs * scale_t[:, cols, None, None] - targets[:, cols, None]).view(*idx.shape, width)
                 grad_w = torch.bmm(xb.transpose(1, 2), delta)  # (A, D, R*C)
                 grad_b = delta.sum(1, keepdim=True)
+                # every split has a minibatch j (host-known): no masking; else the splits past their last keep state
+                everyone = j < int(n_batches.min())
                 live = live_all[j]
-                step = step + live
+                step = step + 1 if everyone else step + live
                 keep = live.view(-1, 1, 1)
                 updated = []
                 for param, grad, first, second in ((w, grad_w, fw, sw), (b, grad_b, fb, sb)):
@@ -522,8 +524,9 @@ def fit_grid_torch(
                         new_second = second * 0.99 + (1 - 0.99) * g * g
                         new_param = param - 1e-2 * (g / (new_second.sqrt() + 1e-8))
                     # a split past its last minibatch of the epoch keeps its state
-                    updated.append(tuple(torch.where(keep, new, old) for new, old in
-                                         ((new_param, param), (new_first, first), (new_second, second))))
+                    updated.append((new_param, new_first, new_second) if everyone else tuple(
+                        torch.where(keep, new, old) for new, old in
+                        ((new_param, param), (new_first, first), (new_second, second))))
                 (w, fw, sw), (b, fb, sb) = updated
         epoch += config.epoch_size
         # validation: every active split's models on its validation rows, one read of the counts
