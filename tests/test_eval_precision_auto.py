@@ -96,14 +96,26 @@ def test_prefetched_pads_ahead_on_a_thread_and_reraises() -> None:
     early.close()  # a consumer that stops early leaves no thread blocked
 
 
-def test_token_ids_are_kept_between_evaluations(tiny_bert: Path) -> None:
-    """In-training dev evaluations tokenise their dev sets once (the memo), and a changed list is re-tokenised."""
-    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+def test_token_ids_are_kept_between_evaluations_and_jobs(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-training dev evaluations tokenise their dev sets once (the process-wide memo), the next job of a sweep
+    (a new encoder, same tokenizer) reuses them, and a changed list is tokenised anew."""
+    import cl_bench.models.encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "_TOKEN_MEMO", encoder_module.OrderedDict())
     calls: list[int] = []
-    original = encoder._tokenize_unpadded
-    encoder._tokenize_unpadded = lambda sentences: calls.append(len(sentences)) or original(sentences)  # type: ignore[method-assign]
+    original = encoder_module.SentenceEncoder._tokenize_unpadded
+
+    def counting(self, sentences):  # noqa: ANN001, ANN202
+        calls.append(len(sentences))
+        return original(self, sentences)
+
+    monkeypatch.setattr(encoder_module.SentenceEncoder, "_tokenize_unpadded", counting)
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     dev = ["a dog plays.", "a man sings a song."]
     first = encoder.encode(dev, batch_size=8)
     assert np.array_equal(encoder.encode(dev, batch_size=8), first) and calls == [2]
+    next_job = build_encoder(str(tiny_bert), pooler="cls", fresh_mlp=False)
+    next_job.encode(dev, batch_size=8)
+    assert calls == [2]
     encoder.encode(dev + ["a third sentence."], batch_size=8)
     assert calls == [2, 3]

@@ -8,12 +8,12 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import logging
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,13 @@ from cl_bench.models.decoders import (
     prepare_tokenizer,
     set_bidirectional,
 )
-from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
+from cl_bench.models.embedding_cache import (
+    EmbeddingCache,
+    cache_key,
+    sentences_digest,
+    state_digest,
+    tokenizer_digest,
+)
 from cl_bench.models.hub import ModelLoadError, check_model_reachable, hub_hint, is_local_path
 from cl_bench.models.inference import (
     EncodingSettings,
@@ -136,6 +142,10 @@ def load_backbone(
                               options.lora_target_modules)
     return backbone, tokenizer
 
+
+#: Tokenised sentence lists kept in the process (the dev sets of in-training evaluations and of a sweep's jobs, issue 37).
+TOKEN_MEMO_ENTRIES = 8
+_TOKEN_MEMO: OrderedDict[tuple, Any] = OrderedDict()
 
 #: Padded tokens per batch on a GPU, per sentence of ``eval.batch_size`` (128 sentences -> 8,192 tokens).
 GPU_TOKENS_PER_SENTENCE = 64
@@ -431,25 +441,26 @@ class SentenceEncoder(nn.Module):
         """Tokens of each sentence as :meth:`encode` feeds it (what its length-sorted batches sort by)."""
         return [len(ids) for ids in self._token_ids(sentences)["input_ids"]] if sentences else []
 
-    #: tokenised sentence lists kept per encoder (the dev sets of in-training evaluations, issue 37)
-    TOKEN_MEMO_ENTRIES = 4
-
     def _token_ids(self, sentences: Sequence[str]) -> Any:
         """Token ids of the sentences, truncated at the model's limit only (no padding); inside
         ``model.prompt`` (its evaluation period rule applied) when there is one.
 
-        The last :data:`TOKEN_MEMO_ENTRIES` lists are kept: an in-training dev evaluation tokenises its
-        dev sets once, not at every evaluation (the key holds everything the ids depend on)."""
-        key = (hashlib.sha256("\n".join(sentences).encode()).hexdigest(), len(sentences), self.prompt,
-               self.prompt_period, self.model_max_length, id(self.tokenizer))
-        memo: dict[tuple, Any] = self.__dict__.setdefault("_token_memo", {})
-        if key in memo:
-            memo[key] = memo.pop(key)  # most recently used last
-            return memo[key]
-        memo[key] = self._tokenize_unpadded(sentences)
-        while len(memo) > self.TOKEN_MEMO_ENTRIES:
-            memo.pop(next(iter(memo)))
-        return memo[key]
+        The last :data:`TOKEN_MEMO_ENTRIES` lists are kept in the process: an in-training dev evaluation
+        tokenises its dev sets once, not at every evaluation, and the next job of a sweep in the same process
+        (another encoder with an identical tokenizer) reuses them; the key holds everything the ids depend on
+        (the tokenizer's full definition, the prompt settings, the length limit, the sentences)."""
+        if self.__dict__.get("_tokenizer_id") != id(self.tokenizer):  # the tokenizer's digest, once per tokenizer
+            self.__dict__["_tokenizer_digest"] = tokenizer_digest(self.tokenizer)
+            self.__dict__["_tokenizer_id"] = id(self.tokenizer)
+        key = (self.__dict__["_tokenizer_digest"], sentences_digest(sentences), self.prompt, self.prompt_period,
+               self.model_max_length)
+        if key in _TOKEN_MEMO:
+            _TOKEN_MEMO.move_to_end(key)
+            return _TOKEN_MEMO[key]
+        _TOKEN_MEMO[key] = self._tokenize_unpadded(sentences)
+        while len(_TOKEN_MEMO) > TOKEN_MEMO_ENTRIES:
+            _TOKEN_MEMO.popitem(last=False)
+        return _TOKEN_MEMO[key]
 
     def _tokenize_unpadded(self, sentences: Sequence[str]) -> Any:
         """:meth:`_token_ids` without the memo."""
