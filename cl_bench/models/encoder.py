@@ -449,9 +449,11 @@ class SentenceEncoder(nn.Module):
         tokenises its dev sets once, not at every evaluation, and the next job of a sweep in the same process
         (another encoder with an identical tokenizer) reuses them; the key holds everything the ids depend on
         (the tokenizer's full definition, the prompt settings, the length limit, the sentences)."""
-        if self.__dict__.get("_tokenizer_id") != id(self.tokenizer):  # the tokenizer's digest, once per tokenizer
+        # the tokenizer's digest, computed again when the tokenizer or its size changes (a method adding tokens)
+        identity = (id(self.tokenizer), len(self.tokenizer))
+        if self.__dict__.get("_tokenizer_identity") != identity:
             self.__dict__["_tokenizer_digest"] = tokenizer_digest(self.tokenizer)
-            self.__dict__["_tokenizer_id"] = id(self.tokenizer)
+            self.__dict__["_tokenizer_identity"] = identity
         key = (self.__dict__["_tokenizer_digest"], sentences_digest(sentences), self.prompt, self.prompt_period,
                self.model_max_length)
         if key in _TOKEN_MEMO:
