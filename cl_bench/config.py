@@ -687,7 +687,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert.setdefault("train.matryoshka_weights", "train.matryoshka_dims is null (no Matryoshka loss)")
     if tasks and not split_tasks(tasks)[0]:
         for key in ("eval.align_uniform", "eval.align_uniform_split", "eval.anisotropy", "eval.postprocess",
-                    "eval.whitening", "eval.flow", "eval.truncate_dim"):
+                    "eval.whitening", "eval.flow", "eval.truncate_dim", "eval.sample_pairs"):
             inert[key] = "only cl-bench's own tasks use it; eval.tasks has only mteb: tasks"
     postprocess = cfg.eval.postprocess
     if postprocess != "whitening":
