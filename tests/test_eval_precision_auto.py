@@ -119,3 +119,17 @@ def test_token_ids_are_kept_between_evaluations_and_jobs(tiny_bert: Path, monkey
     assert calls == [2]
     encoder.encode(dev + ["a third sentence."], batch_size=8)
     assert calls == [2, 3]
+
+
+@pytest.mark.parametrize("prompt", [None, 'This sentence : "[X]" means [MASK].'])
+def test_gpu_batching_run_on_cpu_gives_the_cpu_path_embeddings(tiny_bert: Path, prompt: str | None) -> None:
+    """The GPU path of ``encode`` (token-sized batches, padding on a thread, vectors gathered on the device) forced
+    on the CPU: the embeddings of the sentence-count batches, in the input order (with and without a prompt)."""
+    pooler = "mask" if prompt else "avg"
+    encoder = build_encoder(str(tiny_bert), pooler=pooler, fresh_mlp=False, prompt=prompt or "")
+    sentences = [f"sentence number {i} " + "word " * (i % 13) for i in range(90)]
+    with encoding(EncodingSettings("torch", "fp32")):
+        reference = encoder.encode(sentences, batch_size=8)
+        encoder.device_side_batches = True
+        device_side = encoder.encode(sentences, batch_size=8)
+    np.testing.assert_allclose(device_side, reference, atol=1e-5)

@@ -501,6 +501,10 @@ class SentenceEncoder(nn.Module):
         precision = resolve_precision(settings.precision, self.device, backend)
         return cache, cache_key(self.cache_identity(backend, precision), unique)
 
+    #: the GPU batching of :meth:`encode` (token-sized batches, padding on a thread, vectors kept on the device):
+    #: None = on CUDA devices only; True/False force it (the tests run it on the CPU)
+    device_side_batches: bool | None = None
+
     #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
     AUTO_PROBE_SENTENCES = 256
 
@@ -546,7 +550,9 @@ class SentenceEncoder(nn.Module):
         order = sorted(range(len(unique)), key=lambda i: lengths[i])
         device = self.device
         onnx = onnx_backbone(self.backbone, self.tokenizer, settings.folder()) if backend == "onnx" and unique else None
-        on_gpu = device.type == "cuda" and onnx is None
+        device_side = self.device_side_batches if self.device_side_batches is not None else device.type == "cuda"
+        on_gpu = device_side and onnx is None
+        pin = on_gpu and device.type == "cuda"
         # on a GPU, batches sized by tokens (short sentences in larger batches: fewer launches) and the
         # vectors kept on the device until the end (no host sync per batch, so padding the next batch on
         # the host overlaps the forward pass); on a CPU, batch_size sentences as before (same figures)
@@ -562,12 +568,15 @@ class SentenceEncoder(nn.Module):
                                        return_tensors="pt")
             if not on_gpu:
                 return batch, None
+            positions = torch.tensor(idx)
+            if not pin:
+                return batch, positions
             # pinned host memory: the copies below do not wait for the device to finish the previous batch
-            return {key: value.pin_memory() for key, value in batch.items()}, torch.tensor(idx).pin_memory()
+            return {key: value.pin_memory() for key, value in batch.items()}, positions.pin_memory()
 
-        for idx, (batch, rows) in prefetched(batches, padded, background=on_gpu):
+        for idx, (batch, positions) in prefetched(batches, padded, background=on_gpu):
             interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
-            features = {key: value.to(device, non_blocking=on_gpu) for key, value in batch.items()}
+            features = {key: value.to(device, non_blocking=pin) for key, value in batch.items()}
             if "prompt_layout" in tokens:
                 rows = [tokens["prompt_layout"][i] for i in idx]
                 features["prompt_layout"] = with_offsets(rows, batch["attention_mask"]).to(device)
@@ -581,8 +590,8 @@ class SentenceEncoder(nn.Module):
                     vectors = self.pool_outputs(outputs, features["attention_mask"], **layout)
                 else:
                     vectors = self(features)
-            if out_device is not None and rows is not None:
-                out_device[rows.to(device, non_blocking=True)] = vectors.float()
+            if out_device is not None and positions is not None:
+                out_device[positions.to(device, non_blocking=pin)] = vectors.float()
             else:
                 out[idx] = vectors.float().cpu().numpy()
         if out_device is not None:
