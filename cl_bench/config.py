@@ -125,13 +125,14 @@ class EvalConfig:
     seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
     whitening: int | None = None  # BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
     backend: str = "auto"  # encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
-    precision: str = "fp32"  # fp32 | bf16 (only where the CPU/GPU has bf16 matrix units)
+    precision: str = "auto"  # auto (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | fp32 | bf16 | tf32 (CUDA)
     cache: bool = True  # reuse embeddings of the same weights, pooler, length, precision, backend and sentences
     cache_dir: str | None = None  # embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
     cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first
     postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
     flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
     truncate_dim: int | None = None  # score the first K embedding dimensions only (Matryoshka; null = all)
+    sample_pairs: int | None = None  # quick path for iterating (eval=iterate): STS on a fixed sample of K pairs per split; null = all
 
 
 @dataclass
@@ -791,7 +792,7 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
         inert.setdefault("train.matryoshka_weights", "train.matryoshka_dims is null (no Matryoshka loss)")
     if tasks and not split_tasks(tasks)[0]:
         for key in ("eval.align_uniform", "eval.align_uniform_split", "eval.anisotropy", "eval.postprocess",
-                    "eval.whitening", "eval.flow", "eval.truncate_dim"):
+                    "eval.whitening", "eval.flow", "eval.truncate_dim", "eval.sample_pairs"):
             inert[key] = "only cl-bench's own tasks use it; eval.tasks has only mteb: tasks"
     postprocess = cfg.eval.postprocess
     if postprocess != "whitening":

@@ -145,3 +145,44 @@ def test_all_models_program_gives_the_same_models_on_any_number_of_threads() -> 
         torch.set_num_threads(threads)
     assert np.array_equal(one.accuracy, two.accuracy)
     assert np.array_equal(one.weight, two.weight) and np.array_equal(one.bias, two.bias)
+
+
+@pytest.mark.parametrize(("name", "classes"), [("full", 3), ("fast", 3), ("stopping", 3), ("stopping", 6)])
+def test_torch_trainer_run_on_cpu_trains_the_one_at_a_time_models(name: str, classes: int) -> None:
+    """The GPU path (``fit_grid_torch``, SentEval's ``usepytorch`` on the encoder's device) run on the CPU:
+    the accuracies of the one-at-a-time reference, its weights up to float32 rounding (issue 37)."""
+    x, y = noisy(155, classes=classes)
+    splits = [DataSplit(train, test) for train, test in stratified_folds(y, 4, 1111)]
+    splits.append(DataSplit(np.arange(len(y))))
+    penalties = np.array([L2_GRID[:2], L2_GRID[2:], L2_GRID[1:3], L2_GRID[::3], L2_GRID[:2]])
+    on_device = sc.fit_grid_torch(x, y, splits, penalties, classes, SHORT[name], device="cpu")
+    reference = fit_grid_sequential(x, y, splits, penalties, classes, SHORT[name])
+    assert np.array_equal(on_device.accuracy, reference.accuracy)
+    np.testing.assert_allclose(on_device.weight, reference.weight, atol=1e-5)
+    np.testing.assert_allclose(on_device.bias, reference.bias, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["full", "fast"])
+def test_protocols_on_the_torch_trainer_equal_one_at_a_time(name: str) -> None:
+    """Inside ``classifier_device`` the protocols train with the torch path: the reference's figures."""
+    config = dataclasses.replace(SHORT[name], kfold=3)
+    x, y = noisy(90)
+    x3, y3 = noisy(150, classes=3, seed=1)
+    with sc.classifier_device("cpu"):
+        assert sc._TORCH_DEVICE.get() == torch.device("cpu")
+        inner = senteval_inner_kfold(x, y, 2, config, seed=7)
+        kfold = senteval_kfold(x3[:120], y3[:120], x3[120:], y3[120:], 3, config, seed=7)
+        split = senteval_split(x[:50], y[:50], x[50:70], y[50:70], x[70:], y[70:], 2, config)
+    assert sc._TORCH_DEVICE.get() is None
+    assert inner == senteval_inner_kfold(x, y, 2, config, seed=7, batched=False)
+    reference = senteval_kfold(x3[:120], y3[:120], x3[120:], y3[120:], 3, config, seed=7, batched=False)
+    assert (kfold.acc, kfold.devacc) == (reference.acc, reference.devacc)
+    assert np.array_equal(kfold.predictions, reference.predictions)
+    alone = senteval_split(x[:50], y[:50], x[50:70], y[50:70], x[70:], y[70:], 2, config, batched=False)
+    assert (split.devacc, split.acc, split.penalties) == (alone.devacc, alone.acc, alone.penalties)
+
+
+def test_classifiers_follow_the_encoder_to_cuda_only() -> None:
+    assert sc.torch_classifier_device(None) is None
+    assert sc.torch_classifier_device("cpu") is None
+    assert sc.torch_classifier_device(torch.device("cuda", 1)) == torch.device("cuda", 1)

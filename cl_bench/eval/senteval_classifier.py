@@ -38,6 +38,7 @@ times it against the previous trainer (one batched torch program per protocol st
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -382,6 +383,187 @@ def fit_grid(
 
 
 # ------------------------------------------------------------------------------------------------
+# All models at once, as torch code on a device (the GPU path)
+# ------------------------------------------------------------------------------------------------
+#: The device :func:`fit_grid_torch` trains on inside :func:`classifier_device` (None: the numba CPU kernel).
+_TORCH_DEVICE: contextvars.ContextVar[torch.device | None] = contextvars.ContextVar("senteval_torch_device", default=None)
+
+
+@contextlib.contextmanager
+def classifier_device(device: torch.device | str | None) -> Iterator[None]:
+    """Train the protocols' batched classifiers with :func:`fit_grid_torch` on ``device`` inside this block
+    (SentEval's ``usepytorch`` on the encoder's GPU); None keeps the compiled CPU kernel (:func:`fit_grid`).
+
+    :func:`cl_bench.eval.evaluate` enters it with the encoder's device when that is a CUDA device.
+    """
+    token = _TORCH_DEVICE.set(None if device is None else torch.device(device))
+    try:
+        yield
+    finally:
+        _TORCH_DEVICE.reset(token)
+
+
+def torch_classifier_device(encoder_device: torch.device | str | None) -> torch.device | None:
+    """The device of :func:`classifier_device` for an encoder on ``encoder_device``: CUDA devices train the
+    classifiers there (the GPU waits for no CPU); a CPU encoder keeps the compiled CPU kernel (None)."""
+    if encoder_device is None:
+        return None
+    device = torch.device(encoder_device)
+    return device if device.type == "cuda" else None
+
+
+def _batched_trainer() -> Callable[..., GridResult]:
+    """:func:`fit_grid` (the CPU kernel), or :func:`fit_grid_torch` on the :func:`classifier_device`'s device."""
+    device = _TORCH_DEVICE.get()
+    if device is None:
+        return fit_grid
+    return lambda *args, **kwargs: fit_grid_torch(*args, device=device, **kwargs)
+
+
+def fit_grid_torch(
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[DataSplit],
+    l2s: Sequence[float] | np.ndarray,
+    n_classes: int,
+    config: ClassifierConfig,
+    seed: int = SENTEVAL_SEED,
+    device: torch.device | str = "cpu",
+) -> GridResult:
+    """:func:`fit_grid`'s models trained as batched torch code on ``device`` (the GPU path; on CPU it is
+    tested against :func:`fit_grid_sequential`: same accuracies, weights up to float32 rounding).
+
+    Every data split's models advance in lock-step: one ``baddbmm`` gives the logits of every model of
+    every split still training on a minibatch, one ``bmm`` their gradients, and the optimiser updates
+    all of them at once; a split whose epoch has fewer minibatches keeps its state on the extra steps
+    (``torch.where``, no host round trip). The host reads the device only at a validation point (every
+    ``epoch_size`` epochs: the correct counts, for SentEval's stopping rule); each epoch's minibatch rows
+    (SentEval's permutations, drawn on the host) go to the device once per epoch.
+
+    Takes the arguments of :func:`fit_grid`, plus ``device``.
+    """
+    device = torch.device(device)
+    l2_table = np.broadcast_to(np.asarray(l2s, dtype=np.float64), (len(splits), np.shape(l2s)[-1]))
+    n_splits, n_l2 = l2_table.shape
+    dim, width, batch = x.shape[1], l2_table.shape[1] * n_classes, config.batch_size
+    resolved = [_resolve(split, seed) for split in splits]
+    permutations = _Permutations(seed)
+    features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)
+    labels = torch.from_numpy(np.asarray(y).astype(np.int64)).to(device)
+    init_weight, init_bias = initial_linear(dim, n_classes, seed)
+    # model (s, r) is column block r of weight[s]: the logits of a split's minibatch are one matmul
+    weight = init_weight.T.repeat(n_splits, 1, n_l2).contiguous().to(device)  # (S, D, R*C)
+    bias = init_bias.repeat(n_splits, 1, n_l2).contiguous().to(device)  # (S, 1, R*C)
+    decay = torch.tensor(l2_table, dtype=torch.float32).repeat_interleave(n_classes, dim=1).unsqueeze(1).to(device)
+    first_w, second_w = torch.zeros_like(weight), torch.zeros_like(weight)
+    first_b, second_b = torch.zeros_like(bias), torch.zeros_like(bias)
+    steps = torch.zeros(n_splits, dtype=torch.float64, device=device)  # optimiser steps per split
+    best_weight, best_bias = weight.clone(), bias.clone()
+    best_count = np.full((n_splits, n_l2), -1, dtype=np.int64)
+    stopped = np.zeros((n_splits, n_l2), dtype=bool)
+    non_improvements = np.zeros((n_splits, n_l2), dtype=np.int64)
+    n_train = np.array([len(train) for train, _, _ in resolved])
+    n_valid = np.array([len(valid) for _, valid, _ in resolved])
+    # validation rows padded to the longest split's (padding: row 0, masked out of the counts)
+    valid_rows = np.zeros((n_splits, int(n_valid.max(initial=1))), dtype=np.int64)
+    for s, (_, valid, _) in enumerate(resolved):
+        valid_rows[s, : len(valid)] = valid
+    valid_rows_t = torch.from_numpy(valid_rows).to(device)
+    valid_mask = torch.from_numpy(np.arange(valid_rows.shape[1])[None] < n_valid[:, None]).to(device)
+    adam = config.optim == "adam"
+    if config.optim not in ("adam", "rmsprop"):
+        raise ValueError(f"unknown optimiser '{config.optim}' (adam | rmsprop)")
+    active = np.arange(n_splits)
+    epoch = 0
+    while epoch <= config.max_epoch and len(active):
+        act = torch.from_numpy(active).to(device)
+        w, b, fw, sw, fb, sb = (t[act] for t in (weight, bias, first_w, second_w, first_b, second_b))
+        lw, step = decay[act], steps[act]
+        for index in range(epoch, epoch + config.epoch_size):
+            # each active split's rows in this epoch's order, padded to whole minibatches
+            n_batches = -(-n_train[active] // batch)
+            span = int(n_batches.max()) * batch
+            rows = np.zeros((len(active), span), dtype=np.int64)
+            scale = np.zeros((len(active), span), dtype=np.float32)
+            for a, s in enumerate(active):
+                train, _, holdout = resolved[s]
+                order = permutations.epoch(len(splits[s].train), holdout, n_train[s], index)
+                rows[a, : n_train[s]] = train[order]
+                sizes = np.minimum(batch, n_train[s] - np.arange(0, n_train[s], batch))
+                scale[a, : n_train[s]] = np.repeat(1.0 / sizes, sizes)  # mean cross-entropy per minibatch
+            live_all = torch.from_numpy(np.arange(int(n_batches.max()))[:, None] < n_batches[None]).to(device)
+            rows_t, scale_t = torch.from_numpy(rows).to(device), torch.from_numpy(scale).to(device)
+            targets = torch.zeros(len(active), span, n_classes, device=device)
+            targets.scatter_(2, labels[rows_t].unsqueeze(2), scale_t.unsqueeze(2))  # scaled one-hot, 0 on padding
+            for j in range(int(n_batches.max())):
+                cols = slice(j * batch, (j + 1) * batch)
+                idx = rows_t[:, cols]
+                xb = features.index_select(0, idx.reshape(-1)).view(*idx.shape, dim)  # (A, B, D)
+                logits = torch.baddbmm(b, xb, w).view(*idx.shape, n_l2, n_classes)
+                # d(mean cross-entropy)/d(logits) = (softmax - one-hot) / minibatch size
+                probs = torch.softmax(logits, dim=-1)
+                delta = (probs * scale_t[:, cols, None, None] - targets[:, cols, None]).view(*idx.shape, width)
+                grad_w = torch.bmm(xb.transpose(1, 2), delta)  # (A, D, R*C)
+                grad_b = delta.sum(1, keepdim=True)
+                # every split has a minibatch j (host-known): no masking; else the splits past their last keep state
+                everyone = j < int(n_batches.min())
+                live = live_all[j]
+                step = step + 1 if everyone else step + live
+                keep = live.view(-1, 1, 1)
+                updated = []
+                for param, grad, first, second in ((w, grad_w, fw, sw), (b, grad_b, fb, sb)):
+                    g = grad + lw * param
+                    if adam:  # torch.optim.Adam's single-tensor step (step scalars in float64, then float32)
+                        new_first = torch.lerp(first, g, 1 - 0.9)
+                        new_second = second * 0.999 + (1 - 0.999) * g * g
+                        neg_step_size = (-1e-3 / (1 - 0.9**step)).float().view(-1, 1, 1)
+                        correction = torch.sqrt(1 - 0.999**step).float().view(-1, 1, 1)
+                        new_param = param + neg_step_size * (new_first / (new_second.sqrt() / correction + 1e-8))
+                    else:  # torch.optim.RMSprop's (alpha 0.99, lr 1e-2, no momentum, not centred)
+                        new_first = first
+                        new_second = second * 0.99 + (1 - 0.99) * g * g
+                        new_param = param - 1e-2 * (g / (new_second.sqrt() + 1e-8))
+                    # a split past its last minibatch of the epoch keeps its state
+                    updated.append((new_param, new_first, new_second) if everyone else tuple(
+                        torch.where(keep, new, old) for new, old in
+                        ((new_param, param), (new_first, first), (new_second, second))))
+                (w, fw, sw), (b, fb, sb) = updated
+        epoch += config.epoch_size
+        # validation: every active split's models on its validation rows, one read of the counts
+        vrows, vmask = valid_rows_t[act], valid_mask[act]
+        xv = features.index_select(0, vrows.reshape(-1)).view(*vrows.shape, dim)
+        predicted = torch.baddbmm(b, xv, w).view(*vrows.shape, n_l2, n_classes).argmax(-1)
+        correct = ((predicted == labels[vrows].unsqueeze(-1)) & vmask.unsqueeze(-1)).sum(1).cpu().numpy()
+        improved = np.zeros((len(active), n_l2), dtype=bool)
+        still = []
+        for a, s in enumerate(active):
+            for r in range(n_l2):
+                if stopped[s, r]:
+                    continue
+                if correct[a, r] > best_count[s, r]:
+                    best_count[s, r] = correct[a, r]
+                    improved[a, r] = True
+                elif non_improvements[s, r] >= config.tenacity:
+                    stopped[s, r] = True
+                else:
+                    non_improvements[s, r] += 1
+            if not stopped[s].all():
+                still.append(s)
+        keep_best = torch.from_numpy(np.repeat(improved, n_classes, axis=1)).to(device).unsqueeze(1)
+        best_weight[act] = torch.where(keep_best, w, best_weight[act])
+        best_bias[act] = torch.where(keep_best, b, best_bias[act])
+        weight[act], bias[act], first_w[act], second_w[act], first_b[act], second_b[act] = w, b, fw, sw, fb, sb
+        steps[act] = step
+        active = np.array(still, dtype=np.int64)
+    accuracy = best_count / n_valid[:, None]
+    return GridResult(
+        accuracy,
+        best_weight.view(n_splits, dim, n_l2, n_classes).permute(0, 2, 3, 1).cpu().numpy().copy(),
+        best_bias.view(n_splits, n_l2, n_classes).cpu().numpy().copy(),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
 # SentEval's validation protocols (tools/validation.py)
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -429,7 +611,7 @@ def _scan_and_refit(
         The scan's (S, R) accuracies, the chosen penalty index per refit, and ``predict(refit, x)``.
     """
     if batched:
-        grid = fit_grid(x, y, [*scan, *refits], L2_GRID, n_classes, config, seed)
+        grid = _batched_trainer()(x, y, [*scan, *refits], L2_GRID, n_classes, config, seed)
         accuracy = grid.accuracy[: len(scan)]
         chosen = choose(accuracy)
         return accuracy, chosen, lambda refit, features: grid.predict(len(scan) + refit, chosen[refit], features)
@@ -521,7 +703,7 @@ def senteval_split(
     x = np.concatenate([x_train, x_dev])
     y = np.concatenate([y_train, y_dev])
     split = DataSplit(np.arange(len(y_train)), np.arange(len(y_train), len(y)))
-    scan = (fit_grid if batched else fit_grid_sequential)(x, y, [split], L2_GRID, n_classes, config, seed)
+    scan = (_batched_trainer() if batched else fit_grid_sequential)(x, y, [split], L2_GRID, n_classes, config, seed)
     scores = [round(100 * float(accuracy), 2) for accuracy in scan.accuracy[0]]
     best = int(np.argmax(scores))
     predictions = scan.predict(0, best, x_test)

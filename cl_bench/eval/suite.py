@@ -21,7 +21,7 @@ Metric keys (results.json / MLflow):
   ``anisotropy_mean_cos``, ``anisotropy_sv_top1``, ``anisotropy_sv_top10``,
   ``anisotropy_effective_rank``, and ``anisotropy.png`` (the spectrum) in ``out_dir``.
 * Encoding: ``eval_onnx`` = 1 when ONNX Runtime computed the embeddings (``eval.backend``),
-  ``eval_bf16`` = 1 when they were computed in bf16 (``eval.precision``); absent otherwise.
+  ``eval_bf16`` (``eval_tf32``) = 1 when they were computed in bf16 (TF32): ``eval.precision``, ``auto`` resolved; absent otherwise.
 * With ``postprocess=whitening`` (keeping ``whitening=k`` dimensions) or ``postprocess=flow``
   (BERT-flow, options ``flow``) every figure is computed on transformed embeddings, the transform
   being fitted per task on all of that task's sentences (for the geometry: all STS-B splits), or
@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,7 @@ from cl_bench.eval.registry import (
     table_rows,
     task_sentences,
 )
+from cl_bench.eval.senteval_classifier import classifier_device, torch_classifier_device
 from cl_bench.eval.sts import similarity_spearmans
 from cl_bench.eval.tasks import (
     ALWAYS_DEV_AVERAGE,
@@ -139,8 +141,25 @@ def geometry_metrics(
     return results
 
 
+#: Seed of :func:`sampled_pairs`' fixed sample (the same pairs in every run and job).
+SAMPLE_SEED = 0
+
+
+def sampled_pairs(parts: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """Each STS split (:class:`~cl_bench.data.senteval.ScoredPairs`) of ``parts`` cut to a fixed sample of at most
+    ``limit`` pairs (``eval.sample_pairs``: the same pairs in every run, original order kept); other parts unchanged."""
+    sampled: dict[str, Any] = {}
+    for name, part in parts.items():
+        if isinstance(part, ScoredPairs) and len(part) > limit:
+            rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(part), limit, replace=False))
+            part = ScoredPairs(tuple(part.sent1[i] for i in rows), tuple(part.sent2[i] for i in rows), part.gold[rows])
+        sampled[name] = part
+    return sampled
+
+
 def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
-    """``eval_onnx: 1`` when ONNX Runtime computed the embeddings, ``eval_bf16: 1`` when bf16 did.
+    """``eval_onnx: 1`` when ONNX Runtime computed the embeddings, ``eval_bf16: 1`` (``eval_tf32: 1``) when bf16
+    (TF32) did — ``eval.precision=auto`` resolved on the encoder's device.
 
     They go to results.json and MLflow beside the figures they qualify (absent = torch / fp32); an
     encoder that is not a :class:`~cl_bench.models.encoder.SentenceEncoder` ignores both options.
@@ -148,8 +167,10 @@ def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
     flags: dict[str, float] = {}
     if "onnx" in settings.backends_used:
         flags["eval_onnx"] = 1.0
-    if settings.backends_used and settings.precision == "bf16":
+    if "bf16" in settings.precisions_used:
         flags["eval_bf16"] = 1.0
+    if "tf32" in settings.precisions_used:
+        flags["eval_tf32"] = 1.0
     return flags
 
 
@@ -247,13 +268,14 @@ def evaluate(
     align_uniform_split: str = "all",
     anisotropy: bool = True,
     backend: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
     postprocess: str = "none",
     flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
     truncate_dim: int | None = None,
+    sample_pairs: int | None = None,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -271,7 +293,7 @@ def evaluate(
         align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
         anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
         backend: forward pass of a :class:`~cl_bench.models.encoder.SentenceEncoder`: ``auto`` | ``torch`` | ``onnx``.
-        precision: ``fp32`` | ``bf16``.
+        precision: ``auto`` (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | ``fp32`` | ``bf16`` | ``tf32`` (CUDA).
         cache: reuse cached embeddings of the same weights, pooler, length, precision, backend, sentences.
         cache_dir: the cache folder (None: ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``).
         cache_size_gb: prune the cache folder to this size.
@@ -306,6 +328,7 @@ def evaluate(
         postprocess=postprocess,
         flow=flow,
         truncate_dim=truncate_dim,
+        sample_pairs=sample_pairs,
     )
     post = build_postprocess(postprocess, whitening, flow)
     if post is not None and post.kind == "flow":
@@ -327,6 +350,12 @@ def evaluate(
         geometry_parts = load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]) if geometry else {}
         fit_parts = load_task(data_dir, GEOMETRY_TASK) if geometry and per_task else {}
         corpus = read_sentences(post.flow.corpus) if post is not None and not per_task else []
+        if sample_pairs is not None:  # the quick path for iterating (eval=iterate), said as such
+            task_data = {task: sampled_pairs(parts, sample_pairs) for task, parts in task_data.items()}
+            geometry_parts = sampled_pairs(geometry_parts, sample_pairs)
+            log.info("eval.sample_pairs=%d: the QUICK protocol for iterating: STS figures and geometry on a fixed "
+                     "sample of at most %d pairs per split, not the full protocol (report figures with "
+                     "eval.sample_pairs=null)", sample_pairs, sample_pairs)
 
         sentences: list[str] = []
         for parts in task_data.values():
@@ -334,7 +363,8 @@ def evaluate(
         sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
         settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
         with encoding(settings):
-            announce_cost(encoder, sentences, batch_size, resolved)
+            if sample_pairs is None:  # the quick path is short by construction: no timed estimate batches
+                announce_cost(encoder, sentences, batch_size, resolved)
             table = EmbeddingTable(encoder, sentences, batch_size)
             try:
                 table.truncate(truncate_dim)
@@ -344,12 +374,15 @@ def evaluate(
                 post.prepare(table, corpus)
 
         results: dict[str, float] = encoding_flags(settings)
+        if sample_pairs is not None:
+            results["eval_sample_pairs"] = float(sample_pairs)
         pair_scores: dict = {}
         options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
         for task, parts in task_data.items():
             interrupt.check(results)  # a stop between tasks keeps the figures so far
             task_start = time.perf_counter()
-            results.update(score_task(task, parts, table, options))
+            with classifier_device(torch_classifier_device(getattr(encoder, "device", None))):
+                results.update(score_task(task, parts, table, options))
             results.update(complete_averages(results))
             if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
                 log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)
@@ -412,7 +445,8 @@ def evaluate_dev(
     results: dict[str, float] = {}
     for task, parts in task_data.items():
         kept = {metric for average, metric in get_task(task).averages.items() if average in dev_averages}
-        results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
+        with classifier_device(torch_classifier_device(getattr(encoder, "device", None))):
+            results.update({k: v for k, v in score_task(task, parts, table, options).items() if k in kept})
     results.update({k: v for k, v in complete_averages(results).items() if k in dev_averages})
     if select_metric in SIMILARITY_SELECT_METRICS:
         results.update(similarity_spearmans("stsb_dev", geometry_pairs, table))

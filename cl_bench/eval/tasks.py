@@ -125,13 +125,14 @@ def check_eval_config(
     align_uniform_split: str = "all",
     anisotropy: bool = True,
     backend: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     cache: bool = True,
     cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
     postprocess: str = "none",
     flow: Any = None,
     truncate_dim: int | None = None,
+    sample_pairs: int | None = None,
     *,
     eval_device: str | None = None,
     files: bool = True,
@@ -157,11 +158,12 @@ def check_eval_config(
         align_uniform_split: ``eval.align_uniform_split``.
         anisotropy: ``eval.anisotropy``.
         backend: ``eval.backend`` (``auto`` | ``torch`` | ``onnx``).
-        precision: ``eval.precision`` (``fp32`` | ``bf16``; bf16 only on hardware with bf16 matrix units).
+        precision: ``eval.precision`` (``auto`` | ``fp32`` | ``bf16`` | ``tf32``; bf16 and tf32 only on hardware with their units).
         cache: ``eval.cache``.
         cache_dir: ``eval.cache_dir`` (None: the default cache folder).
         cache_size_gb: ``eval.cache_size_gb`` (> 0).
         truncate_dim: ``eval.truncate_dim`` (None or the number of leading dimensions scored, >= 1).
+        sample_pairs: ``eval.sample_pairs`` (None: every pair, the full protocol; else >= 10 pairs per STS split).
         eval_device: ``train.device``, where evaluation encodes (bf16 is checked there); None or ``auto``: CUDA
             when present, else the CPU.
         files: also check the data root and every data file the options read (False: the values alone, the
@@ -178,7 +180,7 @@ def check_eval_config(
         valid = (
             "tasks, batch_size, align_uniform, transfer_config, transfer_classifier, seed, whitening, "
             "align_uniform_split, anisotropy, backend, precision, cache, cache_dir, cache_size_gb, postprocess, flow, "
-            "truncate_dim"
+            "truncate_dim, sample_pairs"
         )
         raise EvalConfigError(f"eval.{next(iter(unknown))}: unknown key; valid: {valid}")
     resolved = resolve_tasks(tasks)
@@ -202,6 +204,10 @@ def check_eval_config(
         )
     if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1):
         raise EvalConfigError(f"eval.truncate_dim: must be null or a number of dimensions >= 1, got {truncate_dim!r}")
+    if sample_pairs is not None and (isinstance(sample_pairs, bool) or not isinstance(sample_pairs, int)
+                                     or sample_pairs < 10):
+        raise EvalConfigError(f"eval.sample_pairs: must be null (every pair) or a number of pairs >= 10, "
+                              f"got {sample_pairs!r}")
     try:
         flow_options = check_postprocess(postprocess, whitening, flow)
     except ValueError as err:

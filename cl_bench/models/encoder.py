@@ -8,12 +8,14 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
+import queue
+import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +34,22 @@ from cl_bench.models.decoders import (
     prepare_tokenizer,
     set_bidirectional,
 )
-from cl_bench.models.embedding_cache import EmbeddingCache, cache_key, state_digest, tokenizer_digest
+from cl_bench.models.embedding_cache import (
+    EmbeddingCache,
+    cache_key,
+    sentences_digest,
+    state_digest,
+    tokenizer_digest,
+)
 from cl_bench.models.hub import ModelLoadError, check_model_reachable, hub_hint, is_local_path
 from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
     current_settings,
+    matmul_precision,
     measured_auto_choice,
     resolve_backend,
+    resolve_precision,
     time_backends,
 )
 from cl_bench.models.onnx_backend import onnx_backbone
@@ -155,6 +165,69 @@ def load_backbone(
         backbone = apply_lora(backbone, options.lora_r, options.lora_alpha, options.lora_dropout,
                               options.lora_target_modules)
     return backbone, tokenizer
+
+
+#: Tokenised sentence lists kept in the process (the dev sets of in-training evaluations and of a sweep's jobs, issue 37).
+TOKEN_MEMO_ENTRIES = 8
+_TOKEN_MEMO: OrderedDict[tuple, Any] = OrderedDict()
+
+#: Padded tokens per batch on a GPU, per sentence of ``eval.batch_size`` (128 sentences -> 8,192 tokens).
+GPU_TOKENS_PER_SENTENCE = 64
+
+
+def token_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Consecutive batches of ``order`` (sentence indices sorted by length) sized by padded tokens: each holds
+    as many sentences as fit ``batch_size * GPU_TOKENS_PER_SENTENCE`` tokens once padded to its longest
+    (at least ``batch_size`` sentences, at most 8x that), so short sentences share larger batches."""
+    budget = batch_size * GPU_TOKENS_PER_SENTENCE
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        fits = (len(current) + 1) * lengths[index] <= budget or len(current) < batch_size  # sorted: the longest
+        if current and (not fits or len(current) >= 8 * batch_size):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def prefetched(items: Sequence[Any], prepare: Callable[[Any], Any], background: bool) -> Iterator[tuple[Any, Any]]:
+    """``(item, prepare(item))`` for each item; with ``background``, ``prepare`` runs one item ahead on a thread
+    (the next batch is padded while the device computes the current one)."""
+    if not background:
+        for item in items:
+            yield item, prepare(item)
+        return
+    ready: queue.Queue[tuple[Any, Any, BaseException | None]] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def work() -> None:
+        for item in items:
+            if stop.is_set():
+                return
+            try:
+                ready.put((item, prepare(item), None))
+            except BaseException as error:  # noqa: BLE001 (re-raised in the consumer)
+                ready.put((item, None, error))
+                return
+
+    thread = threading.Thread(target=work, name="cl-bench-pad", daemon=True)
+    thread.start()
+    try:
+        for _ in items:
+            item, prepared, error = ready.get()
+            if error is not None:
+                raise error
+            yield item, prepared
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                ready.get_nowait()
+            except queue.Empty:
+                thread.join(0.01)
 
 
 class SentenceEncoder(nn.Module):
@@ -378,11 +451,14 @@ class SentenceEncoder(nn.Module):
         settings = current_settings()
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
+        precision = resolve_precision(settings.precision, self.device, backend)
         settings.backends_used.add(backend)
+        settings.precisions_used.add(precision)
         # a one-sentence encode (a probe, a check) is no news at INFO
         log.log(logging.INFO if len(unique) > 1 else logging.DEBUG,
-                "encoding %d sentences: backend=%s%s, precision=%s, cache=%s", len(unique), backend,
-                 " (auto)" if settings.backend == "auto" else "", settings.precision, "on" if settings.cache else "off")
+                "encoding %d sentences: backend=%s%s, precision=%s%s, cache=%s", len(unique), backend,
+                 " (auto)" if settings.backend == "auto" else "", precision,
+                 " (auto)" if settings.precision == "auto" else "", "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
         if vectors is not None:
@@ -411,7 +487,29 @@ class SentenceEncoder(nn.Module):
 
     def _token_ids(self, sentences: Sequence[str]) -> Any:
         """Token ids of the sentences, truncated at the model's limit only (no padding); inside
-        ``model.prompt`` (its evaluation period rule applied) when there is one."""
+        ``model.prompt`` (its evaluation period rule applied) when there is one.
+
+        The last :data:`TOKEN_MEMO_ENTRIES` lists are kept in the process: an in-training dev evaluation
+        tokenises its dev sets once, not at every evaluation, and the next job of a sweep in the same process
+        (another encoder with an identical tokenizer) reuses them; the key holds everything the ids depend on
+        (the tokenizer's full definition, the prompt settings, the length limit, the sentences)."""
+        # the tokenizer's digest, computed again when the tokenizer or its size changes (a method adding tokens)
+        identity = (id(self.tokenizer), len(self.tokenizer))
+        if self.__dict__.get("_tokenizer_identity") != identity:
+            self.__dict__["_tokenizer_digest"] = tokenizer_digest(self.tokenizer)
+            self.__dict__["_tokenizer_identity"] = identity
+        key = (self.__dict__["_tokenizer_digest"], sentences_digest(sentences), self.prompt, self.prompt_period,
+               self.model_max_length)
+        if key in _TOKEN_MEMO:
+            _TOKEN_MEMO.move_to_end(key)
+            return _TOKEN_MEMO[key]
+        _TOKEN_MEMO[key] = self._tokenize_unpadded(sentences)
+        while len(_TOKEN_MEMO) > TOKEN_MEMO_ENTRIES:
+            _TOKEN_MEMO.popitem(last=False)
+        return _TOKEN_MEMO[key]
+
+    def _tokenize_unpadded(self, sentences: Sequence[str]) -> Any:
+        """:meth:`_token_ids` without the memo."""
         if self.prompt:
             layout = self.prompt_layout(self.prompt)
             texts = [with_period(s, self.prompt_period, training=False) for s in sentences]
@@ -427,7 +525,7 @@ class SentenceEncoder(nn.Module):
 
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
-        backend = resolve_backend(settings.backend, settings.precision, self.device)
+        backend = resolve_backend(settings.backend, resolve_precision(settings.precision, self.device), self.device)
         if settings.backend == "auto" and not self.onnx_capable:
             backend = "torch"  # no ONNX export for decoders and LoRA backbones: auto means torch
         elif backend == "onnx" and not self.onnx_capable:
@@ -444,7 +542,12 @@ class SentenceEncoder(nn.Module):
         if not (settings.cache and unique):
             return None, ""
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
-        return cache, cache_key(self.cache_identity(backend, settings.precision), unique)
+        precision = resolve_precision(settings.precision, self.device, backend)
+        return cache, cache_key(self.cache_identity(backend, precision), unique)
+
+    #: the GPU batching of :meth:`encode` (token-sized batches, padding on a thread, vectors kept on the device):
+    #: None = on CUDA devices only; True/False force it (the tests run it on the CPU)
+    device_side_batches: bool | None = None
 
     #: sentences of the ``auto`` probe (spread over the lengths of the sentences being encoded)
     AUTO_PROBE_SENTENCES = 256
@@ -487,24 +590,41 @@ class SentenceEncoder(nn.Module):
         # tokenizing again per batch cost ~13% of the STS suite's CPU time with all-MiniLM-L6-v2.
         tokens = self._token_ids(unique) if unique else {}
         # sort by token count, not characters: on the 7 STS tasks this cuts the padded tokens by 30%
-        order = sorted(range(len(unique)), key=lambda i: len(tokens["input_ids"][i]))
+        lengths = [len(ids) for ids in tokens["input_ids"]] if unique else []
+        order = sorted(range(len(unique)), key=lambda i: lengths[i])
         device = self.device
-        out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         onnx = onnx_backbone(self.backbone, self.tokenizer, settings.folder()) if backend == "onnx" and unique else None
-        if settings.precision == "bf16":
-            autocast: Any = torch.autocast(device.type, dtype=torch.bfloat16)
-        else:
-            autocast = contextlib.nullcontext()
-        for start in range(0, len(order), batch_size):
-            interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
-            idx = order[start : start + batch_size]
+        device_side = self.device_side_batches if self.device_side_batches is not None else device.type == "cuda"
+        on_gpu = device_side and onnx is None
+        pin = on_gpu and device.type == "cuda"
+        # on a GPU, batches sized by tokens (short sentences in larger batches: fewer launches) and the
+        # vectors kept on the device until the end (no host sync per batch, so padding the next batch on
+        # the host overlaps the forward pass); on a CPU, batch_size sentences as before (same figures)
+        batches = token_batches(order, lengths, batch_size) if on_gpu else \
+            [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        out_device = torch.empty((len(unique), self.hidden_size), dtype=torch.float32, device=device) if on_gpu else None
+        out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
+        # eval.precision=auto resolved here: fp32 on a CPU, bf16 on a CUDA GPU with bf16 units
+        precision = resolve_precision(settings.precision, device, backend)
+
+        def padded(idx: list[int]) -> tuple[Any, torch.Tensor | None]:
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens if key != "prompt_layout"},
                                        return_tensors="pt")
-            features = {key: value.to(device) for key, value in batch.items()}
+            if not on_gpu:
+                return batch, None
+            positions = torch.tensor(idx)
+            if not pin:
+                return batch, positions
+            # pinned host memory: the copies below do not wait for the device to finish the previous batch
+            return {key: value.pin_memory() for key, value in batch.items()}, positions.pin_memory()
+
+        for idx, (batch, positions) in prefetched(batches, padded, background=on_gpu):
+            interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
+            features = {key: value.to(device, non_blocking=pin) for key, value in batch.items()}
             if "prompt_layout" in tokens:
                 rows = [tokens["prompt_layout"][i] for i in idx]
                 features["prompt_layout"] = with_offsets(rows, batch["attention_mask"]).to(device)
-            with autocast:
+            with matmul_precision(precision, device):
                 if onnx is not None:
                     outputs = onnx(batch, needs_hidden_states(self.pooler))
                     outputs.last_hidden_state = outputs.last_hidden_state.to(device)
@@ -514,7 +634,12 @@ class SentenceEncoder(nn.Module):
                     vectors = self.pool_outputs(outputs, features["attention_mask"], **layout)
                 else:
                     vectors = self(features)
-            out[idx] = vectors.float().cpu().numpy()
+            if out_device is not None and positions is not None:
+                out_device[positions.to(device, non_blocking=pin)] = vectors.float()
+            else:
+                out[idx] = vectors.float().cpu().numpy()
+        if out_device is not None:
+            out = out_device.cpu().numpy()
         self.train(was_training)
         return out
 

@@ -1,9 +1,10 @@
-"""How evaluation encodes: backend (torch | ONNX Runtime), precision (fp32 | bf16), embedding cache.
+"""How evaluation encodes: backend (torch | ONNX Runtime), precision (auto | fp32 | bf16 | tf32), embedding cache.
 
 The settings are a context (like ``torch.autocast``): :func:`encoding` sets them for every
 :meth:`cl_bench.models.encoder.SentenceEncoder.encode` call inside it, including the sub-encoders
-of wrappers such as QuickThoughts' concatenation. Outside any context, encoding is torch, fp32,
-uncached — what the dev evaluations during training use (their weights change at every step).
+of wrappers such as QuickThoughts' concatenation. Outside any context, encoding is torch, precision
+``auto`` (fp32 on a CPU, bf16 on a CUDA GPU with bf16 units: :func:`resolve_precision`), uncached — what
+the dev evaluations during training use (their weights change at every step).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
 AUTO_MAX_COSINE_DISTANCE = 1e-5
 #: Folder (under the cache folder) of the remembered ``auto`` measurements.
 AUTO_SUBDIR = "auto_backend"
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "tf32")
+#: What ``eval.precision=auto`` computes in on a CUDA GPU of compute capability >= 8.0 (bf16 matrix units).
+#: ``benchmarks/bench_suite_gpu.py`` prints a real model's STS figures in bf16, TF32 and fp32 side by side:
+#: the rule (issue 37) is bf16 while every figure is within :data:`AUTO_MAX_STS_DELTA` of fp32, else TF32.
+AUTO_CUDA_PRECISION = "bf16"
+#: Largest |STS figure - fp32 figure| (Spearman x 100) that :data:`AUTO_CUDA_PRECISION` may cost.
+AUTO_MAX_STS_DELTA = 0.05
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
 #: Environment variable naming the cache folder when ``eval.cache_dir`` is not set.
@@ -49,19 +56,21 @@ class EncodingSettings:
 
     Args:
         backend: ``torch`` or ``onnx`` (``auto`` is resolved by :func:`resolve_backend` first).
-        precision: ``fp32`` or ``bf16``.
+        precision: ``auto``, ``fp32``, ``bf16`` or ``tf32`` (resolved per device by :func:`resolve_precision`).
         cache: reuse embeddings of identical (weights, pooler, length, precision, backend, sentences).
         cache_dir: folder of the embedding cache and of the ONNX exports.
         cache_size_gb: the cache folder is pruned to this size, least recently used first.
         backends_used: filled by the encoders: the backends that actually ran (``auto`` resolved).
+        precisions_used: filled by the encoders: the precisions that actually ran (``auto`` resolved).
     """
 
     backend: str = "torch"
-    precision: str = "fp32"
+    precision: str = "auto"
     cache: bool = False
     cache_dir: Path | None = None
     cache_size_gb: float = 20.0
     backends_used: set[str] = field(default_factory=set, compare=False)
+    precisions_used: set[str] = field(default_factory=set, compare=False)
 
     def folder(self) -> Path:
         """The cache folder (``cache_dir``, else ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``)."""
@@ -77,7 +86,7 @@ def default_cache_dir() -> Path:
 
 
 def current_settings() -> EncodingSettings:
-    """The settings of the innermost :func:`encoding` context (torch, fp32, no cache outside any)."""
+    """The settings of the innermost :func:`encoding` context (torch, precision auto, no cache outside any)."""
     return _SETTINGS.get() or EncodingSettings()
 
 
@@ -138,6 +147,48 @@ def check_bf16(device: torch.device) -> None:
     raise InferenceConfigError(f"eval.precision: bf16 is supported on CPU and CUDA, not on {device.type}")
 
 
+def check_tf32(device: torch.device) -> None:
+    """Raise unless ``device`` is a CUDA GPU with TF32 tensor cores (compute capability >= 8.0)."""
+    if device.type != "cuda":
+        raise InferenceConfigError(f"eval.precision: tf32 is a CUDA precision, not available on {device.type}; use fp32")
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 8:
+        raise InferenceConfigError(
+            f"eval.precision: tf32 needs CUDA compute capability >= 8.0; this GPU has {major}.{minor}; use fp32"
+        )
+
+
+def resolve_precision(precision: str, device: torch.device | str, backend: str = "torch") -> str:
+    """The precision ``precision`` computes in on ``device``: explicit values pass through; ``auto`` is
+    :data:`AUTO_CUDA_PRECISION` on a CUDA GPU of compute capability >= 8.0 (with the torch backend) and
+    fp32 everywhere else (CPUs, older GPUs, ONNX Runtime), so CPU figures are unchanged by ``auto``."""
+    if precision != "auto":
+        return precision
+    device = torch.device(device)
+    if backend != "onnx" and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8:
+        return AUTO_CUDA_PRECISION
+    return "fp32"
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str, device: torch.device) -> Iterator[None]:
+    """The arithmetic of a resolved ``precision`` inside the block: bf16 autocast for ``bf16``, TF32 matmuls
+    and convolutions for ``tf32`` (torch's global switches, restored on exit), nothing for ``fp32``."""
+    if precision == "bf16":
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            yield
+        return
+    if precision != "tf32":
+        yield
+        return
+    previous = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
+
+
 def eval_device(train_device: torch.device | str | None) -> torch.device:
     """The device evaluation encodes on: ``train.device`` as named (an encoder is moved there, in
     ``mode=eval`` too), :func:`probable_eval_device` for ``auto``/None.
@@ -166,13 +217,15 @@ def check_inference_options(backend: str, precision: str, device: torch.device |
         raise InferenceConfigError(f"eval.precision: unknown '{precision}'; valid: {', '.join(PRECISIONS)}")
     if backend == "onnx" and not onnxruntime_available():
         raise InferenceConfigError("eval.backend: onnx needs the onnxruntime and onnx packages (pip install onnxruntime onnx)")
-    if backend == "onnx" and precision != "fp32":
+    if backend == "onnx" and precision not in ("fp32", "auto"):
         raise InferenceConfigError(
             "eval.backend: onnx runs fp32 only (ONNX Runtime's CPU provider has no bf16 matrix kernels on x86); "
             "use eval.backend=torch or auto with eval.precision=bf16"
         )
     if precision == "bf16":
         check_bf16(eval_device(device))
+    elif precision == "tf32":
+        check_tf32(eval_device(device))
 
 
 def check_encoding_options(
@@ -195,7 +248,7 @@ def check_encoding_options(
 
 
 def encoding_settings(
-    backend: str = "auto", precision: str = "fp32", cache: bool = True, cache_dir: str | None = None,
+    backend: str = "auto", precision: str = "auto", cache: bool = True, cache_dir: str | None = None,
     cache_size_gb: float = 20.0,
 ) -> EncodingSettings:
     """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder)."""
@@ -208,11 +261,11 @@ def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
 
     An ``auto`` that resolves to ``onnx`` is only a candidate: the encoder then measures both backends
     on this machine (:func:`measured_auto_choice`) and runs the faster one whose embeddings equal
-    torch's. ``auto`` never picks bf16: precision is the user's choice.
+    torch's. ``auto`` never changes the precision: ``precision`` is resolved first (:func:`resolve_precision`).
     """
     if backend != "auto":
         return backend
-    if precision == "fp32" and device.type == "cpu" and onnxruntime_available():
+    if precision in ("fp32", "auto") and device.type == "cpu" and onnxruntime_available():
         return "onnx"
     return "torch"
 

@@ -1,0 +1,64 @@
+"""The quick evaluation for iterating (issue 38 item 2): ``eval=iterate`` scores STS-B on a fixed sample of pairs,
+says so (log line, ``eval_sample_pairs`` in the results), and ``eval.sample_pairs=null`` keeps the full protocol."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from cl_bench.cli import CONF_DIR
+from cl_bench.data.senteval import ScoredPairs
+from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
+from cl_bench.eval.suite import sampled_pairs
+
+
+def test_sample_is_fixed_ordered_and_only_cuts_sts_splits() -> None:
+    pairs = ScoredPairs(tuple(f"a{i}" for i in range(40)), tuple(f"b{i}" for i in range(40)), np.arange(40.0))
+    first, second = sampled_pairs({"test": pairs, "other": "kept"}, 10), sampled_pairs({"test": pairs}, 10)
+    assert first["other"] == "kept" and len(first["test"]) == 10
+    assert first["test"].sent1 == second["test"].sent1 and list(first["test"].gold) == sorted(first["test"].gold)
+    assert [f"a{int(g)}" for g in first["test"].gold] == list(first["test"].sent1)  # rows stay aligned
+    assert sampled_pairs({"test": pairs}, 100)["test"] is pairs
+
+
+def test_sample_pairs_is_checked(data_dir: Path) -> None:
+    for bad in (5, True, "300"):
+        with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be null \(every pair\) or a number"):
+            check_eval_config(data_dir, ["stsb"], sample_pairs=bad, files=False)
+    check_eval_config(data_dir, ["stsb"], sample_pairs=300, files=False)
+
+
+def test_iterate_preset_is_quick_on_a_sample() -> None:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        iterate = compose("config", overrides=["eval=iterate"])
+        default = compose("config")
+    assert list(iterate.eval.tasks) == ["stsb"] and iterate.eval.sample_pairs == 300
+    assert iterate.eval.align_uniform_split == "test" and default.eval.sample_pairs is None
+
+
+class CountingEncoder:
+    """A bag-of-characters encoder that records how many sentences it was asked to encode."""
+
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def encode(self, sentences: Sequence[str], batch_size: int) -> np.ndarray:
+        self.encoded += len(sentences)
+        return np.array([[text.count(c) for c in "aeiostn "] for text in sentences], dtype=np.float32) + 1e-3
+
+
+def test_sampled_evaluation_encodes_a_fraction_and_says_so(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    options = {"tasks": ["stsb"], "align_uniform_split": "test", "cache": False}
+    full, quick = CountingEncoder(), CountingEncoder()
+    reference = evaluate(full, data_dir, **options)
+    with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"):
+        sampled = evaluate(quick, data_dir, sample_pairs=300, **options)
+    assert "eval_sample_pairs" not in reference and sampled["eval_sample_pairs"] == 300
+    assert "the QUICK protocol for iterating" in caplog.text
+    assert quick.encoded <= 0.25 * full.encoded and quick.encoded <= 2 * 2 * 300
+    assert np.isfinite(sampled["stsb"]) and "align" in " ".join(sampled)
