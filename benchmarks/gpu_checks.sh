@@ -62,7 +62,7 @@ DATA=$(first_dir "${CL_BENCH_DATA:-}" "$ROOT/.gpu_checks/data" "$ROOT/shared/dat
 MODEL=$(first_dir "${CL_BENCH_MINILM:-}" "$(dirname "$DATA")/models/all-MiniLM-L6-v2" "$ROOT/shared/models/all-MiniLM-L6-v2" \
                   "$ROOT/../shared/models/all-MiniLM-L6-v2" /work/shared/models/all-MiniLM-L6-v2)
 export CL_BENCH_DATA=$DATA
-BUDGET=${GPU_CHECKS_BUDGET:-$([ "$MODE" = gpu ] && echo 350 || echo 900)}  # cpu-smoke: a loaded CPU is slow
+BUDGET=${GPU_CHECKS_BUDGET:-$([ "$MODE" = gpu ] && echo 490 || echo 900)}  # cpu-smoke: a loaded CPU is slow
 START=$(date +%s)
 
 # run NAME LIMIT_S COMMAND...: the command under `timeout` (its own limit, cut to what the budget leaves)
@@ -97,9 +97,10 @@ THREADS=$(nproc)
 if [ "$MODE" = gpu ]; then
   DEVICE=cuda CONFIG=bert-base
   TRAIN=(--batch-size 64 --max-length 32 --steps 30 --warmup 5)
-  TRAIN_LARGE=(--batch-size 256 --max-length 64 --steps 15 --warmup 3)
+  # the compiled step compiles one graph per length bucket (first round, untimed); the large batch runs eager
+  TRAIN_LARGE=(--batch-size 256 --max-length 64 --steps 15 --warmup 3 --compile off --no-mnrl)
   SUITE=(--transfer-config full --batch-size 128 --precision bf16 fp32)
-  LIMITS=(70 50 260)
+  LIMITS=(170 60 250)
 else
   DEVICE=cpu CONFIG=tiny THREADS=2
   TRAIN=(--batch-size 8 --max-length 16 --steps 2 --warmup 1 --peak-tokens 256)
