@@ -58,7 +58,7 @@ def test_compile_setting_and_auto() -> None:
     with pytest.raises(ValueError, match=r"^train.compile: must be one of auto, true, false, got 'yes'$"):
         compile_setting("yes")
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert compile_wanted("auto", cuda, 1000) and not compile_wanted("auto", cuda, 999)
+    assert compile_wanted("auto", cuda, 2000) and not compile_wanted("auto", cuda, 1999)
     assert not compile_wanted("auto", cpu, 10**6) and compile_wanted("true", cpu, 1)
 
 
