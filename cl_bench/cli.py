@@ -645,8 +645,11 @@ def run(cfg: DictConfig) -> float | None:
     from cl_bench.eval import format_table
     from cl_bench.provenance import eval_settings_line
 
+    from cl_bench.train.loop import resolve_device
+
     print(format_table(results))
-    print(eval_settings_line(cfg))  # a truncated or post-processed table says so beside its figures
+    # a truncated or post-processed table says so beside its figures (precision auto: what it computed in)
+    print(eval_settings_line(cfg, str(resolve_device(cfg.train.device))))
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")

@@ -149,9 +149,10 @@ def model_revision(name_or_path: str, hashes: FileHashes | None = None) -> str:
     return f"hub {name_or_path} (revision unknown: not in the local cache)"
 
 
-def eval_settings(cfg: DictConfig) -> dict[str, str]:
+def eval_settings(cfg: DictConfig, device: str | None = None) -> dict[str, str]:
     """The evaluation settings that change the figures: ``eval_truncate_dim`` (the embedding dimensions scored),
-    ``eval_postprocess`` (with whitening's k or the flow's corpus), ``eval_precision`` and ``eval_backend``."""
+    ``eval_postprocess`` (with whitening's k or the flow's corpus), ``eval_precision`` (``auto`` with what it
+    resolves to on ``device``, when given) and ``eval_backend``."""
     truncate = cfg.eval.get("truncate_dim")
     postprocess = str(cfg.eval.get("postprocess", "none"))
     if postprocess == "whitening":
@@ -161,14 +162,24 @@ def eval_settings(cfg: DictConfig) -> dict[str, str]:
     return {
         "eval_truncate_dim": "all (no truncation)" if truncate is None else str(truncate),
         "eval_postprocess": postprocess,
-        "eval_precision": str(cfg.eval.get("precision", "fp32")),
+        "eval_precision": _precision(str(cfg.eval.get("precision", "fp32")), str(cfg.eval.get("backend", "auto")), device),
         "eval_backend": str(cfg.eval.get("backend", "auto")),
     }
 
 
-def eval_settings_line(cfg: DictConfig) -> str:
+def _precision(precision: str, backend: str, device: str | None) -> str:
+    """``auto`` shown with the precision it computes in on ``device`` (``auto (bf16)``): a comparison of runs
+    later sees what the arithmetic was."""
+    if precision != "auto" or device is None:
+        return precision
+    from cl_bench.models.inference import resolve_precision
+
+    return f"auto ({resolve_precision(precision, device, 'onnx' if backend == 'onnx' else 'torch')})"
+
+
+def eval_settings_line(cfg: DictConfig, device: str | None = None) -> str:
     """The line printed under the STS table: the evaluation settings that change its figures."""
-    settings = eval_settings(cfg)
+    settings = eval_settings(cfg, device)
     return ("evaluated with: embedding dimensions " + settings["eval_truncate_dim"] + ", post-processing "
             + settings["eval_postprocess"] + ", precision " + settings["eval_precision"] + ", backend "
             + settings["eval_backend"])
@@ -234,7 +245,7 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
     hashes = FileHashes()
     data = data_hashes(cfg, hashes)
     return {
-        **eval_settings(cfg),
+        **eval_settings(cfg, device),
         "cl_bench_commit": git_commit(),
         "model_revision": model_revision(str(cfg.model.name_or_path), hashes),
         "data_digest": data_digest(data),

@@ -106,7 +106,9 @@ def test_a_local_model_is_identified_by_its_weights(tmp_path: Path) -> None:
 def test_the_evaluation_settings_that_change_figures_are_named() -> None:
     cfg = _compose(["eval.truncate_dim=128", "eval.postprocess=whitening", "eval.whitening=64"])
     assert eval_settings(cfg) == {"eval_truncate_dim": "128", "eval_postprocess": "whitening (k=64)",
-                                  "eval_precision": "fp32", "eval_backend": "auto"}
+                                  "eval_precision": "auto", "eval_backend": "auto"}
+    assert eval_settings(cfg, "cpu")["eval_precision"] == "auto (fp32)"  # what auto computes in on this device
+    assert eval_settings(_compose(["eval.precision=fp32"]), "cpu")["eval_precision"] == "fp32"
     assert eval_settings(_compose([]))["eval_truncate_dim"] == "all (no truncation)"
 
 
