@@ -644,7 +644,6 @@ def run(cfg: DictConfig) -> float | None:
     tracker.finish("FINISHED")
     from cl_bench.eval import format_table
     from cl_bench.provenance import eval_settings_line
-
     from cl_bench.train.loop import resolve_device
 
     print(format_table(results))
