@@ -8,6 +8,8 @@ Poolers map onto stock sentence-transformers modules, so no custom code is neede
 * ``cls_before_pooler`` -> ``Pooling(cls)``; ``avg`` -> ``Pooling(mean)``; ``last_token`` -> ``Pooling(lasttoken)``;
 * ``cls`` -> ``Pooling(cls)`` + ``Dense(tanh)`` holding the trained MLP (left out when the model
   was trained with ``mlp_only_train``, as cl-bench evaluates it);
+* ``cls_avg`` -> ``Pooling(cls, mean)`` (the two concatenated) + ``Dense(identity)`` with fixed weights
+  ``[I/2, I/2]`` (their mean);
 * ``avg_top2`` / ``avg_first_last`` -> ``WeightedLayerPooling`` with fixed 0/1 weights that select
   the two layers (their average equals the average of the two layer means, the mask being the
   same) + ``Pooling(mean)``; the backbone config gets ``output_hidden_states=true`` so the layers
@@ -224,6 +226,12 @@ def build_sentence_transformer(
             modules.append(dense)
     elif pooler == "avg":
         modules.append(pooling_cls(hidden, pooling_mode="mean"))
+    elif pooler == "cls_avg":  # stock modules only: [CLS ; mean] concatenated, then a fixed Dense that halves their sum
+        modules.append(pooling_cls(hidden, pooling_mode=("cls", "mean")))
+        halve_sum = dense_cls(2 * hidden, hidden, bias=False, activation_function=torch.nn.Identity())
+        with torch.no_grad():
+            halve_sum.linear.weight.copy_(torch.cat([torch.eye(hidden), torch.eye(hidden)], dim=1) / 2)
+        modules.append(halve_sum)
     elif pooler == "last_token":  # the last real token (the tokenizer saved with the model appends a decoder's EOS)
         modules.append(pooling_cls(hidden, pooling_mode="lasttoken"))
     else:  # avg_top2 / avg_first_last: average two hidden layers, then mean over tokens
@@ -334,10 +342,11 @@ def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, 
 
 
 def _describe(module: Any) -> str:
-    """Short module name for the card: Transformer, Pooling(cls), Dense(tanh), WeightedLayerPooling."""
+    """Short module name for the card: Transformer, Pooling(cls), Pooling(cls+mean), Dense(tanh), WeightedLayerPooling."""
     name = type(module).__name__
-    if getattr(module, "pooling_mode", None):
-        return f"{name}({module.pooling_mode})"
+    mode = getattr(module, "pooling_mode", None)
+    if mode:
+        return f"{name}({mode if isinstance(mode, str) else '+'.join(mode)})"  # several modes: concatenated
     activation = getattr(module, "activation_function", None)
     if activation is not None:
         return f"{name}({type(activation).__name__.lower()})"

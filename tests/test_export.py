@@ -88,6 +88,7 @@ CASES = [
     ("cls", False, 1, ["Transformer", "Pooling(cls)", "Dense(tanh)"]),
     ("cls", True, 1, ["Transformer", "Pooling(cls)"]),
     ("avg", False, 1, ["Transformer", "Pooling(mean)"]),
+    ("cls_avg", False, 1, ["Transformer", "Pooling(cls+mean)", "Dense(identity)"]),
     ("avg_top2", False, 1, ["Transformer", "WeightedLayerPooling", "Pooling(mean)"]),
     ("avg_first_last", False, 1, ["Transformer", "WeightedLayerPooling", "Pooling(mean)"]),
     ("avg_first_last", False, 0, ["Transformer", "WeightedLayerPooling", "Pooling(mean)"]),

@@ -31,10 +31,11 @@ def test_every_pooler_option_names_a_registered_pooler_and_back() -> None:
 
 def test_the_traits_give_the_groups_the_checks_use() -> None:
     """What the config checks and the encoder ask, from each pooler's declaration."""
-    assert POOLERS == ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "mask", "prompt_last", "last_token")
-    assert PROMPT_POOLERS == ("mask", "prompt_last") and AVERAGING_POOLERS == ("avg", "avg_top2", "avg_first_last")
+    assert POOLERS == ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last", "cls_avg", "mask", "prompt_last",
+                       "last_token")
+    assert PROMPT_POOLERS == ("mask", "prompt_last") and AVERAGING_POOLERS == ("avg", "avg_top2", "avg_first_last", "cls_avg")
     assert [n for n, c in REGISTRY.items() if c.has_mlp] == ["cls"]
-    assert [n for n, c in REGISTRY.items() if c.first_token] == ["cls", "cls_before_pooler"]
+    assert [n for n, c in REGISTRY.items() if c.first_token] == ["cls", "cls_before_pooler", "cls_avg"]
     assert [n for n, c in REGISTRY.items() if c.reads_layers] == ["avg_top2", "avg_first_last"]
     assert [n for n, c in REGISTRY.items() if c.reads_first_layer] == ["avg_first_last"]
     assert [n for n, c in REGISTRY.items() if c.appends_eos] == ["last_token"]

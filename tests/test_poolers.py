@@ -36,6 +36,7 @@ def test_each_pooler_reads_the_documented_layers(name: str) -> None:
         "avg_top2": (masked_mean(states[-2], mask) + masked_mean(states[-1], mask)) / 2,
         # hidden_states[1] = first transformer layer (SimCSE >= 206d7ae), not the embeddings [0]
         "avg_first_last": (masked_mean(states[1], mask) + masked_mean(states[-1], mask)) / 2,
+        "cls_avg": (states[-1][:, 0] + masked_mean(states[-1], mask)) / 2,  # [CLS] is inside the average too
         "last_token": states[-1][[0, 1, 2], [4, 2, 1]],  # the last 1 of each mask row
     }[name]
     assert torch.allclose(out, expected)
@@ -47,6 +48,32 @@ def test_first_last_can_use_the_embedding_layer() -> None:
     out = pool("avg_first_last", states[-1], mask, states, first_layer=0)
     assert torch.allclose(out, (masked_mean(states[0], mask) + masked_mean(states[-1], mask)) / 2)
     assert not torch.allclose(out, pool("avg_first_last", states[-1], mask, states, first_layer=1))
+
+
+def test_cls_avg_is_angles_cls_avg_on_a_padded_batch(tiny_bert) -> None:
+    """AnglE's ``cls_avg`` (angle_emb.utils.get_pooling, SeanLee97/AnglE 5155458), by hand in float64 on a tiny BERT:
+    the last layer's [CLS] plus the sum of the states the attention mask keeps ([CLS] and [SEP] among them) divided
+    by the mask's count, halved; a sentence's vector is the same alone and beside a longer one (padding ignored)."""
+    from transformers import AutoModel
+
+    sentences = ["a man plays the guitar on the stage tonight", "dogs run"]
+    encoder = build_encoder(str(tiny_bert), pooler="cls_avg", dropout=0.0).double().eval()
+    got = encoder.encode(sentences, batch_size=2)
+    backbone = AutoModel.from_pretrained(str(tiny_bert)).double().eval()
+    batch = encoder.tokenizer(sentences, padding=True, return_tensors="pt")
+    assert batch["attention_mask"][1].sum() < batch["attention_mask"].shape[1]  # the second row is padded
+    with torch.no_grad():
+        last = backbone(**batch).last_hidden_state
+    mask = batch["attention_mask"]
+    rows = []
+    for row in range(len(sentences)):
+        kept = [last[row, position] for position in range(mask.shape[1]) if mask[row, position] == 1]
+        rows.append((last[row, 0] + sum(kept) / len(kept)) / 2)
+    expected = torch.stack(rows).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)  # encode returns float32
+    alone = encoder.encode(sentences[1:], batch_size=1)
+    np.testing.assert_allclose(alone[0], got[1], atol=1e-6, rtol=0)
+    assert not np.allclose(got, build_encoder(str(tiny_bert), pooler="cls_before_pooler").encode(sentences), atol=1e-3)
 
 
 def test_unknown_pooler_names_valid_ones() -> None:

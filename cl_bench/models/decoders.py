@@ -32,13 +32,15 @@ from typing import Any
 
 from torch import nn
 
+from cl_bench.models.pooler_names import REGISTRY
+
 log = logging.getLogger(__name__)
 
 ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("eager", "sdpa", "flash_attention_2")
 #: a LoRA checkpoint (adapters only) is a folder with this file (peft's name)
 ADAPTER_CONFIG = "adapter_config.json"
 #: poolers that read position 0, which a causal decoder's first token cannot fill with the sentence
-FIRST_TOKEN_POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler")
+FIRST_TOKEN_POOLERS: tuple[str, ...] = tuple(name for name, cls in REGISTRY.items() if cls.first_token)
 
 
 class BackboneOptionError(ValueError):

@@ -153,6 +153,23 @@ class AvgFirstLast(Pooler):
         return (masked_mean(layers[first_layer], attention_mask) + masked_mean(layers[-1], attention_mask)) / 2
 
 
+@register
+class ClsAvg(Pooler):
+    """``cls_avg``: the mean of the last layer's [CLS] state and its masked token average (AnglE's ``cls_avg``).
+
+    As ``angle_emb.utils.get_pooling`` (SeanLee97/AnglE 5155458): ``(last[:, 0] + avg) / 2`` where ``avg`` is the
+    mean of the last layer over every position the attention mask keeps, [CLS] and [SEP] included.
+    """
+
+    name = "cls_avg"
+    first_token = True
+    averages = True
+
+    @staticmethod
+    def pool(last_hidden, attention_mask, hidden_states, first_layer, token_index):  # noqa: ANN001, ANN205
+        return (last_hidden[:, 0] + masked_mean(last_hidden, attention_mask)) / 2
+
+
 class _PromptToken(Pooler):
     reads_prompt_token = True
 

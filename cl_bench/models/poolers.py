@@ -17,6 +17,8 @@ Pooler names follow SimCSE's ``--pooler`` option:
   paper's first-last baselines used (its README and issue #285). BERT-flow's "last2avg"
   (``run_siamese.py``: ``all_encoder_layers[0]`` and ``[-1]``, TF BERT's list without the embeddings)
   is ``first_layer=1``.
+* ``cls_avg``: the mean of the last layer's [CLS] state and its masked token average ([CLS] included; AnglE's
+  ``cls_avg``).
 * ``last_token``: the last real token's state (decoders: the appended EOS, :mod:`cl_bench.models.decoders`).
 """
 
