@@ -39,6 +39,23 @@ def test_score_max_rescales_the_stsb_gold_scores(score_max: float, tiny_bert: Pa
         assert [row[2] for row in rows] == [g / 5.0 for g in gold]
 
 
+def test_the_stsb_preset_is_the_readmes_stsb_example(tiny_bert: Path, data_dir: Path) -> None:
+    """experiment=angle_stsb: AnglE's README STS-B example (raw 0-5 labels, cosine_w 1, ibn_w 1, angle_w 0.02, taus
+    20, batch 32, lr 2e-5, no warm-up, 5 epochs, [CLS], max length 128, the last weights); its rows carry the raw
+    gold scores."""
+    overrides = ["experiment=angle_stsb", "data.limit=64"]
+    cfg = compose_run(tiny_bert, data_dir, overrides)
+    validate(cfg, overrides)
+    assert cfg.method.name == "sbert" and cfg.loss.name == "angle" and cfg.method.score_max == 5.0
+    assert (cfg.loss.cosine_w, cfg.loss.ibn_w, cfg.loss.angle_w) == (1.0, 1.0, 0.02)
+    assert (cfg.loss.cosine_tau, cfg.loss.ibn_tau, cfg.loss.angle_tau) == (20.0, 20.0, 20.0)
+    assert cfg.batch_size == 32 and cfg.train.lr == 2e-5 and cfg.train.epochs == 5 and cfg.train.warmup_ratio == 0.0
+    assert cfg.pooler.name == "cls_before_pooler" and cfg.model.max_length == 128 and cfg.train.final_weights == "last"
+    method = build_method(cfg, torch.device("cpu"))
+    rows = method.read_corpus(cfg.data.train_file)
+    assert [row[2] for row in rows] == [float(g) for g in read_stsb_split(cfg.data.train_file).gold[:64]]
+
+
 def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_objective(
     tiny_bert: Path, data_dir: Path
 ) -> None:

@@ -25,7 +25,7 @@ FP32_OFFICIAL = {
 FP16_OFFICIAL = {
     "simcse_sup_bert", "ablation_batch_size", "ablation_hard_negative", "ablation_mlm_weight", "ablation_tau",
     "ablation_dropout", "ablation_pooling", "augmentation_comparison", "ablation_augmentation",
-    "declutr_small", "barlow_twins_wiki", "byol_wiki", "swav_wiki", "angle_nli",
+    "declutr_small", "barlow_twins_wiki", "byol_wiki", "swav_wiki", "angle_nli", "angle_stsb",
     "esimcse_bert", "diffcse_bert", "promptbert_bert", "promptbert_sup_bert",
 }
 CPU_ONLY = {"cpu_repro"}
