@@ -83,6 +83,7 @@ def test_first_token_poolers_and_bert_only_options_are_rejected_on_decoders(tiny
     for overrides, key in (
         ([llama, "pooler=cls"], "pooler=cls"),
         ([llama, "pooler=cls_before_pooler"], "pooler=cls_before_pooler"),
+        ([llama, "pooler=cls_avg"], "pooler=cls_avg"),  # half of it is the first token
         ([llama, "pooler=avg", "method.mlm_weight=0.1"], "method.mlm_weight"),
         ([llama, "pooler=avg", "augmentation=token_cutoff"], "augmentation=token_cutoff"),
         ([llama, "pooler=avg", "eval.backend=onnx"], "eval.backend"),
