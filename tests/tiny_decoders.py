@@ -71,3 +71,40 @@ def build_tiny_decoder(family: str, out_dir: Path, hidden: int = 32, layers: int
     torch.manual_seed(seed)
     AutoModel.from_config(config).save_pretrained(out_dir)
     return out_dir
+
+
+#: text the prompt tokenizers learn from: PromptEOL's template filled in, so that merges cross the
+#: template's boundary with the sentence (``."``, ``Ġ"a``), where piecewise tokenisation differs
+_PROMPT_TEXT = " ".join(
+    f'This sentence : "{s}" means in one word:"' for s in _TEXT.replace(" .", ".|").split("|") if s.strip()
+)
+#: the prompt tokenizers' kinds: a GPT-2/Llama-3-style byte-level BPE and a Llama-2-style SentencePiece BPE
+PROMPT_TOKENIZERS: tuple[str, ...] = ("byte_level_bpe", "sentencepiece")
+
+
+def build_prompt_tokenizer(kind: str, out_dir: Path) -> Path:
+    """Save a small tokenizer of ``kind`` (:data:`PROMPT_TOKENIZERS`) trained on filled-in PromptEOL templates,
+    ``<s>`` prepended as Llama's, to ``out_dir`` (no download; the ``tokenizers`` library's trainers)."""
+    from tokenizers import SentencePieceBPETokenizer, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<unk>", "<s>", "</s>"]
+    if kind == "byte_level_bpe":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=special,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator([_PROMPT_TEXT] * 4, trainer)
+    elif kind == "sentencepiece":
+        sp = SentencePieceBPETokenizer(unk_token="<unk>")
+        sp.train_from_iterator([_PROMPT_TEXT] * 4, vocab_size=200, special_tokens=special, show_progress=False)
+        tok = sp._tokenizer  # noqa: SLF001 - the Tokenizer the wrapper trains
+    else:
+        raise ValueError(f"unknown tokenizer kind {kind}; valid: {', '.join(PROMPT_TOKENIZERS)}")
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir

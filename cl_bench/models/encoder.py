@@ -179,10 +179,13 @@ class SentenceEncoder(nn.Module):
         self._layouts: dict[str, PromptLayout] = {}
 
     def prompt_layout(self, prompt: str) -> PromptLayout:
-        """``prompt`` tokenized into its pieces (once per prompt)."""
-        if prompt not in self._layouts:
-            self._layouts[prompt] = PromptLayout.build(self.tokenizer, prompt)
-        return self._layouts[prompt]
+        """``prompt`` tokenized into its pieces (once per prompt and pooler kind); ``pooler=prompt_last``
+        tokenises each filled-in template as one string, as PromptEOL (:mod:`cl_bench.models.prompts`)."""
+        whole_text = self.pooler == "prompt_last"
+        key = f"{int(whole_text)}{prompt}"
+        if key not in self._layouts:
+            self._layouts[key] = PromptLayout.build(self.tokenizer, prompt, whole_text=whole_text)
+        return self._layouts[key]
 
     def view_prompt(self, group: int) -> str:
         """The prompt of a method's view/column ``group`` (``model.view_prompts``, else ``model.prompt``)."""
