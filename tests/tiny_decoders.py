@@ -28,12 +28,14 @@ def _bpe(special: list[str]):
     return tok
 
 
-def build_tiny_decoder(family: str, out_dir: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def build_tiny_decoder(family: str, out_dir: Path, hidden: int = 32, layers: int = 2, seed: int = 0,
+                       sliding_window: int | None = None) -> Path:
     """Save a tiny random ``family`` model and a tokenizer with that family's conventions to ``out_dir``.
 
     Llama and Mistral: ``<s>`` prepended (their tokenizers' BOS), no EOS appended, no pad token.
     Qwen2: nothing added, pad token ``<|endoftext|>`` (= EOS, as Qwen2 base models). GPT-2: nothing added,
-    no pad token, EOS = BOS = ``<|endoftext|>``.
+    no pad token, EOS = BOS = ``<|endoftext|>``. ``sliding_window`` (Mistral, Qwen2): attention within that
+    many tokens in every layer (transformers' default: Mistral 4096, Qwen2 none).
     """
     import torch
     from tokenizers import processors
@@ -65,9 +67,16 @@ def build_tiny_decoder(family: str, out_dir: Path, hidden: int = 32, layers: int
         config = AutoConfig.for_model("gpt2", vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=2,
                                       n_positions=128, **ids)
     else:
+        window: dict = {}
+        if sliding_window is not None and family == "mistral":
+            window = {"sliding_window": sliding_window}
+        elif sliding_window is not None and family == "qwen2":
+            window = {"sliding_window": sliding_window, "use_sliding_window": True, "max_window_layers": 0}
+        elif sliding_window is not None:
+            raise ValueError(f"sliding_window: {family} has no sliding-window attention")
         config = AutoConfig.for_model(family, vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
                                       num_attention_heads=2, num_key_value_heads=1, intermediate_size=hidden * 2,
-                                      max_position_embeddings=128, **ids)
+                                      max_position_embeddings=128, **ids, **window)
     torch.manual_seed(seed)
     AutoModel.from_config(config).save_pretrained(out_dir)
     return out_dir
