@@ -27,7 +27,7 @@ from cl_bench.models.pooler_names import POOLERS
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 MODES = ("train", "eval")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp16_cuda")  # fp16_cuda: fp16 on CUDA, fp32 elsewhere
 
 
 class ConfigError(ValueError):
