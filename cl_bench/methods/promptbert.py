@@ -221,7 +221,7 @@ class PromptBERT(PromptTemplateMethod):
         head = self.head if self.head_kind == "mlm_transform" else None
         trainer_dev = PromptBERTEncoder(encoder, head, denoise=True)
         trainer_dev.prompt_period = "none"
-        return trainer_dev
+        return trainer_dev.train(encoder.training)  # a new module starts in training mode: take the encoder's
 
     def read_corpus(self, path: str) -> Sequence[Any]:
         """Sentences; supervised: NLI rows (premise, entailment, contradiction)."""

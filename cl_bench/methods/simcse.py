@@ -103,7 +103,7 @@ class SimCSE(Method):
                                    encoder.max_length, encoder.first_layer, encoder.prompt, encoder.include_prompt,
                                    encoder.prompt_period)
         with_mlp.view_prompts = list(encoder.view_prompts)
-        return with_mlp
+        return with_mlp.train(encoder.training)  # a new module starts in training mode: take the encoder's
 
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
         """Text views of the batch (identical for dropout-only SimCSE), drawn from ``rng`` (default the method's)."""
