@@ -94,7 +94,15 @@ PROMPT_TOKENIZERS: tuple[str, ...] = ("byte_level_bpe", "sentencepiece")
 def build_prompt_tokenizer(kind: str, out_dir: Path) -> Path:
     """Save a small tokenizer of ``kind`` (:data:`PROMPT_TOKENIZERS`) trained on filled-in PromptEOL templates,
     ``<s>`` prepended as Llama's, to ``out_dir`` (no download; the ``tokenizers`` library's trainers)."""
-    from tokenizers import SentencePieceBPETokenizer, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        SentencePieceBPETokenizer,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     special = ["<unk>", "<s>", "</s>"]

@@ -48,7 +48,6 @@ from cl_bench.methods.base import (
 )
 from cl_bench.models.poolers import needs_hidden_states
 
-
 #: ``method.momentum_start``: where the momentum encoder starts (see the module docstring)
 MOMENTUM_STARTS: tuple[str, ...] = ("pretrained", "random")
 

@@ -2,7 +2,11 @@
 and the queue term) driven by its own CLTrainer.compute_loss (esimcse/trainers.py, taken by name with ast and
 run unchanged on a stand-in trainer), for 3 SGD steps in float64 on a tiny BERT; prints JSON of each step's
 loss, gradients (per tensor: sum and sum of squares; the MLP weight in full) and the queue (pre_z1, normalised)."""
-import ast, json, sys, types, hashlib
+import ast
+import json
+import sys
+import types
+
 import torch
 import torch.nn.functional as F
 import transformers
@@ -25,7 +29,8 @@ model = model.double()
 
 source = open("trainers.py").read()
 node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "compute_loss")
-import textwrap
+import textwrap  # noqa: E402
+
 scope = {"torch": torch}
 exec(textwrap.dedent(ast.get_source_segment(source, node)), scope)
 trainer = types.SimpleNamespace(model_args=model_args, pre_z1=None, args=types.SimpleNamespace(past_index=-1), label_smoother=None)

@@ -1,10 +1,13 @@
 """LLM2Vec 0.2.3's bidirectional Mistral (llm2vec.models.bidirectional_mistral.MistralBiModel, transformers
 4.44.2) on the tiny sliding-window Mistral saved by cl-bench's tests/tiny_decoders.py; prints JSON of the
 float64 last hidden states for fixed inputs (eager and SDPA attention)."""
-import hashlib, json, sys
+import hashlib
+import json
+import sys
+
+import llm2vec
 import torch
 import transformers
-import llm2vec
 from llm2vec.models.bidirectional_mistral import MistralBiModel
 from safetensors.torch import load_file
 from transformers import MistralConfig

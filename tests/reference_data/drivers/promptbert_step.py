@@ -3,9 +3,14 @@ its template parsing (main(), the `if model_args.mask_embedding_sentence:` block
 prepare_features (l.646), prompt_bert/models.py BertForCL (cl_forward with the delta, sentemb_forward), all taken
 from the files by name/line with ast and run unchanged, on all-MiniLM-L6-v2 in float64 without dropout, the MLP set
 to fixed values. Prints JSON: one training step's loss and gradients, and the trainer's dev embedding."""
-import ast, json, sys, types, textwrap
+import ast
+import json
+import sys
+import textwrap
+import types
 from dataclasses import dataclass, field
-from typing import Optional, Union, List, Dict, Tuple
+from typing import Optional, Union
+
 import torch
 import transformers
 from transformers import AutoTokenizer, BertConfig, BertModel
@@ -26,7 +31,7 @@ def segment(node):
 
 main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
 model_arguments = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelArguments")
-scope = {"dataclass": dataclass, "field": field, "Optional": Optional, "Union": Union, "List": List,
+scope = {"dataclass": dataclass, "field": field, "Optional": Optional, "Union": Union, "List": list,
          "MODEL_TYPES": (), "MODEL_CONFIG_CLASSES": []}
 exec("@dataclass\n" + segment(model_arguments), scope)
 model_args = scope["ModelArguments"](

@@ -1,10 +1,14 @@
 """Run kongds/scaling_sentemb's own prompt construction (evaluation.py's batcher; ft_llm.py's
 generate_sentemb_prompt and train()'s tokenize) on saved tokenizers; print JSON of the token ids.
 The functions are taken from the official files by name (ast) and executed unchanged."""
-import ast, json, sys, types, hashlib
+import ast
+import hashlib
+import json
+import sys
+import types
+
 import torch
 import transformers
-from transformers import AutoTokenizer
 
 SENTENCES = ["A man is playing a guitar.", "Two dogs run, don't they?", 'She said "hi" twice',
              "the dog runs fast", "music, food and trees", "A jockey rides a horse."]
@@ -49,8 +53,8 @@ def run(tok_dir, cutoff_len):
     exec(function("evaluation.py", "batcher"), scope)
     scope["batcher"](None, [s.split(" ") for s in SENTENCES])
     evaluation = []
-    for ids, mask in zip(captured["input_ids"].tolist(), captured["attention_mask"].tolist()):
-        evaluation.append([i for i, m in zip(ids, mask) if m])  # the left padding dropped
+    for ids, mask in zip(captured["input_ids"].tolist(), captured["attention_mask"].tolist(), strict=True):
+        evaluation.append([i for i, m in zip(ids, mask, strict=True) if m])  # the left padding dropped
     # training: ft_llm.py generate_sentemb_prompt + train()'s tokenize(full_prompt, False)
     src = function("ft_llm.py", "tokenize")
     scope2 = {"tokenizer": tokenizer, "cutoff_len": cutoff_len}
@@ -67,6 +71,6 @@ def run(tok_dir, cutoff_len):
 if __name__ == "__main__":
     out = {"sentences": SENTENCES, "template": TEMPLATE, "cutoff_len": int(sys.argv[3]),
            "transformers": transformers.__version__}
-    for kind, path in zip(("byte_level_bpe", "sentencepiece"), sys.argv[1:3]):
+    for kind, path in zip(("byte_level_bpe", "sentencepiece"), sys.argv[1:3], strict=True):
         out[kind] = run(path, int(sys.argv[3]))
     print(json.dumps(out))
