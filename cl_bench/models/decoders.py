@@ -326,7 +326,7 @@ def set_bidirectional(backbone: nn.Module) -> None:
 def window_rejection(config: Any) -> str | None:
     """Why :func:`set_bidirectional` cannot make ``config``'s family attend fully, or None.
 
-    Families whose sliding-window layers also have a rotary embedding of their own (Gemma 2/3's local
+    Families whose sliding-window layers also have a rotary embedding of their own (Gemma 3's local
     layers: ``rope_local_base_freq`` or per-layer-type rope parameters) would change more than the mask
     when typed as full layers; they are refused rather than half converted."""
     layer_types = getattr(config, "layer_types", None) or ()
