@@ -322,6 +322,8 @@ class SentenceEncoder(nn.Module):
             "mlp": self.mlp is not None and not self.mlp_only_train,
             "max_length": self.model_max_length,
             **self._prompt_meta(),
+            # prompt_last tokenises the filled-in template as one string since issue 40: older cache entries differ
+            **({"prompt_tokenization": "whole_text"} if self.prompt and self.pooler == "prompt_last" else {}),
             "backend": backend,
             "precision": precision,
         }
