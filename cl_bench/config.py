@@ -31,7 +31,7 @@ from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 log = logging.getLogger("cl_bench")
 
 MODES = ("train", "eval")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp16_cuda")  # fp16_cuda: fp16 on CUDA, fp32 elsewhere
 
 
 class ConfigError(ValueError):

@@ -232,7 +232,7 @@ DECLARED_REJECTED = [
     (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
                                                  "pooler=avg_first_last averages a first layer (pooler=cls)"),
     (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
-                        "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask"),
+                        "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask, select_with_mlp"),
     (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: expected <class 'float'>, got 'abc'"),
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: logits, labels"),

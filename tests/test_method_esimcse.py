@@ -52,13 +52,14 @@ def test_bpe_rule_doubles_tokens_never_cls_or_sep() -> None:
     assert repeat_tokens([101, 7, 102], 0.32, random.Random(0)) == [101, 7, 102]  # int(0.96) = 0: unchanged
 
 
-def _method(tiny_bert, neg_size: int = 6, momentum: float = 0.9, dup_type: str = "bpe") -> ESimCSE:
+def _method(tiny_bert, neg_size: int = 6, momentum: float = 0.9, dup_type: str = "bpe",
+            momentum_start: str = "pretrained") -> ESimCSE:
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, mlp_only_train=True, max_length=16)
     augmentation = WordRepetition(dup_rate=0.32, dup_type=dup_type)
     augmentation.setup(encoder, str(tiny_bert))
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=augmentation,
                             model_name_or_path=str(tiny_bert), seed=3)
-    return ESimCSE(context, momentum=momentum, neg_size=neg_size)
+    return ESimCSE(context, momentum=momentum, neg_size=neg_size, momentum_start=momentum_start)
 
 
 def test_views_are_the_sentence_and_its_token_repetition(tiny_bert) -> None:
@@ -126,3 +127,36 @@ def test_no_queue_is_simcse_with_repetition(tiny_bert) -> None:
     assert method.key_backbone is None and not hasattr(method, "queue")
     terms = method.training_step(SENTENCES)
     assert torch.isfinite(terms["loss"])
+
+
+def test_random_momentum_start_is_redrawn_then_moved_once(tiny_bert) -> None:
+    """method.momentum_start=random: the official run's momentum encoder, re-drawn by BERT's own initialisation
+    (normal(0, 0.02) weights, zero biases, unit LayerNorms), then moved once toward the backbone, as the
+    official cl_forward does before its first keys."""
+    torch.manual_seed(0)
+    method = _method(tiny_bert, momentum=0.9, momentum_start="random")
+    online = dict(method.encoder.backbone.named_parameters())
+    for name, param in method.key_backbone.named_parameters():
+        drawn = (param - 0.1 * online[name].detach()) / 0.9  # undo the one update
+        if name.endswith("LayerNorm.weight"):
+            torch.testing.assert_close(drawn, torch.ones_like(drawn))
+        elif name.endswith("bias"):
+            torch.testing.assert_close(drawn, torch.zeros_like(drawn))
+        else:
+            assert abs(drawn.std().item() - 0.02) < 0.006 and not torch.allclose(param, online[name]), name
+    assert _method(tiny_bert).key_backbone.state_dict().keys() == method.key_backbone.state_dict().keys()
+
+
+def test_momentum_start_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match=r"^method.momentum_start: unknown value 'warm'; valid: pretrained, random$"):
+        ESimCSE.check_config({"momentum_start": "warm"})
+
+
+def test_fp16_cuda_precision_is_fp16_on_cuda_only() -> None:
+    """train.precision=fp16_cuda (the official --fp16 runs' presets): fp16 on CUDA, fp32 on a CPU."""
+    from cl_bench.train.precision import autocast_dtype
+
+    assert autocast_dtype("fp16_cuda", torch.device("cpu")) is None
+    assert autocast_dtype("fp16_cuda", torch.device("cuda")) is torch.float16

@@ -49,3 +49,18 @@ def test_mlm_term_is_weighted_and_shares_the_backbone(tiny_bert) -> None:
     assert mlm_model.get_output_embeddings().weight is method.encoder.backbone.get_input_embeddings().weight
     terms["loss"].backward()
     assert method.encoder.backbone.embeddings.word_embeddings.weight.grad is not None
+
+
+def test_select_with_mlp_scores_dev_with_the_mlp_and_tests_without(tiny_bert) -> None:
+    """method.select_with_mlp (MixCSE's official script): the checkpoint-selecting dev embedding is tanh(MLP([CLS])),
+    the final test's the raw [CLS] state (pooler.mlp_only_train); both share the trained modules."""
+    method = _method(tiny_bert, select_with_mlp=True)
+    method.eval()
+    selection, test = method.selection_encoder(), method.eval_encoder()
+    assert selection.backbone is test.backbone and selection.mlp is test.mlp
+    with torch.no_grad():
+        raw = test.encode(BATCH, batch_size=4)
+        with_mlp = selection.encode(BATCH, batch_size=4)
+        torch.testing.assert_close(torch.as_tensor(with_mlp), torch.tanh(test.mlp.dense(torch.as_tensor(raw))))
+    plain = _method(tiny_bert)
+    assert plain.selection_encoder() is plain.eval_encoder()

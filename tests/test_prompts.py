@@ -297,3 +297,30 @@ def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     method.train()
     terms = method.training_step(["A man is playing", long])
     assert torch.isfinite(terms["loss"])
+
+
+def test_promptbert_trainer_dev_embedding_is_denoised_without_period() -> None:
+    """method.dev_embedding=trainer: the dev embedding Prompt-BERT's trainer selected on (its sentemb_forward with
+    the training arguments: the template's own [MASK] state subtracted, no "." appended); the test embedding
+    keeps evaluation.py's protocol (raw state, "." appended)."""
+    from cl_bench.losses.infonce import info_nce
+    from cl_bench.methods.promptbert import PromptBERT
+
+    torch.manual_seed(0)
+    encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)
+    method = PromptBERT(MethodContext(encoder=encoder, loss=info_nce, max_length=32), dev_embedding="trainer")
+    method.eval()
+    sentences = ["A man plays guitar", "hi there"]
+    selection, test = method.selection_encoder(), method.eval_encoder()
+    assert selection.backbone is test.backbone and test.prompt_period == "promptbert"
+    with torch.no_grad():
+        got = torch.as_tensor(selection.encode(sentences, batch_size=2))
+        features = {k: v for k, v in test.tokenize(sentences, max_length=None).items()}  # no period: training rule
+        states = method.mask_states(features)
+        lengths = features["prompt_layout"][:, 1]
+        delta = template_mask_states(test.backbone, test.prompt_layout(test.prompt), lengths)
+        torch.testing.assert_close(got, states - delta, atol=1e-5, rtol=0)
+        tested = torch.as_tensor(test.encode(sentences, batch_size=2))
+        assert not torch.allclose(tested, got, atol=1e-3)
+    assert PromptBERT(MethodContext(encoder=build_encoder(str(MINILM), pooler="cls"), loss=info_nce,
+                                    max_length=32)).selection_encoder().prompt_period == "promptbert"

@@ -286,6 +286,11 @@ class Method(nn.Module, abc.ABC):
         """The encoder that evaluation scores and checkpoints save."""
         return self.encoder
 
+    def selection_encoder(self) -> SentenceEncoder:
+        """The encoder the dev evaluation that selects the checkpoint scores: :meth:`eval_encoder`, unless the
+        official code selected on another embedding than it tested (MixCSE with its MLP; PromptBERT's trainer)."""
+        return self.eval_encoder()
+
     def tokenize(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
         """Tokenize to the training length and move to the encoder's device."""
         device = self.encoder.device
@@ -336,7 +341,7 @@ class MomentumMethod(Method):
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
         """Write normalised ``keys`` over the oldest queue entries (a ring buffer: FIFO, exactly K rows)."""
-        keys = F.normalize(keys.detach().float(), dim=1)
+        keys = F.normalize(keys.detach().to(torch.promote_types(keys.dtype, self.queue.dtype)), dim=1)  # bf16 keys: fp32
         size = self.queue.shape[0]
         if keys.shape[0] > size:  # a batch larger than the queue: only its last K keys survive
             self.queue_ptr.add_(keys.shape[0] - size).remainder_(size)

@@ -1,8 +1,10 @@
 """ESimCSE (Wu et al., COLING 2022): SimCSE whose positive is the sentence with repeated words, plus a
 momentum-encoder queue of extra negatives.
 
-As the official code ran it (caskcsg/sentemb ESimCSE at 5eeec55: train.py ``prepare_features``,
-esimcse/models.py ``cl_forward`` l. 96-293, esimcse/trainers.py ``compute_loss`` l. 613-636):
+The official code's training step (caskcsg/sentemb ESimCSE at 5eeec55: train.py ``prepare_features``,
+esimcse/models.py ``cl_forward`` l. 96-293, esimcse/trainers.py ``compute_loss`` l. 613-636), which
+tests/test_esimcse_reference.py checks in loss, gradients and queue against outputs of the official
+functions:
 
 * the two views are the sentence (first) and its word repetition (second; ``augmentation=word_repetition``,
   whose ``bpe`` rule is applied here to the token ids exactly as the official ``prepare_features``), encoded in
@@ -14,7 +16,16 @@ esimcse/models.py ``cl_forward`` l. 96-293, esimcse/trainers.py ``compute_loss``
   ``neg_size``. The queue starts empty (the first step has in-batch negatives only), as the official
   ``pre_z1 = None``.
 * θ_m ← m·θ_m + (1−m)·θ after every optimizer step (:class:`~cl_bench.methods.base.MomentumMethod`); the
-  official code updates at the start of the next forward pass, with the same parameters.
+  official code updates at the start of the next forward pass, with the same parameters (and once before the
+  first keys, with the starting parameters: done at build here, where it changes anything).
+
+Where the momentum encoder starts (``method.momentum_start``) is the one choice the official *run* and the
+official *idea* part on: ``BertForCL.__init__`` copies the online encoder before any weights are loaded, then
+``init_weights()`` re-draws every module, and ``from_pretrained`` loads only ``bert.*`` — its own log
+(ESimCSE/logs/bert-base-uncased.log) lists every ``momentum_model.*`` tensor as newly initialised. So the
+official run's momentum encoder starts *random* and drifts toward the online encoder (``random``, what
+experiment=esimcse_bert uses to reproduce the published figure); the paper describes a momentum copy of the
+encoder, which is ``pretrained`` (this method's default).
 """
 
 from __future__ import annotations
@@ -30,11 +41,15 @@ from cl_bench.methods.base import (
     MomentumMethod,
     RunSetting,
     TextViews,
+    check_choice,
     check_ranges,
     encode_views,
     tokenize_groups,
 )
 from cl_bench.models.poolers import needs_hidden_states
+
+#: ``method.momentum_start``: where the momentum encoder starts (see the module docstring)
+MOMENTUM_STARTS: tuple[str, ...] = ("pretrained", "random")
 
 
 class ESimCSE(MomentumMethod):
@@ -44,6 +59,8 @@ class ESimCSE(MomentumMethod):
         context: shared build context (a pair loss; the queue is its ``hard_negatives`` argument).
         momentum: m of the momentum encoder (ESimCSE run.sh: 0.995).
         neg_size: how many past keys the queue holds (run.sh: 160 for BERT-base; 0 turns the queue off).
+        momentum_start: ``pretrained`` (the momentum encoder starts as a copy of the backbone) or ``random``
+            (re-drawn with the backbone's own weight initialisation, as the official run's; see the module docstring).
     """
 
     name = "esimcse"
@@ -58,15 +75,20 @@ class ESimCSE(MomentumMethod):
             "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
             "neg_size": (lambda v: v >= 0, ">= 0"),
         })
+        check_choice(values, "momentum_start", MOMENTUM_STARTS)
 
     @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         if int(values.get("neg_size", 160) or 0) == 0:
-            return {"momentum": "method.neg_size is 0 (no queue, no momentum encoder); set method.neg_size > 0"}
+            why = "method.neg_size is 0 (no queue, no momentum encoder); set method.neg_size > 0"
+            return {"momentum": why, "momentum_start": why}
         return {}
 
-    def __init__(self, context: MethodContext, momentum: float = 0.995, neg_size: int = 160) -> None:
+    def __init__(self, context: MethodContext, momentum: float = 0.995, neg_size: int = 160,
+                 momentum_start: str = "pretrained") -> None:
+        self.check_config({"momentum_start": momentum_start})
         super().__init__(context, momentum)
+        self.momentum_start = momentum_start
         self.neg_size = int(neg_size)
         self.key_backbone = None
         if self.neg_size > 0 and distributed.is_distributed():
@@ -76,7 +98,24 @@ class ESimCSE(MomentumMethod):
         if self.neg_size > 0:
             # the momentum copy of the backbone only: keys go through the online pooler and MLP, as the official
             self.key_backbone = self.momentum_copy(self.encoder.backbone)
+            if momentum_start == "random":
+                self.redraw_momentum_encoder()
             self.init_queue(self.neg_size, self.encoder.hidden_size, start_empty=True)
+
+    @torch.no_grad()
+    def redraw_momentum_encoder(self) -> None:
+        """The official run's start: the momentum backbone re-drawn with the backbone's own initialisation
+        (``_init_weights``, BERT's: normal(0, initializer_range) weights, zero biases, unit LayerNorms), then
+        the update the official ``cl_forward`` makes before its first keys, θ_m ← m·θ_m + (1−m)·θ."""
+        init = getattr(self.key_backbone, "_init_weights", None)
+        if init is None:
+            raise ValueError("method.momentum_start: random needs a transformers backbone with its own weight "
+                             f"initialisation; {type(self.key_backbone).__name__} has none (LoRA?): use pretrained")
+        for item in (*self.key_backbone.modules(), *self.key_backbone.parameters()):
+            if getattr(item, "_is_hf_initialized", False):  # transformers skips what it marked loaded
+                item._is_hf_initialized = False
+        self.key_backbone.apply(init)
+        self.momentum_update()
 
     def train(self, mode: bool = True) -> ESimCSE:
         """Train mode for the online encoder; the momentum encoder always runs without dropout."""

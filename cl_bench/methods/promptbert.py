@@ -43,6 +43,12 @@ from cl_bench.rundir import ENCODER_META_FILE
 #: ``method.head``: SimCSE's fresh Linear+tanh in training only (unsup-bert), or the checkpoint's masked-LM
 #: transform trained and kept at evaluation (sup-bert's ``--mask_embedding_sentence_org_mlp``)
 HEADS = ("mlp", "mlm_transform")
+#: ``method.dev_embedding``: the embedding the checkpoint-selecting dev evaluation scores
+#: * ``test``: the final test's (the first template, ``method.prompt_period``, ``method.denoise_eval``);
+#: * ``trainer``: Prompt-BERT's trainer's (prompt_bert/trainers.py ``evaluate`` → models.py ``sentemb_forward``
+#:   with the training arguments still set): the first template's ``[MASK]`` state minus the template's own
+#:   (``--mask_embedding_sentence_delta``), no period appended — what the official run selected its checkpoint on.
+DEV_EMBEDDINGS = ("test", "trainer")
 #: the evaluation head's weights beside a saved checkpoint
 HEAD_WEIGHTS_FILE = "promptbert_head.pt"
 
@@ -149,6 +155,8 @@ class PromptBERT(PromptTemplateMethod):
         supervised: rows of an NLI file (premise, entailment, contradiction), the contradictions as hard negatives.
         head: ``mlp`` (fresh Linear+tanh, training only) or ``mlm_transform`` (the checkpoint's, kept at evaluation).
         denoise_eval: subtract the template's own ``[MASK]`` state at evaluation too (sup-bert's eargs).
+        dev_embedding: the dev evaluation's embedding (:data:`DEV_EMBEDDINGS`): ``test`` or the official
+            trainer's (``trainer``: denoised, no period; what ``experiment=promptbert_bert`` selects on).
     """
 
     name = "promptbert"
@@ -160,6 +168,7 @@ class PromptBERT(PromptTemplateMethod):
         check_templates(values, ("template", "second_template"))
         check_choice(values, "prompt_period", ("promptbert", "none"))
         check_choice(values, "head", HEADS)
+        check_choice(values, "dev_embedding", DEV_EMBEDDINGS)
 
     @classmethod
     def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
@@ -176,7 +185,8 @@ class PromptBERT(PromptTemplateMethod):
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         if values.get("denoise", True):
             return {}
-        return {"denoise_eval": "method.denoise is false (the head was trained on undenoised states); set method.denoise=true"}
+        why = "method.denoise is false (the head was trained on undenoised states); set method.denoise=true"
+        return {"denoise_eval": why, "dev_embedding": why}
 
     def __init__(
         self,
@@ -188,8 +198,10 @@ class PromptBERT(PromptTemplateMethod):
         supervised: bool = False,
         head: str = "mlp",
         denoise_eval: bool = False,
+        dev_embedding: str = "test",
     ) -> None:
-        self.check_config({"template": template, "second_template": second_template, "head": head})
+        self.check_config({"template": template, "second_template": second_template, "head": head,
+                           "dev_embedding": dev_embedding})
         second = second_template or template
         super().__init__(context, [template, second, second] if supervised else [template, second], prompt_period)
         self.denoise, self.supervised, self.head_kind = denoise, supervised, head
@@ -198,6 +210,18 @@ class PromptBERT(PromptTemplateMethod):
         if head == "mlm_transform" or denoise_eval:
             self.encoder = PromptBERTEncoder(self.encoder, self.head if head == "mlm_transform" else None,
                                              denoise_eval)
+        self.dev_embedding = dev_embedding if denoise else "test"
+
+    def selection_encoder(self) -> SentenceEncoder:
+        """``dev_embedding=trainer``: the official trainer's dev embedding over the encoder's modules (the template's
+        own ``[MASK]`` state subtracted, through the kept head if any, no period); else the evaluation encoder."""
+        encoder = self.eval_encoder()
+        if self.dev_embedding != "trainer":
+            return encoder
+        head = self.head if self.head_kind == "mlm_transform" else None
+        trainer_dev = PromptBERTEncoder(encoder, head, denoise=True)
+        trainer_dev.prompt_period = "none"
+        return trainer_dev.train(encoder.training)  # a new module starts in training mode: take the encoder's
 
     def read_corpus(self, path: str) -> Sequence[Any]:
         """Sentences; supervised: NLI rows (premise, entailment, contradiction)."""

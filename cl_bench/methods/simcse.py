@@ -22,6 +22,7 @@ from cl_bench.methods.base import (
     mlm_inert_keys,
     tokenize_groups,
 )
+from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 
 
@@ -39,6 +40,9 @@ class SimCSE(Method):
         augment_both_views: apply the text augmentation to both views (else only to the second).
         fixed_dropout_mask: encode the two views with the *same* dropout mask (Table 3 "fixed 0.1":
             the views then differ only by text augmentation, if any).
+        select_with_mlp: score the checkpoint-selecting dev evaluation with ``pooler=cls``'s MLP applied,
+            though ``pooler.mlp_only_train`` drops it at the final test (MixCSE's official script: trained and
+            selected without ``--mlp_only_train``, tested with ``--pooler cls_before_pooler``).
     """
 
     name = "simcse"
@@ -65,6 +69,9 @@ class SimCSE(Method):
             )
         elif setting.dropout == 0:
             inert["fixed_dropout_mask"] = "dropout is 0: there is no dropout mask to share"
+        if setting.pooler != "cls" or setting.mlp_only_train is False:
+            inert["select_with_mlp"] = ("only pooler=cls with pooler.mlp_only_train=true drops an MLP at evaluation "
+                                        f"(pooler={setting.pooler}, mlp_only_train={setting.mlp_only_train})")
         return inert
 
     def __init__(
@@ -75,14 +82,28 @@ class SimCSE(Method):
         mlm_mode: str = "clean",
         augment_both_views: bool = True,
         fixed_dropout_mask: bool = False,
+        select_with_mlp: bool = False,
     ) -> None:
         super().__init__(context)
+        self.select_with_mlp = bool(select_with_mlp)
         self.mlm_weight = float(mlm_weight)
         self.augment_both_views = augment_both_views
         self.fixed_dropout_mask = fixed_dropout_mask
         if fixed_dropout_mask and self.augmentation is not None and self.augmentation.embedding_level:
             raise ValueError("method.fixed_dropout_mask: cannot be combined with an embedding-level augmentation")
         self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
+
+    def selection_encoder(self) -> SentenceEncoder:
+        """With ``select_with_mlp``: the encoder's modules, its MLP applied at evaluation (the dev embedding of
+        MixCSE's official script); else the evaluation encoder."""
+        encoder = self.eval_encoder()
+        if not self.select_with_mlp or encoder.mlp is None or not encoder.mlp_only_train:
+            return encoder
+        with_mlp = SentenceEncoder(encoder.backbone, encoder.tokenizer, encoder.pooler, encoder.mlp, False,
+                                   encoder.max_length, encoder.first_layer, encoder.prompt, encoder.include_prompt,
+                                   encoder.prompt_period)
+        with_mlp.view_prompts = list(encoder.view_prompts)
+        return with_mlp.train(encoder.training)  # a new module starts in training mode: take the encoder's
 
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
         """Text views of the batch (identical for dropout-only SimCSE), drawn from ``rng`` (default the method's)."""

@@ -150,6 +150,8 @@ def check_backbone_options(model: Any, mode: str, pooler: str, method: Any = Non
             raise BackboneOptionError(
                 f"model.bidirectional: the installed transformers builds {config.model_type}'s attention mask without "
                 "create_causal_mask, so its causal mask cannot be replaced")
+        if (why := window_rejection(config)) is not None:
+            raise BackboneOptionError(f"model.bidirectional: {why}")
     impl = model.attn_implementation
     if impl is not None:
         if impl not in ATTN_IMPLEMENTATIONS:
@@ -283,18 +285,60 @@ def _append_eos_post_processor(tokenizer: Any, prefix_ids: list[int]) -> None:
     backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=list(specials.items()))
 
 
+#: the layer-type names transformers gives sliding-window and full-attention layers (``config.layer_types``)
+SLIDING_LAYER, FULL_LAYER = "sliding_attention", "full_attention"
+
+
 def set_bidirectional(backbone: nn.Module) -> None:
-    """Replace the decoder's causal mask by a bidirectional one (LLM2Vec's first step).
+    """Replace the decoder's causal mask by a full bidirectional one (LLM2Vec's first step).
 
     ``config.is_causal = False`` makes transformers' ``create_causal_mask`` build a bidirectional mask
     (with padding) instead, and is saved in config.json, so the saved model, ``AutoModel`` and a
     sentence-transformers export attend both ways too; attention modules' own ``is_causal`` flags
     (read by flash-attention kernels) are switched off as well.
+
+    A sliding-window family (Mistral, Qwen2 with ``use_sliding_window``) would otherwise get a
+    bidirectional mask *within the window* (``create_sliding_window_causal_mask`` with ``is_causal``
+    false); LLM2Vec's bidirectional models build one full mask for every layer (``_prepare_4d_attention_mask``,
+    no window). So the window is switched off too: ``config.sliding_window = None``, sliding layers typed as
+    full-attention layers (``config.layer_types``), and the modules' own copies of both (saved in config.json
+    as well). :func:`window_rejection` refuses families whose sliding layers differ in more than the mask.
     """
-    backbone.config.is_causal = False
+    config = backbone.config
+    config.is_causal = False
+    if getattr(config, "sliding_window", None) is not None:
+        config.sliding_window = None
+    if getattr(config, "use_sliding_window", False):
+        config.use_sliding_window = False
+    layer_types = getattr(config, "layer_types", None)
+    if isinstance(layer_types, list | tuple) and SLIDING_LAYER in layer_types:
+        config.layer_types = [FULL_LAYER if t == SLIDING_LAYER else t for t in layer_types]
     for module in backbone.modules():
         if module is not backbone and isinstance(getattr(module, "is_causal", None), bool):
             module.is_causal = False
+        if isinstance(getattr(module, "sliding_window", None), int):
+            module.sliding_window = None
+        for attribute in ("layer_type", "attention_type"):
+            if getattr(module, attribute, None) == SLIDING_LAYER:
+                setattr(module, attribute, FULL_LAYER)
+        if getattr(module, "has_sliding_layers", False) is True:
+            module.has_sliding_layers = False
+
+
+def window_rejection(config: Any) -> str | None:
+    """Why :func:`set_bidirectional` cannot make ``config``'s family attend fully, or None.
+
+    Families whose sliding-window layers also have a rotary embedding of their own (Gemma 3's local
+    layers: ``rope_local_base_freq`` or per-layer-type rope parameters) would change more than the mask
+    when typed as full layers; they are refused rather than half converted."""
+    layer_types = getattr(config, "layer_types", None) or ()
+    if SLIDING_LAYER not in layer_types:
+        return None
+    rope = getattr(config, "rope_parameters", None)
+    if getattr(config, "rope_local_base_freq", None) is not None or (isinstance(rope, dict) and SLIDING_LAYER in rope):
+        return (f"{config.model_type}'s sliding-window layers have a rotary embedding of their own; full bidirectional "
+                "attention (LLM2Vec's) would change it too")
+    return None
 
 
 def apply_lora(backbone: nn.Module, r: int, alpha: float, dropout: float, target_modules: list[str] | None) -> nn.Module:

@@ -291,10 +291,13 @@ class SentenceEncoder(nn.Module):
             _COMPILED_BACKBONES[self] = forward
 
     def prompt_layout(self, prompt: str) -> PromptLayout:
-        """``prompt`` tokenized into its pieces (once per prompt)."""
-        if prompt not in self._layouts:
-            self._layouts[prompt] = PromptLayout.build(self.tokenizer, prompt)
-        return self._layouts[prompt]
+        """``prompt`` tokenized into its pieces (once per prompt and pooler kind); ``pooler=prompt_last``
+        tokenises each filled-in template as one string, as PromptEOL (:mod:`cl_bench.models.prompts`)."""
+        whole_text = self.pooler == "prompt_last"
+        key = f"{int(whole_text)}{prompt}"
+        if key not in self._layouts:
+            self._layouts[key] = PromptLayout.build(self.tokenizer, prompt, whole_text=whole_text)
+        return self._layouts[key]
 
     def view_prompt(self, group: int) -> str:
         """The prompt of a method's view/column ``group`` (``model.view_prompts``, else ``model.prompt``)."""
@@ -436,6 +439,8 @@ class SentenceEncoder(nn.Module):
             "mlp": self.mlp is not None and not self.mlp_only_train,
             "max_length": self.model_max_length,
             **self._prompt_meta(),
+            # prompt_last tokenises the filled-in template as one string since issue 40: older cache entries differ
+            **({"prompt_tokenization": "whole_text"} if self.prompt and self.pooler == "prompt_last" else {}),
             "backend": backend,
             "precision": precision,
         }

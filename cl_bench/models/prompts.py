@@ -10,6 +10,12 @@ special tokens, the prefix's tokens, the sentence's own tokens (cut to the sente
 suffix's tokens and the trailing special tokens. With a WordPiece tokenizer the ids equal tokenizing
 the filled-in template as one string (PromptBERT's ``evaluation.py``), which a test asserts.
 
+``pooler=prompt_last`` (PromptEOL) instead tokenises the filled-in template as one string, as
+kongds/scaling_sentemb does (evaluation.py's batcher and ft_llm.py's ``generate_sentemb_prompt``): with a
+byte-level BPE or SentencePiece tokenizer the piecewise join differs (``."`` is one token of the string, two
+pieces joined), so a layout built with ``whole_text=True`` fills the template in and tokenises the string;
+a sentence over its budget is cut to its first tokens and decoded back to text first (ft_llm.py's cut).
+
 Each row carries its layout (``prompt_layout``, (B, 6) long: lead, sentence length, suffix length,
 ``[MASK]`` rank, last prompt-token rank — ranks count the row's tokens from its first real one — and the
 position of that first token, i.e. the left padding), so a batch may mix prompts (one per view:
@@ -112,6 +118,9 @@ class PromptLayout:
         suffix: token ids of the text after ``[X]``.
         tail: the trailing special tokens ([SEP], </s>).
         mask_offset: where ``[MASK]`` is: ``("prefix"|"suffix", index)``, or None.
+        prefix_text: the text before ``[X]`` (``[MASK]`` replaced by the mask token).
+        suffix_text: the text after ``[X]`` (likewise).
+        whole_text: rows are the filled-in template tokenised as one string (PromptEOL), not joined pieces.
     """
 
     prompt: str
@@ -120,18 +129,23 @@ class PromptLayout:
     suffix: tuple[int, ...]
     tail: tuple[int, ...]
     mask_offset: tuple[str, int] | None
+    prefix_text: str = ""
+    suffix_text: str = ""
+    whole_text: bool = False
 
     @classmethod
-    def build(cls, tokenizer: Any, prompt: str) -> PromptLayout:
-        """Tokenize ``prompt``'s pieces with ``tokenizer`` (``[MASK]`` becomes its mask token)."""
+    def build(cls, tokenizer: Any, prompt: str, whole_text: bool = False) -> PromptLayout:
+        """Tokenize ``prompt``'s pieces with ``tokenizer`` (``[MASK]`` becomes its mask token); ``whole_text``
+        makes :func:`tokenize_with_prompts` tokenise each filled-in template as one string."""
         check_prompt(prompt, "model.prompt")
         prefix_text, suffix_text = split_template(prompt)
         mask_token = getattr(tokenizer, "mask_token", None)
         if MASK_PLACEHOLDER in prompt and mask_token is None:
             raise ValueError(f"model.prompt: {prompt!r} has {MASK_PLACEHOLDER} but the tokenizer has no mask token")
-        pieces = []
+        pieces, texts = [], []
         for text in (prefix_text, suffix_text):
             text = text.replace(MASK_PLACEHOLDER, str(mask_token)) if mask_token is not None else text
+            texts.append(text)
             pieces.append(tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) if text.strip() else ())
         head, tail = special_tokens_around(tokenizer)
         mask_offset = None
@@ -142,7 +156,7 @@ class PromptLayout:
             if ids.count(mask_id) != 1:
                 raise ValueError(f"model.prompt: {prompt!r} does not tokenize to exactly one mask token")
             mask_offset = (part, ids.index(mask_id))
-        return cls(prompt, head, pieces[0], pieces[1], tail, mask_offset)
+        return cls(prompt, head, pieces[0], pieces[1], tail, mask_offset, texts[0], texts[1], whole_text)
 
     @property
     def lead(self) -> int:
@@ -165,6 +179,43 @@ class PromptLayout:
         last_rank = len(ids) - len(self.tail) - 1
         return ids, [self.lead, n, len(self.suffix), mask_rank, last_rank]
 
+    def assemble_text(self, tokenizer: Any, sentence: str) -> tuple[list[int], list[int]]:
+        """The row's token ids as the filled-in template tokenised as one string (with the tokenizer's
+        special tokens, stripped as scaling_sentemb strips it) and its layout.
+
+        The sentence's tokens are those whose characters overlap the sentence (a token that merges the
+        sentence's end with the suffix, like ``."``, counts as the sentence's); without a fast tokenizer's
+        offsets the prefix's and suffix's piecewise counts stand in. The last prompt token is exact either way.
+        """
+        filled = self.prefix_text + sentence + self.suffix_text
+        stripped = filled.strip()
+        start = len(self.prefix_text) - (len(filled) - len(filled.lstrip()))
+        end = start + len(sentence)
+        try:
+            encoded = tokenizer(stripped, return_offsets_mapping=True, return_special_tokens_mask=True)
+        except NotImplementedError:  # a slow tokenizer has no offsets
+            encoded = None
+        if encoded is None:
+            ids = list(tokenizer(stripped)["input_ids"])
+            lead, suffix, trailing = self.lead, len(self.suffix), len(self.tail)
+            n = max(len(ids) - lead - suffix - trailing, 0)
+        else:
+            ids = list(encoded["input_ids"])
+            spans = [(a, b) for (a, b), special in
+                     zip(encoded["offset_mapping"], encoded["special_tokens_mask"], strict=True) if not special]
+            leading = next((i for i, special in enumerate(encoded["special_tokens_mask"]) if not special), len(ids))
+            inside = [i for i, (a, b) in enumerate(spans) if a < end and b > start and b > a]
+            lead_content = inside[0] if inside else sum(1 for a, _ in spans if a < start)
+            lead, n = leading + lead_content, len(inside)
+            suffix = len(spans) - lead_content - n
+            specials = list(encoded["special_tokens_mask"])
+            trailing = next((i for i, special in enumerate(reversed(specials)) if not special), len(specials))
+        mask_rank = -1
+        mask_id = getattr(tokenizer, "mask_token_id", None)
+        if self.mask_offset is not None and mask_id is not None and mask_id in ids:
+            mask_rank = ids.index(mask_id)
+        return ids, [lead, n, suffix, mask_rank, len(ids) - trailing - 1]
+
 
 def tokenize_with_prompts(
     tokenizer: Any,
@@ -183,8 +234,12 @@ def tokenize_with_prompts(
     token_ids = tokenizer(list(sentences), add_special_tokens=False)["input_ids"] if sentences else []
     budgets = [budget] * len(token_ids) if isinstance(budget, int) else list(budget)
     rows, layout_rows = [], []
-    for ids, layout, cut in zip(token_ids, layouts, budgets, strict=True):
-        row, info = layout.assemble(ids[: max(cut, 0)])
+    for sentence, ids, layout, cut in zip(sentences, token_ids, layouts, budgets, strict=True):
+        if layout.whole_text:
+            text = sentence if len(ids) <= max(cut, 0) else tokenizer.decode(ids[: max(cut, 0)])
+            row, info = layout.assemble_text(tokenizer, text)
+        else:
+            row, info = layout.assemble(ids[: max(cut, 0)])
         rows.append(row)
         layout_rows.append(info)
     features: dict[str, Any] = {"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]}

@@ -429,7 +429,7 @@ class Trainer:
             return
         tcfg, state = self.tcfg, self.state
         with self.clock.dev_evaluation():
-            scores = self.dev_eval(self.method.eval_encoder())
+            scores = self.dev_eval(self.method.selection_encoder())  # the official dev embedding (issue 40)
         score = scores[tcfg.select_metric]
         self.log_metrics({**scores, "epoch": state.epoch}, state.step)
         left = f"; job {self.clock.text(state.step)} left (training and evaluation)" if state.step < self.total_steps else ""

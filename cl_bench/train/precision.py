@@ -17,12 +17,16 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
     ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA and fp32 elsewhere; ``bf16`` also runs on
     CPUs, where autocast's bf16 matrix products use the AVX512_BF16/AMX units when the CPU has them.
+    ``fp16_cuda`` is fp16 with loss scaling on CUDA, as the official ``--fp16`` runs (HF Trainer's mixed
+    precision), and fp32 elsewhere: what a preset of such a run uses, so that it still runs on a CPU.
 
     Raises:
         ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
     """
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+    if precision == "fp32" or (precision in ("auto", "fp16_cuda") and device.type != "cuda"):
         return None
+    if precision == "fp16_cuda":
+        return torch.float16
     if precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if precision == "fp16" and device.type != "cuda":
