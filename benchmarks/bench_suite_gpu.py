@@ -266,6 +266,17 @@ def main(argv: list[str] | None = None) -> None:
                 f"{DEV_TARGET_S} s: {'MET' if steady <= DEV_TARGET_S else 'NOT MET'}; stsb_dev {scores['stsb_dev']:.2f}")
         print(line, flush=True)
         summary.append(line)
+        # where the dev evaluation's time goes (issue 37 item 3): the same call without the geometry metrics
+        # (alignment/uniformity, and the anisotropy's float64 SVD of the STS-B dev embeddings on the CPU)
+        bare = []
+        for _ in range(max(1, args.dev_repeats - 1)):
+            synchronize(device)
+            start = time.perf_counter()
+            evaluate_dev(encoder, data_dir, "stsb_dev", args.batch_size, align_uniform=False, anisotropy=False)
+            synchronize(device)
+            bare.append(time.perf_counter() - start)
+        print(f"STS-B dev evaluation without the geometry metrics: median {median(bare):.3f} s of {len(bare)} "
+              f"(the geometry: {steady - median(bare):.3f} s of the {steady:.3f} s)", flush=True)
 
     def job_setup() -> None:
         from cl_bench.eval.registry import get_task, load_task
