@@ -37,6 +37,7 @@ import math
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,7 +62,7 @@ from cl_bench.eval.senteval_classifier import classifier_device, torch_classifie
 from cl_bench.eval.sts import load_sts_task
 from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
-from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
+from cl_bench.models.encoder import SentenceEncoder, build_encoder, quiet_transformers_bars
 from cl_bench.models.inference import (
     AUTO_MAX_STS_DELTA,
     EncodingSettings,
@@ -170,6 +171,37 @@ def main(argv: list[str] | None = None) -> None:
     tables: dict[str, EmbeddingTable] = {}
     summary: list[str] = []
 
+    def tokenise_ahead(model: SentenceEncoder, what: str, run: Callable[[], object]) -> None:
+        """Run ``run()`` (an evaluation) with ``model`` only tokenising (random vectors, no forward pass): the
+        timed runs that follow all find their token ids in the encoder's memo, so the first precision timed
+        does not pay the tokenisation the next ones skip (the H200 run before this showed bf16, timed first,
+        slower than fp32)."""
+        rng = np.random.default_rng(0)
+
+        def tokenise_only(unique: list[str], batch_size: int, backend: str, settings: object) -> np.ndarray:
+            if unique:
+                model._token_ids(unique)
+            return rng.standard_normal((len(unique), model.hidden_size)).astype(np.float32)
+
+        start = time.perf_counter()
+        model._encode_distinct = tokenise_only  # type: ignore[method-assign]
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                run()
+        finally:
+            del model._encode_distinct
+        print(f"{what}: tokenised ahead, untimed: {time.perf_counter() - start:.2f} s", flush=True)
+
+    if "encodings" in set(args.parts) and precisions:
+        if args.sts_tasks:
+            tokenise_ahead(encoder, "STS sentences", lambda: evaluate(
+                encoder, data_dir, tasks=list(args.sts_tasks), batch_size=args.batch_size, align_uniform=False,
+                anisotropy=False, backend="torch", precision=precisions[0], cache=False))
+        if transfer:
+            tokenise_ahead(encoder, "transfer sentences",
+                           lambda: EmbeddingTable(encoder, transfer_sentences, args.batch_size))
+
     def encode_all(precision: str) -> None:
         peak = peaks[PEAK_KEYS.get(resolve_precision(precision, device), "float32")]
         with encoding(EncodingSettings("torch", precision)):  # warm-up: CUDA context, cuBLAS handles, autocast caches
@@ -234,6 +266,17 @@ def main(argv: list[str] | None = None) -> None:
                 f"{DEV_TARGET_S} s: {'MET' if steady <= DEV_TARGET_S else 'NOT MET'}; stsb_dev {scores['stsb_dev']:.2f}")
         print(line, flush=True)
         summary.append(line)
+        # where the dev evaluation's time goes (issue 37 item 3): the same call without the geometry metrics
+        # (alignment/uniformity, and the anisotropy's float64 SVD of the STS-B dev embeddings on the CPU)
+        bare = []
+        for _ in range(max(1, args.dev_repeats - 1)):
+            synchronize(device)
+            start = time.perf_counter()
+            evaluate_dev(encoder, data_dir, "stsb_dev", args.batch_size, align_uniform=False, anisotropy=False)
+            synchronize(device)
+            bare.append(time.perf_counter() - start)
+        print(f"STS-B dev evaluation without the geometry metrics: median {median(bare):.3f} s of {len(bare)} "
+              f"(the geometry: {steady - median(bare):.3f} s of the {steady:.3f} s)", flush=True)
 
     def job_setup() -> None:
         from cl_bench.eval.registry import get_task, load_task
@@ -265,6 +308,9 @@ def main(argv: list[str] | None = None) -> None:
         path = model_path if args.real_model == "random" else args.real_model
         real = build_encoder(path, pooler="avg", fresh_mlp=False).float().to(device)  # fp32 weights
         figures: dict[str, dict[str, float]] = {}
+        tokenise_ahead(real, "real-model STS sentences", lambda model=real: evaluate(
+            model, data_dir, tasks=list(args.real_sts_tasks), batch_size=args.batch_size, align_uniform=False,
+            anisotropy=False, backend="torch", precision="fp32", cache=False))
         for precision in ("fp32", "bf16", "tf32"):
             try:
                 check_inference_options("torch", precision, device)
@@ -316,6 +362,15 @@ def main(argv: list[str] | None = None) -> None:
                 f"{'MET' if worst <= CLASSIFIER_TOLERANCE + 1e-9 else 'NOT MET'}")
         print(line, flush=True)
         summary.append(line)
+        # the path evaluate() takes here (torch_classifier_device's thread rule) must not be the slower one
+        chosen_path = torch_classifier_device(device)
+        taken, other = (device_total, cpu_total) if chosen_path is not None else (cpu_total, device_total)
+        line = (f"classifier path of the suite here ({torch.get_num_threads()} torch threads): "
+                f"{'torch on ' + str(device) if chosen_path is not None else 'CPU kernel'} {taken:.2f} s, the other "
+                f"{other:.2f} s; target: the suite takes the faster path (within 10%): "
+                f"{'MET' if taken <= 1.1 * other else 'NOT MET'}")
+        print(line, flush=True)
+        summary.append(line)
 
     chosen = set(args.parts)
     if "encodings" in chosen:
@@ -330,6 +385,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"suite {precision}: " + " + ".join(f"{name} {seconds:.2f} s" for name, seconds in timed.items())
                   + f" = {sum(timed.values()):.2f} s"
                   + (" (the baseline: fp32 encoding + CPU classifiers)" if precision == "fp32" else ""), flush=True)
+    for name in ("STS (encode + score)", "transfer encoding"):
+        if "bf16" in parts and "fp32" in parts and name in parts["bf16"] and name in parts["fp32"]:
+            bf16, fp32 = parts["bf16"][name], parts["fp32"][name]
+            summary.append(f"bf16 vs fp32 {name}: {bf16:.2f} s vs {fp32:.2f} s ({fp32 / bf16:.2f}x); target bf16 no "
+                           f"slower than fp32: {'MET' if bf16 <= fp32 else 'NOT MET'}")
     print("=== summary ===\n" + "\n".join(summary), flush=True)
     print(device_description(device))
     scratch.cleanup()

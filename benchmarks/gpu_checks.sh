@@ -13,7 +13,7 @@
 #       step beside the plain PyTorch eager step of the same process (target >= 2.0x; MFU >= 10% / >= 30%), and the
 #       sentence-transformers MNRL step where that script measures it;
 #   evaluation (bench_suite_gpu.py): bf16 and fp32 encodings (fp32 = the baseline), the suite end to end with
-#       eval.precision=auto and the classifiers on the GPU (<= 15 s), an STS-B dev evaluation (<= 0.3 s), a sweep
+#       eval.precision=auto and the classifiers where torch_classifier_device puts them (<= 15 s), an STS-B dev evaluation (<= 0.3 s), a sweep
 #       job's set-up in one process (<= 2 s), a real model's STS in bf16/TF32 vs fp32 (the auto rule: bf16 while
 #       every task is within 0.05), SentEval's classifier on the GPU vs the CPU kernel per task (within 0.1).
 #   Each MET / NOT MET line is repeated under "=== summary ===" at the end of the evaluation part.

@@ -133,3 +133,40 @@ def test_gpu_batching_run_on_cpu_gives_the_cpu_path_embeddings(tiny_bert: Path, 
         encoder.device_side_batches = True
         device_side = encoder.encode(sentences, batch_size=8)
     np.testing.assert_allclose(device_side, reference, atol=1e-5)
+
+
+def test_bf16_casts_each_weight_once_per_encode_call(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37 (H200: bf16 evaluation slower than fp32): one autocast block spans the whole batch loop, so each
+    weight matrix is cast to bf16 once per ``encode`` call (autocast's weight cache lives until the outermost
+    block exits), not once per batch; the embeddings equal those of one ``encode`` call per batch."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    monkeypatch.setattr(inference, "check_bf16", lambda device: None)  # CPUs without bf16 units run it too (slowly)
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    weights = {p.data_ptr() for p in encoder.parameters()}
+
+    class WeightCasts(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.casts: list[int] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            kwargs = kwargs or {}
+            # a cast is _to_copy under no_grad, to.dtype under inference mode
+            to_bf16 = (func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == torch.bfloat16) or (
+                func is torch.ops.aten.to.dtype and args[1] == torch.bfloat16)
+            if to_bf16 and args[0].data_ptr() in weights:
+                self.casts.append(args[0].data_ptr())
+            return func(*args, **kwargs)
+
+    lengths = {s: len(encoder.tokenizer(s)["input_ids"]) for s in
+               ["a cat.", "a dog runs.", "the man plays the guitar.", "a woman is slicing an onion today.",
+                "two men are playing chess in the park on a sunny day.", "birds."]}
+    sentences = sorted(lengths, key=lengths.get)  # the encoder's own batch order: each pair below is one batch
+    with encoding(EncodingSettings("torch", "bf16")):
+        with WeightCasts() as counted:
+            together = encoder.encode(sentences, batch_size=2)  # three batches
+        per_batch = np.concatenate([encoder.encode(sentences[i : i + 2], batch_size=2) for i in range(0, 6, 2)])
+    assert counted.casts and len(counted.casts) == len(set(counted.casts))  # every cast weight cast exactly once
+    assert together.dtype == np.float32
+    assert np.array_equal(together, per_batch)

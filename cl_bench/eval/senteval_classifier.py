@@ -403,13 +403,27 @@ def classifier_device(device: torch.device | str | None) -> Iterator[None]:
         _TORCH_DEVICE.reset(token)
 
 
-def torch_classifier_device(encoder_device: torch.device | str | None) -> torch.device | None:
-    """The device of :func:`classifier_device` for an encoder on ``encoder_device``: CUDA devices train the
-    classifiers there (the GPU waits for no CPU); a CPU encoder keeps the compiled CPU kernel (None)."""
+#: Fewest torch threads at which the compiled CPU kernel trains the classifiers even with the encoder on CUDA.
+#: Measured (issue 37, one H200 with 16 CPU threads, bert-base features, the 7 transfer tasks, full config):
+#: CPU kernel 24.7 s, ``fit_grid_torch`` on the GPU 51.2 s (launch-bound: ~20 small kernels per minibatch from
+#: Python). The kernel runs a split per thread and a task has at most 10 splits, so below 10 threads its time
+#: grows about as 10/threads: the two cross near 5 threads (an extrapolation of that one measurement).
+CPU_KERNEL_MIN_THREADS = 5
+
+
+def torch_classifier_device(
+    encoder_device: torch.device | str | None, threads: int | None = None
+) -> torch.device | None:
+    """The device of :func:`classifier_device` for an encoder on ``encoder_device``: the compiled CPU kernel (None)
+    for CPU encoders, and for CUDA encoders too when torch has at least :data:`CPU_KERNEL_MIN_THREADS` threads
+    (``threads``; None: ``torch.get_num_threads()``), where it was measured faster; the CUDA device otherwise."""
     if encoder_device is None:
         return None
     device = torch.device(encoder_device)
-    return device if device.type == "cuda" else None
+    if device.type != "cuda":
+        return None
+    threads = torch.get_num_threads() if threads is None else threads
+    return None if threads >= CPU_KERNEL_MIN_THREADS else device
 
 
 def _batched_trainer() -> Callable[..., GridResult]:

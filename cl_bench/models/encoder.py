@@ -8,6 +8,7 @@ saved in Hugging Face format (the MLP head goes into the backbone's own pooler s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
@@ -623,29 +624,49 @@ class SentenceEncoder(nn.Module):
             # pinned host memory: the copies below do not wait for the device to finish the previous batch
             return {key: value.pin_memory() for key, value in batch.items()}, positions.pin_memory()
 
+        # one precision context around the whole batch loop, not one per batch: autocast drops its cache of
+        # bf16 weight copies whenever the outermost autocast block exits, so a per-batch block re-cast every
+        # weight matrix on every batch (issue 37: bf16 evaluation measured slower than fp32 on an H200)
+        # ... and for bf16, grad mode off instead of inference mode: under torch.inference_mode autocast caches
+        # no weight copy at all (torch 2.11/2.13: every linear re-casts its weight on every call), under no_grad
+        # it keeps one per weight for the block (tests/test_eval_precision_auto.py counts the casts)
+        cast_once = precision == "bf16" and onnx is None
+        with torch.inference_mode(False) if cast_once else contextlib.nullcontext(), \
+                torch.no_grad() if cast_once else contextlib.nullcontext(), matmul_precision(precision, device):
+            if out_device is not None and cast_once:  # written to outside inference mode: a normal tensor
+                out_device = torch.empty((len(unique), self.hidden_size), dtype=torch.float32, device=device)
+            out = self._encode_batches(batches, padded, on_gpu, pin, tokens, onnx, out, out_device)
+        if out_device is not None:
+            out = out_device.cpu().numpy()
+        self.train(was_training)
+        return out
+
+    def _encode_batches(
+        self, batches: list[list[int]], padded: Callable[[list[int]], tuple[Any, torch.Tensor | None]], on_gpu: bool,
+        pin: bool, tokens: Any, onnx: Any, out: np.ndarray, out_device: torch.Tensor | None,
+    ) -> np.ndarray:
+        """Run :meth:`_encode_distinct`'s batches (inside its precision context); vectors go to ``out_device``
+        (GPU) or ``out`` (host), which is returned."""
+        device = self.device
         for idx, (batch, positions) in prefetched(batches, padded, background=on_gpu):
             interrupt.check()  # a first Ctrl-C/SIGTERM during an evaluation stops here
             features = {key: value.to(device, non_blocking=pin) for key, value in batch.items()}
             if "prompt_layout" in tokens:
                 rows = [tokens["prompt_layout"][i] for i in idx]
                 features["prompt_layout"] = with_offsets(rows, batch["attention_mask"]).to(device)
-            with matmul_precision(precision, device):
-                if onnx is not None:
-                    outputs = onnx(batch, needs_hidden_states(self.pooler))
-                    outputs.last_hidden_state = outputs.last_hidden_state.to(device)
-                    if outputs.hidden_states is not None:
-                        outputs.hidden_states = tuple(h.to(device) for h in outputs.hidden_states)
-                    layout = {"prompt_layout": features["prompt_layout"]} if "prompt_layout" in features else {}
-                    vectors = self.pool_outputs(outputs, features["attention_mask"], **layout)
-                else:
-                    vectors = self(features)
+            if onnx is not None:
+                outputs = onnx(batch, needs_hidden_states(self.pooler))
+                outputs.last_hidden_state = outputs.last_hidden_state.to(device)
+                if outputs.hidden_states is not None:
+                    outputs.hidden_states = tuple(h.to(device) for h in outputs.hidden_states)
+                layout = {"prompt_layout": features["prompt_layout"]} if "prompt_layout" in features else {}
+                vectors = self.pool_outputs(outputs, features["attention_mask"], **layout)
+            else:
+                vectors = self(features)
             if out_device is not None and positions is not None:
                 out_device[positions.to(device, non_blocking=pin)] = vectors.float()
             else:
                 out[idx] = vectors.float().cpu().numpy()
-        if out_device is not None:
-            out = out_device.cpu().numpy()
-        self.train(was_training)
         return out
 
     @classmethod
