@@ -479,7 +479,8 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
     from cl_bench.models.inference import encoding_settings
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+    # eval.pooler is applied to the encoder (with_eval_pooler), not an option of the task code
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k not in ("tasks", "pooler")}
     results: dict[str, float] = {}
     if own_tasks:
         results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))
@@ -655,6 +656,20 @@ def run(cfg: DictConfig) -> float | None:
     return results.get("sts_avg")
 
 
+def with_eval_pooler(encoder: Any, cfg: DictConfig) -> Any:
+    """The final evaluation's encoder: ``encoder`` re-pooled with ``eval.pooler`` when set (validated before any model
+    loaded: a pooler of the same token states, e.g. AnglE's ``cls_avg`` over a ``cls``-trained encoder).
+
+    Only the final evaluation uses it: the dev evaluation that selects the checkpoint and ``best_model/`` keep the
+    training pooler (``mode=eval`` restores that one; ``eval.pooler=`` there scores the checkpoint as the run did).
+    """
+    name = cfg.eval.get("pooler")
+    if name is not None and name != encoder.pooler:
+        log.info("final evaluation re-pooled with eval.pooler=%s (trained with pooler=%s)", name, encoder.pooler)
+        encoder.pooler = str(name)
+    return encoder
+
+
 def _end_job(code: int) -> NoReturn:
     """Leave a stopped job with exit status ``code``; in a worker process whose launcher died (the stop
     came from :func:`interrupt.stop_with_launcher`), end the process too: no launcher will send it more
@@ -684,7 +699,7 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     from cl_bench.train.loop import resolve_device
 
     device = resolve_device(cfg.train.device)
-    encoder = encoder_from_config(cfg.model, cfg.pooler, training=False).to(device)
+    encoder = with_eval_pooler(encoder_from_config(cfg.model, cfg.pooler, training=False).to(device), cfg)
     log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = evaluate_encoder(encoder, cfg, run_dir)
@@ -714,7 +729,7 @@ def _train_and_evaluate(
         "skipped_steps": float(state.skipped_steps),
         "stopped_early": float(state.stopped_early),
     }
-    encoder = method.eval_encoder()
+    encoder = with_eval_pooler(method.eval_encoder(), cfg)  # after best_model/ was saved: it keeps pooler.name
     pooler = str(getattr(encoder, "pooler", cfg.pooler.name))
     log.info("final evaluation with pooler=%s", pooler)
     try:

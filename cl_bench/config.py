@@ -113,7 +113,8 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    """Options of the final evaluation; each field is a keyword argument of ``cl_bench.eval.evaluate``."""
+    """Options of the final evaluation; each field but ``pooler`` (applied to the encoder) is a keyword argument of
+    ``cl_bench.eval.evaluate``."""
 
     tasks: list[str] = field(default_factory=lambda: ["sts"])  # groups sts, transfer and/or task names
     batch_size: int = 128  # encoding batch size
@@ -133,6 +134,7 @@ class EvalConfig:
     flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
     truncate_dim: int | None = None  # score the first K embedding dimensions only (Matryoshka; null = all)
     sample_pairs: int | None = None  # quick path for iterating (eval=iterate): STS on a fixed sample of K pairs per split; null = all
+    pooler: str | None = None  # the final evaluation's pooler (e.g. AnglE's cls_avg); null = the run's pooler.name
 
 
 @dataclass
@@ -455,6 +457,7 @@ def check_values(cfg: DictConfig) -> None:
         raise ConfigError(f"pooler.name: unknown pooler '{cfg.pooler.name}'; valid: {', '.join(POOLERS)}")
     if REGISTRY[cfg.pooler.name].reads_first_layer and cfg.pooler.first_layer not in (0, 1):
         raise ConfigError(f"pooler.first_layer: must be 0 or 1, got {cfg.pooler.first_layer}")
+    check_eval_pooler(cfg)
     if not 0.0 <= cfg.dropout < 1.0:
         raise ConfigError(f"dropout: must be in [0, 1), got {cfg.dropout}")
     if cfg.model.max_length < 1:
@@ -574,6 +577,32 @@ def _model_width(name_or_path: str) -> int | None:
         return None
 
 
+#: what ``eval.pooler`` cannot name: it re-pools the states of the encoder as built, so a pooler that needs an MLP
+#: head, a prompt in the input or an appended EOS token would score another input or an untrained head
+EVAL_POOLER_NEEDS = {"has_mlp": "an MLP head", "reads_prompt_token": "a prompt in the input",
+                     "appends_eos": "an EOS token appended to the input"}
+
+
+def check_eval_pooler(cfg: DictConfig) -> None:
+    """``eval.pooler``: a registered pooler that pools the same token states as the run's encoder (no MLP head, no
+    prompt token, no appended EOS), from a plain encoder (a method with its own pooling has no pooler to swap)."""
+    name = cfg.eval.get("pooler")
+    if name is None:
+        return
+    if name not in POOLERS:
+        raise ConfigError(f"eval.pooler: unknown pooler '{name}'; valid: {', '.join(POOLERS)} (or null: pooler.name)")
+    for attribute, need in EVAL_POOLER_NEEDS.items():
+        if getattr(REGISTRY[name], attribute):
+            raise ConfigError(f"eval.pooler: '{name}' needs {need}, which the trained encoder was not built with; "
+                              f"train with pooler={name} instead")
+    trained = REGISTRY.get(str(cfg.pooler.name), Pooler)
+    if trained.reads_prompt_token or trained.appends_eos:
+        raise ConfigError(f"eval.pooler: pooler={cfg.pooler.name} builds its own input (prompt or EOS); "
+                          "re-pooling it with another pooler is not supported")
+    if cfg.mode == "train" and "pooler" not in method_declaration(cfg).uses:
+        raise ConfigError(f"eval.pooler: method={cfg.method.get('name')} pools its own way (its pooler group is unused)")
+
+
 def check_backbone(cfg: DictConfig) -> None:
     """The backbone options against the model's config (decoder, LoRA, attention kernel), no weights loaded
     (:func:`cl_bench.models.decoders.check_backbone_options`)."""
@@ -591,6 +620,12 @@ def check_backbone(cfg: DictConfig) -> None:
                                str(cfg.eval.backend), keeps_mlp)
     except BackboneOptionError as err:
         raise ConfigError(str(err)) from err
+    eval_pooler = cfg.eval.get("pooler")
+    if eval_pooler is not None and REGISTRY[str(eval_pooler)].first_token:  # a decoder's first token saw only itself
+        try:
+            check_backbone_options(cfg.model, "eval", str(eval_pooler))
+        except BackboneOptionError as err:
+            raise ConfigError(f"eval.{err}") from err
 
 
 def _tried_data_options(cfg: DictConfig, overrides: Sequence[str]) -> set[str]:
@@ -970,7 +1005,7 @@ def check_eval_options(cfg: DictConfig) -> None:
 def eval_check_arguments(cfg: DictConfig, own_tasks: list[str]) -> tuple[str, list[str], dict[str, Any]]:
     """``(data_dir, tasks, keywords)`` of :func:`cl_bench.eval.check_eval_config` for this run: every ``eval.*``
     option, ``train.select_metric`` when training, and ``train.device`` (where evaluation encodes)."""
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k != "tasks"}
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k not in ("tasks", "pooler")}
     select_metric = cfg.train.select_metric if cfg.mode == "train" else None
     return str(cfg.paths.data_dir), own_tasks, {**options, "select_metric": select_metric,
                                                 "eval_device": str(cfg.train.device)}

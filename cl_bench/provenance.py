@@ -152,7 +152,8 @@ def model_revision(name_or_path: str, hashes: FileHashes | None = None) -> str:
 def eval_settings(cfg: DictConfig, device: str | None = None) -> dict[str, str]:
     """The evaluation settings that change the figures: ``eval_truncate_dim`` (the embedding dimensions scored),
     ``eval_postprocess`` (with whitening's k or the flow's corpus), ``eval_precision`` (``auto`` with what it
-    resolves to on ``device``, when given) and ``eval_backend``."""
+    resolves to on ``device``, when given), ``eval_backend`` and ``eval_pooling`` (``eval.pooler``, or the run's
+    pooler when it is null)."""
     truncate = cfg.eval.get("truncate_dim")
     postprocess = str(cfg.eval.get("postprocess", "none"))
     if postprocess == "whitening":
@@ -164,6 +165,8 @@ def eval_settings(cfg: DictConfig, device: str | None = None) -> dict[str, str]:
         "eval_postprocess": postprocess,
         "eval_precision": _precision(str(cfg.eval.get("precision", "fp32")), str(cfg.eval.get("backend", "auto")), device),
         "eval_backend": str(cfg.eval.get("backend", "auto")),
+        "eval_pooling": (f"{cfg.pooler.name} (the run's pooler)" if cfg.eval.get("pooler") is None
+                         else f"{cfg.eval.pooler} (eval.pooler; trained with {cfg.pooler.name})"),
     }
 
 
@@ -182,7 +185,7 @@ def eval_settings_line(cfg: DictConfig, device: str | None = None) -> str:
     settings = eval_settings(cfg, device)
     return ("evaluated with: embedding dimensions " + settings["eval_truncate_dim"] + ", post-processing "
             + settings["eval_postprocess"] + ", precision " + settings["eval_precision"] + ", backend "
-            + settings["eval_backend"])
+            + settings["eval_backend"] + ", pooling " + settings["eval_pooling"])
 
 
 def eval_mlp(encoder: Any) -> str:

@@ -288,6 +288,10 @@ DECLARED_REJECTED += [
                                         "stsb_dev_max_similarity_no_dot"),
     (["eval.backend=tensorrt"], "cl-bench: error: eval.backend: unknown 'tensorrt'; valid: auto, torch, onnx"),
     (["eval.postprocess=flow", "eval.flow.fit_mode=x"], "cl-bench: error: eval.flow.fit_mode: unknown 'x'; valid: train, eval"),
+    (["eval.pooler=nope"], "cl-bench: error: eval.pooler: unknown pooler 'nope'; valid: cls, cls_before_pooler, avg, "
+                           "avg_top2, avg_first_last, cls_avg, mask, prompt_last, last_token (or null: pooler.name)"),
+    (["eval.pooler=cls"], "cl-bench: error: eval.pooler: 'cls' needs an MLP head, which the trained encoder was not "
+                          "built with; train with pooler=cls instead"),
     (["eval.tasks=[mteb:Banking77Classification]", "eval.cache_size_gb=0"],
      "cl-bench: error: eval.cache_size_gb: must be > 0, got 0.0"),
     # mode=eval: judged on the config the job gets, after the pooling recorded with the encoder (none in MiniLM)

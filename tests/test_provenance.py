@@ -106,7 +106,10 @@ def test_a_local_model_is_identified_by_its_weights(tmp_path: Path) -> None:
 def test_the_evaluation_settings_that_change_figures_are_named() -> None:
     cfg = _compose(["eval.truncate_dim=128", "eval.postprocess=whitening", "eval.whitening=64"])
     assert eval_settings(cfg) == {"eval_truncate_dim": "128", "eval_postprocess": "whitening (k=64)",
-                                  "eval_precision": "auto", "eval_backend": "auto"}
+                                  "eval_precision": "auto", "eval_backend": "auto",
+                                  "eval_pooling": "cls (the run's pooler)"}
+    assert eval_settings(_compose(["pooler=cls_before_pooler", "eval.pooler=cls_avg"]))["eval_pooling"] == (
+        "cls_avg (eval.pooler; trained with cls_before_pooler)")
     assert eval_settings(cfg, "cpu")["eval_precision"] == "auto (fp32)"  # what auto computes in on this device
     assert eval_settings(_compose(["eval.precision=fp32"]), "cpu")["eval_precision"] == "fp32"
     assert eval_settings(_compose([]))["eval_truncate_dim"] == "all (no truncation)"
@@ -122,7 +125,7 @@ def test_a_truncated_evaluation_says_so_and_records_its_provenance(tiny_bert: Pa
         cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir, CL_BENCH_CACHE=str(tmp_path / "cache")),
         timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "evaluated with: embedding dimensions 16, post-processing none, precision fp32" in proc.stdout
+    assert "evaluated with: embedding dimensions 16, post-processing none, precision auto (fp32)" in proc.stdout
     provenance = json.loads((tmp_path / "run" / "results.json").read_text())["provenance"]
     assert provenance["eval_truncate_dim"] == "16" and provenance["eval_postprocess"] == "none"
     assert provenance["model_revision"].startswith("weights sha256:")
@@ -130,3 +133,26 @@ def test_a_truncated_evaluation_says_so_and_records_its_provenance(tiny_bert: Pa
     assert provenance["packages"]["torch"] and "sentence-transformers" in provenance["packages"]
     assert provenance["cl_bench_commit"]
     assert (tmp_path / "cache" / "file_sha256.json").is_file()
+
+
+@pytest.mark.slow  # two mode=eval runs of the tiny model (~1 min on a busy 2-core machine)
+def test_eval_pooler_repools_the_final_evaluation_and_says_so(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    """``eval.pooler=cls_avg`` (AnglE's evaluation pooling) scores another embedding than the run's pooler, and the
+    table's settings line and results.json's provenance name it."""
+    def run(name: str, *extra: str) -> tuple[str, dict]:
+        proc = subprocess.run(
+            [shutil.which("cl-bench") or "cl-bench", "mode=eval", f"model.name_or_path={tiny_bert}", "eval.tasks=[stsb]",
+             "pooler=cls_before_pooler", "eval.backend=torch", "eval.align_uniform=false", "eval.anisotropy=false",
+             "logger=none", f"hydra.run.dir={name}", *extra],
+            cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir, CL_BENCH_CACHE=str(tmp_path / "cache")),
+            timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout, json.loads((tmp_path / name / "results.json").read_text())
+
+    plain_out, plain = run("plain")
+    avg_out, repooled = run("repooled", "eval.pooler=cls_avg")
+    assert "pooling cls_before_pooler (the run's pooler)" in plain_out
+    assert "pooling cls_avg (eval.pooler; trained with cls_before_pooler)" in avg_out
+    assert repooled["provenance"]["eval_pooler"] == "cls_avg"
+    assert plain["provenance"]["eval_pooler"] == "cls_before_pooler"
+    assert repooled["stsb"] != plain["stsb"]  # the STS-B test figure
