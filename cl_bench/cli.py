@@ -28,6 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR, GROUPS
 from cl_bench.config import (
+    ENCODER_EVAL_KEYS,
     ConfigError,
     check_values,
     is_override,
@@ -480,7 +481,8 @@ def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, 
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
     # eval.pooler is applied to the encoder (with_eval_pooler), not an option of the task code
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k not in ("tasks", "pooler")}
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items()
+               if k not in ("tasks", *ENCODER_EVAL_KEYS)}
     results: dict[str, float] = {}
     if own_tasks:
         results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))

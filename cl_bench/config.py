@@ -1002,10 +1002,16 @@ def check_eval_options(cfg: DictConfig) -> None:
         raise ConfigError(str(err)) from err
 
 
+#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.cli.with_eval_pooler`), not
+#: how :func:`cl_bench.eval.evaluate` scores it: left out of the options handed to the evaluation code
+ENCODER_EVAL_KEYS = ("pooler",)
+
+
 def eval_check_arguments(cfg: DictConfig, own_tasks: list[str]) -> tuple[str, list[str], dict[str, Any]]:
     """``(data_dir, tasks, keywords)`` of :func:`cl_bench.eval.check_eval_config` for this run: every ``eval.*``
     option, ``train.select_metric`` when training, and ``train.device`` (where evaluation encodes)."""
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items() if k not in ("tasks", "pooler")}
+    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items()
+               if k not in ("tasks", *ENCODER_EVAL_KEYS)}
     select_metric = cfg.train.select_metric if cfg.mode == "train" else None
     return str(cfg.paths.data_dir), own_tasks, {**options, "select_metric": select_metric,
                                                 "eval_device": str(cfg.train.device)}
