@@ -31,7 +31,8 @@ def on_terminal(stream: IO[str] | None = None) -> bool:
         return False
 
 
-def _duration(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
+    """``1:02:03`` / ``02:03`` (tqdm's style)."""
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
@@ -82,7 +83,7 @@ class PlainProgress:
         if not self.unit_scale and self.unit != "it":
             done += f" {self.unit}"
         parts = [f"{self.desc}: {done}" + (f" ({100 * self.n / self.total:.0f}%)" if self.total else "")
-                 + f" in {_duration(elapsed)}"]
+                 + f" in {format_seconds(elapsed)}"]
         if elapsed > 0 and self.n > self.start_n:
             rate = (self.n - self.start_n) / elapsed
             parts.append(f"{self._count(rate)}/s" if self.unit_scale else f"{rate:.3g} {self.unit}/s")

@@ -21,13 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-
-def format_seconds(seconds: float) -> str:
-    """``1:02:03`` / ``02:03`` (tqdm's style)."""
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+from cl_bench.tracking.progress import format_seconds, progress_bar
 
 
 class JobClock:
@@ -90,8 +84,6 @@ def job_bar(total: int, initial: int, enabled: bool, job_left: Callable[[], str]
     stream that is not a terminal (a log file, a pipe), plain lines saying the same at most every 30 s
     (:func:`cl_bench.tracking.progress.progress_bar`)."""
     from tqdm.auto import tqdm
-
-    from cl_bench.tracking.progress import progress_bar
 
     class _JobBar(tqdm):  # type: ignore[misc, valid-type]
         @property
