@@ -1,0 +1,237 @@
+"""Specs: what each method, loss and augmentation takes and checks, declared once and torch-free.
+
+A spec is a dataclass beside the code it describes. Its fields are the option's config keys (the YAML's
+keys other than ``_target_``, ``_partial_`` and ``defaults``) with their types; its class attributes say
+what the option is (the groups a method uses, the loss calls it makes, a loss's kind, whether an
+augmentation rewrites text, the one-line summary of ``cl-bench list``); its methods hold the rules that
+decide, before any model loads, whether a value can work (:meth:`Spec.check`) and whether a key can act
+on this run (:meth:`MethodSpec.inert_keys`). The YAML keeps the values and their comments; the ``nn.Module``
+or loss function (the YAML's ``_target_``, what Hydra instantiates) keeps the code.
+
+A spec names its target (:attr:`Spec.target`) and is registered under it when its class is defined.
+cl-bench's own specs live in ``cl_bench/methods/specs.py``, ``cl_bench/losses/specs.py`` and
+``cl_bench/augment/specs.py``, which import no torch, so every check answers before torch loads. A
+user's spec may sit in the same module as their ``nn.Module`` (their checks then run after that module,
+and torch, are imported) or in a module of its own. An option without a spec is checked against its
+target's constructor signature when the job imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+#: the torch-free modules holding cl-bench's own specs (imported on the first lookup)
+BUILTIN_SPEC_MODULES = ("cl_bench.methods.specs", "cl_bench.losses.specs", "cl_bench.augment.specs")
+#: the config groups a method may use (:attr:`MethodSpec.uses`)
+METHOD_GROUPS = ("loss", "augmentation", "pooler")
+
+_REGISTRY: dict[str, type[Spec]] = {}
+
+
+@dataclass(kw_only=True)
+class Spec:
+    """Base of every spec: the option's config keys as typed fields, and its value rules."""
+
+    #: the dotted path of what the option builds (the YAML's ``_target_``); a subclass that sets it is registered
+    target: ClassVar[str] = ""
+    #: the config group the option belongs to (``method``, ``loss``, ``augmentation``)
+    group: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("target"):
+            _REGISTRY[cls.target] = cls
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The option's config keys (the dataclass fields)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def types(cls) -> dict[str, Any]:
+        """Each key's declared type (annotations resolved)."""
+        hints = typing.get_type_hints(cls)
+        return {name: hints[name] for name in cls.keys()}
+
+    def values(self) -> dict[str, Any]:
+        """The option's values by key (what its target is built with)."""
+        return {name: getattr(self, name) for name in self.keys()}
+
+    def check(self) -> None:
+        """The option's own value rules, run before any model loads.
+
+        Raises:
+            ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1, got 0``.
+        """
+
+
+@dataclass(frozen=True)
+class RunSetting:
+    """The rest of a run's choices, as a method's rules see them (read before any model loads).
+
+    Attributes:
+        augmentation: the configured augmentation's spec (None when the method uses no augmentation).
+        train_file: ``data.train_file``.
+        loss: the configured loss's spec (None without a loss).
+        dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
+        pooler: the pooler group's ``name``; mlp_only_train: its ``mlp_only_train`` (DiffCSE's projector).
+        model_type: the backbone's ``model_type`` read from a local folder's config.json (None for a hub id).
+    """
+
+    augmentation: AugmentationSpec | None = None
+    train_file: str = ""
+    loss: LossSpec | None = None
+    dropout: float | None = None
+    pooler: str = ""  # ``pooler.name`` (a method that sets its own pooler may ignore it)
+    mlp_only_train: bool | None = None  # ``pooler.mlp_only_train``
+    model_type: str | None = None  # ``model_type`` of a local checkpoint's config.json (None: not read)
+
+    @property
+    def loss_kind(self) -> str | None:
+        """The configured loss's kind (None without a loss)."""
+        return None if self.loss is None else self.loss.kind
+
+    @property
+    def loss_inputs(self) -> frozenset[str]:
+        """The keyword inputs the configured loss accepts from a method (e.g. ``ignore``, GISTEmbed's ``guide``)."""
+        return frozenset() if self.loss is None else self.loss.inputs
+
+    @property
+    def loss_name(self) -> str | None:
+        """The configured loss option's name (None without a loss)."""
+        return None if self.loss is None else self.loss.name
+
+    @property
+    def augmentation_name(self) -> str:
+        """The augmentation's name, for messages."""
+        return "none" if self.augmentation is None else self.augmentation.name
+
+    @property
+    def rewrites_text(self) -> bool:
+        """True when the augmentation changes sentences (a text-level one: not dropout, not a cutoff)."""
+        return self.augmentation is not None and self.augmentation.rewrites_text
+
+    @property
+    def embedding_level(self) -> bool:
+        """True when the augmentation edits token embeddings (token, feature or span cutoff)."""
+        return self.augmentation is not None and self.augmentation.embedding_level
+
+
+@dataclass(kw_only=True)
+class MethodSpec(Spec):
+    """A method's spec (``conf/method/NAME.yaml``; its target is a :class:`cl_bench.methods.base.Method`)."""
+
+    group: ClassVar[str] = "method"
+    name: str
+    #: config groups whose choice acts on this method's training: a group left out here is rejected when
+    #: overridden and left out of the run's params and tags
+    uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
+    #: the loss calls this method makes (:attr:`LossSpec.kind`); other losses are rejected
+    loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    #: inputs the method passes to its loss besides the views (``hard_negatives``, ``labels``): a loss key
+    #: that needs one of them (:attr:`LossSpec.needs`) acts only when it is supplied
+    supplies: ClassVar[frozenset[str]] = frozenset()
+    #: what the method is, in one line (``cl-bench list``)
+    summary: ClassVar[str] = ""
+    #: True when the method encodes groups of views/columns through ``tokenize_groups``, where
+    #: ``model.view_prompts`` acts (one prompt per group)
+    encodes_views: ClassVar[bool] = False
+    #: True when the method sets the encoder's prompts and pooler itself (PromptBERT, SNCSE): then
+    #: ``model.prompt``, ``model.view_prompts``, ``model.prompt_period`` and the pooler group cannot act
+    own_prompts: ClassVar[bool] = False
+    #: False when the method builds its views from token ids, where no prompt layout survives (ESimCSE):
+    #: then ``model.prompt``/``view_prompts`` and the prompt poolers are rejected
+    takes_prompts: ClassVar[bool] = True
+
+    def supplied_inputs(self) -> frozenset[str]:
+        """The loss inputs this configuration supplies (default: :attr:`supplies`)."""
+        return self.supplies
+
+    def inert_keys(self, setting: RunSetting) -> dict[str, str]:
+        """Method keys that cannot act under these values and the run's other choices, each with the reason
+        (e.g. the MLM probability when the MLM weight is 0). Overriding one is rejected; they are left out of
+        the params."""
+        return {}
+
+    def check_setting(self, setting: RunSetting) -> None:
+        """Reject values that cannot work with the run's other choices (SNCSE without a text augmentation).
+
+        Raises:
+            ValueError: one line starting with the key or group to change.
+        """
+
+
+@dataclass(kw_only=True)
+class LossSpec(Spec):
+    """A loss's spec (``conf/loss/NAME.yaml``; its target is a pure tensor function, built ``_partial_``)."""
+
+    group: ClassVar[str] = "loss"
+    name: str
+    #: the call the loss expects (``pair``, ``triplet``, ...: :mod:`cl_bench.losses`)
+    kind: ClassVar[str]
+    #: key -> what it needs to act: an input the method must supply (``hard_negatives``) or a condition on the
+    #: loss's own values (``similarity=cosine``); overriding it without that is rejected as a no-op
+    needs: ClassVar[Mapping[str, str]] = {}
+    #: the keyword inputs a method may pass besides the views (``labels``, ``ignore``, ``guide``, ...)
+    inputs: ClassVar[frozenset[str]] = frozenset()
+
+
+@dataclass(kw_only=True)
+class AugmentationSpec(Spec):
+    """An augmentation's spec (``conf/augmentation/NAME.yaml``; its target is a :class:`cl_bench.augment.base.Augmentation`)."""
+
+    group: ClassVar[str] = "augmentation"
+    #: the augmentation's name, for messages
+    name: ClassVar[str] = "none"
+    #: True when it changes sentences (a text-level augmentation); False for dropout and the cutoffs
+    rewrites_text: ClassVar[bool] = True
+    #: True when it edits token embeddings inside the encoder (token, feature or span cutoff)
+    embedding_level: ClassVar[bool] = False
+
+    def runs_model_in_training(self) -> bool:
+        """Whether, under these values, it runs a neural model on the training device at every step (a GPU
+        model cannot run in forked DataLoader workers)."""
+        return False
+
+
+def spec_for(target: str, import_target: bool = True) -> type[Spec] | None:
+    """The spec registered for ``target`` (a ``_target_`` path), or None.
+
+    cl-bench's own specs are imported first (no torch); a target they do not describe has its module imported
+    (``import_target``), which registers a spec defined there.
+    """
+    for module in BUILTIN_SPEC_MODULES:
+        importlib.import_module(module)
+    if target not in _REGISTRY and import_target:
+        module, _, _ = target.rpartition(".")
+        if module:
+            importlib.import_module(module)
+    return _REGISTRY.get(target)
+
+
+def registered() -> dict[str, type[Spec]]:
+    """Every spec registered so far, by target (cl-bench's own imported)."""
+    for module in BUILTIN_SPEC_MODULES:
+        importlib.import_module(module)
+    return dict(_REGISTRY)
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers the specs' rules share
+# ------------------------------------------------------------------------------------------------
+def check_ranges(group: str, values: Mapping[str, Any], rules: Mapping[str, tuple[Callable[[Any], bool], str]]) -> None:
+    """Raise ``ValueError("<group>.<key>: must be <what>, got <value>")`` for the first broken rule."""
+    for key, (ok, what) in rules.items():
+        if key in values and values[key] is not None and not ok(values[key]):
+            raise ValueError(f"{group}.{key}: must be {what}, got {values[key]!r}")
+
+
+def check_choice(group: str, values: Mapping[str, Any], key: str, choices: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming ``<group>.<key>`` when its value is not one of ``choices``."""
+    if key in values and values[key] not in choices:
+        raise ValueError(f"{group}.{key}: unknown value '{values[key]}'; valid: {', '.join(choices)}")
