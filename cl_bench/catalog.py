@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from cl_bench.declarations import loss_declaration, method_declaration
+from cl_bench.specs import spec_for
 
 #: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
 CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
@@ -109,12 +109,16 @@ def import_target(target: str) -> Any:
 
 
 def loss_kind_of(path: Path) -> str | None:
-    """The ``loss_kind`` of a loss option's function (None when it cannot be imported), read from its
-    mark without importing torch (:func:`cl_bench.declarations.loss_declaration`)."""
-    target = read_yaml(path).get("_target_")
+    """The kind of a loss option (:attr:`cl_bench.specs.LossSpec.kind`; None when its spec cannot be found)."""
+    spec = _spec(read_yaml(path).get("_target_"))
+    return None if spec is None else spec.kind
+
+
+def _spec(target: object) -> Any:
+    """The spec of a ``_target_`` (:func:`cl_bench.specs.spec_for`), None when none can be imported."""
     try:
-        return loss_declaration(str(target)).kind
-    except (ImportError, AttributeError, ValueError, SyntaxError):
+        return spec_for(str(target))
+    except (ImportError, ValueError):
         return None
 
 
@@ -156,10 +160,9 @@ def method_rows() -> list[dict[str, str]]:
     rows, kinds = [], loss_kinds()
     for name, path in options("method").items():
         node = read_yaml(path)
-        try:  # the class's declarations, read from its source: listing imports no torch
-            cls = method_declaration(str(node.get("_target_")))
-        except (ImportError, AttributeError, ValueError, SyntaxError) as err:
-            rows.append({"method": name, "summary": f"cannot import {node.get('_target_')}: {err}"})
+        cls = _spec(node.get("_target_"))  # a spec is torch-free: listing imports no torch
+        if cls is None:
+            rows.append({"method": name, "summary": f"no spec found for {node.get('_target_')}"})
             continue
         keys = [k for k in node if not str(k).startswith("_") and k not in ("name", "defaults")]
         rows.append({

@@ -7,37 +7,32 @@
 
 from __future__ import annotations
 
-import difflib
-import itertools
 import json
 import logging
-import math
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import catalog, interrupt
-from cl_bench.catalog import CONF_DIR, GROUPS
+from cl_bench.catalog import CONF_DIR
 from cl_bench.config import (
     ENCODER_EVAL_KEYS,
     ConfigError,
-    check_values,
     is_override,
-    override_parser,
-    parsed_overrides,
     preflight,
     register_schemas,
     use_recorded_pooling,
 )
+from cl_bench.early_checks import is_group
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -45,228 +40,6 @@ log = logging.getLogger("cl_bench")
 
 
 register_schemas()
-
-
-def _choices(override: Any) -> list[str] | None:
-    """The option names a group override picks (``method=simcse,sg_opt``, ``method=choice(a,b)``: both); None when it
-    names none (``null``, an empty value, a glob)."""
-    try:
-        if override.is_sweep_override():
-            return [str(choice) for choice in override.sweep_string_iterator()]
-    except Exception:  # noqa: BLE001 (a glob: its options are Hydra's to list)
-        return None
-    value = override.value()
-    return None if value is None or value == "" else [override.get_value_element_as_str()]
-
-
-def check_group_choices(argv: list[str]) -> None:
-    """Fail with one line when a ``group=option`` override names an option that does not exist.
-
-    Hydra would also fail, but with a multi-line message after composing; this names the key and
-    the valid options first.
-    """
-    for _, override in parsed_overrides(argv):
-        key = override.key_or_group
-        if key not in GROUPS or override.is_delete():
-            continue
-        options = sorted(catalog.options(key, internal=True))
-        for choice in _choices(override) or []:
-            if choice not in options:
-                raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
-    check_override_keys(argv)
-
-
-def _is_group(key: str) -> bool:
-    """``method``, ``experiment/points``, ``hydra/launcher``: a config group, not a key."""
-    return key in GROUPS or "/" in key
-
-
-def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
-    """Fail with one line, naming the closest valid key, when a ``key=value`` override names no key.
-
-    Hydra would fail too, with several lines suggesting ``+key``. The keys of ``method``, ``loss``
-    and ``augmentation`` depend on the chosen options, so the config is composed with the group
-    choices of ``argv`` (one composition per option of a swept group; the union of their keys is
-    valid). Nothing is composed when no key is overridden. ``+key`` (add) of a key the config has
-    gets one line too; ``+key`` of a new key and ``~key`` (delete) are Hydra's to judge, and so is
-    anything that does not compose. The values are then checked (types, and the config-only checks).
-    """
-    keys, groups, search_path, added = [], [], [], []
-    forced = False
-    for arg, override in parsed_overrides(argv):
-        key = override.key_or_group
-        if key == "hydra.searchpath":  # user config folders: their options' keys are valid too
-            search_path.append(arg)
-        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or override.is_delete():
-            continue
-        forced |= override.is_force_add()
-        if _is_group(key):
-            groups.append((override.get_key_element(), _choices(override) or [override.get_value_string()]))
-        elif override.is_add():
-            added.append((key, override.get_value_string()))
-        elif not override.is_force_add():
-            keys.append(key)
-    if not keys and not added and not forced:
-        return
-    variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
-    for index, (raw, options) in enumerate(groups):
-        for option in options[1:]:
-            variant = list(variants[0])
-            variant[len(search_path) + index] = f"{raw}={option}"
-            variants.append(variant)
-    valid: set[str] = set()
-    composed: list[DictConfig] = []
-    try:
-        from hydra import compose, initialize_config_dir
-
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            for overrides in variants:
-                composed.append(compose("config", overrides=overrides))
-                valid |= _dotted_keys(OmegaConf.to_container(composed[-1], resolve=False))
-    except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
-        return
-    for key in keys:
-        if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
-            continue
-        raise ConfigError(_unknown_key_message(key, valid, dict(groups)))
-    for key, value in added:  # Hydra: "Could not append to config. An item is already at ..." and three more lines
-        if key in valid and all(OmegaConf.select(cfg, key, default=None) is not None for cfg in composed):
-            raise ConfigError(f"+{key}: {key} is already in the config; set it without '+': {key}={value}")
-    _check_override_types(argv, composed)
-    _check_override_values(argv, composed)
-
-
-#: groups whose options are ``_target_`` nodes: each option has its own keys
-TARGET_GROUPS = ("method", "loss", "augmentation")
-
-
-def _unknown_key_message(key: str, valid: set[str], groups: dict[str, list[str]]) -> str:
-    """``dropuot: unknown key; closest valid key: dropout``. A key of a method, loss or augmentation is
-    compared with the chosen option's own keys, which the message lists (``augmentation.p`` under
-    ``augmentation=eda_delete``: its one key is ``augmentation.alpha``)."""
-    group = key.split(".")[0]
-    if group not in TARGET_GROUPS or "." not in key:
-        return f"{key}: unknown key{_closest_key_hint(key, valid)}"
-    own = sorted(k for k in valid if k.startswith(f"{group}.") and k.count(".") == 1 and not k.endswith("[]")
-                 and not k.split(".")[1].startswith("_") and k != f"{group}.name")
-    chosen = groups.get(group) or groups.get(f"+{group}")
-    option = f"{group}={','.join(chosen)}" if chosen else f"the default {group}"
-    listing = ", ".join(own) or "none"
-    leaves = {k.split(".", 1)[1]: k for k in own}
-    near = difflib.get_close_matches(key.split(".", 1)[1].split(".")[0], sorted(leaves), n=1, cutoff=0.6)
-    if near:
-        return f"{key}: unknown key; closest valid key: {leaves[near[0]]} ({option} takes: {listing})"
-    return f"{key}: unknown key for {option}; valid keys: {listing}"
-
-
-def _closest_key_hint(key: str, valid: set[str]) -> str:
-    """``; closest valid key: loss.tau`` for ``tau``: a key whose last part is the one typed comes first
-    (spelling similarity alone would offer ``data``), then the closest spelling of the whole key or of
-    a last part."""
-    keys = sorted(k for k in valid if not k.endswith("[]"))
-    typo = difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
-    if typo:
-        return f"; closest valid key: {typo[0]}"
-    same_leaf = sorted((k for k in keys if k.split(".")[-1] == key.split(".")[-1] and k != key), key=len)
-    if same_leaf:
-        return f"; closest valid key: {' or '.join(same_leaf[:3])}"
-    closest = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
-    if not closest:
-        leaves = {k.split(".")[-1]: k for k in sorted(keys, key=len, reverse=True)}
-        near = difflib.get_close_matches(key.split(".")[-1], sorted(leaves), n=1, cutoff=0.75)
-        closest = [leaves[near[0]]] if near else []
-    return f"; closest valid key: {closest[0]}" if closest else ""
-
-
-def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
-    """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
-    sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
-    key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
-    for arg in argv:
-        if not is_override(arg):
-            continue
-        try:
-            override = override_parser().parse_override(arg)
-            if override.is_add() or override.is_delete() or _is_group(override.key_or_group):
-                continue
-            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
-        except Exception:  # noqa: BLE001 (the caller decides: Hydra's own message follows)
-            yield None
-            continue
-        yield override.key_or_group, values
-
-
-def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
-    """One line for a value of the wrong type (``train.lr=abc``) instead of Hydra's five-line merge error.
-
-    The value is set on the composed config (typed by the schema) as Hydra would; a sweep's values
-    are each tried. Anything the parser does not take is left to Hydra.
-    """
-    from omegaconf.errors import OmegaConfBaseException
-
-    for parsed in _value_overrides(argv):
-        if parsed is None:
-            continue  # Hydra's own message for what it cannot parse
-        key, values = parsed
-        for cfg in composed:
-            parent, _, leaf = key.rpartition(".")
-            node = OmegaConf.select(cfg, parent) if parent else cfg
-            typed = node._get_node(leaf) if isinstance(node, DictConfig) and leaf in node else None
-            if isinstance(typed, ListConfig):  # a list, null by default or not (train.matryoshka_dims)
-                for value in values:
-                    if value is not None and not isinstance(value, list | tuple):
-                        raise ConfigError(f"{key}: must be a list, e.g. {key}=[{value}]; got {value!r}")
-            if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
-                continue  # absent (unknown keys are judged above) or a null default that takes any type
-            for value in values:
-                try:
-                    OmegaConf.update(cfg, key, value, merge=True)
-                except OmegaConfBaseException as err:
-                    reason = str(err).splitlines()[0].rstrip(".")
-                    raise ConfigError(f"{key}: {reason}") from None
-                except Exception:  # noqa: BLE001
-                    break
-
-
-def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
-    """The config-only value checks (:func:`cl_bench.config.check_values`) on the config the job will
-    get, here before Hydra's job starts: ``train.eval_steps=-5`` answers before any of torch loads.
-
-    Each swept value is tried (every combination, for a small sweep). The checks that need a method's,
-    loss's or model's code run in the job (:func:`cl_bench.config.validate`).
-    """
-    settings: list[tuple[str, list[Any]]] = []
-    for parsed in _value_overrides(argv):
-        if parsed is None:
-            return  # Hydra's own message for what it cannot parse
-        if not parsed[0].startswith("hydra."):
-            settings.append(parsed)
-    if not settings or math.prod(len(values) for _, values in settings) > 256:
-        return  # a large sweep: each job checks its own values
-    for cfg in composed:
-        for combination in itertools.product(*(values for _, values in settings)):
-            job = cfg.copy()
-            try:
-                for (key, _), value in zip(settings, combination, strict=True):
-                    OmegaConf.update(job, key, value, merge=True)
-                check_values(job)
-            except ConfigError:
-                raise
-            except Exception:  # noqa: BLE001 (what the value check cannot read, the job's validation judges)
-                continue
-
-
-def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
-    """Every key path of a nested config (``train``, ``train.lr``, …); a list value adds ``path[]``."""
-    keys: set[str] = set()
-    if isinstance(node, dict):
-        for name, value in node.items():
-            path = f"{prefix}{name}"
-            keys.add(path)
-            keys |= _dotted_keys(value, f"{path}.")
-    elif isinstance(node, list) and prefix:
-        keys.add(prefix[:-1] + "[]")  # list items are addressed as path.0, path.1, …
-    return keys
 
 
 #: the figures a researcher compares first (the MLflow run description lists them)
@@ -313,17 +86,12 @@ def main() -> None:
         from cl_bench.seeds import expand_seeds
 
         sys.argv[1:] = expand_seeds(sys.argv[1:])  # seeds=N: N replicates per point (a seed list, multirun)
-        check_group_choices(sys.argv[1:])
-        from cl_bench.early_checks import check_declared_choices
+        from cl_bench.early_checks import check_command
 
-        check_declared_choices(sys.argv[1:])  # a loss the method cannot call, a method's own checks: no torch
+        check_command(sys.argv[1:])  # every check that needs no model, before torch loads
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    finally:
-        from cl_bench import light_load
-
-        light_load.forget()  # the job imports the real modules; the light copies are done with
     if "WORLD_SIZE" in os.environ:  # under torchrun, join the process group and agree on one run dir
         from cl_bench import distributed  # torch: only a launched job loads it before Hydra's run
 
@@ -442,7 +210,7 @@ def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = (), limit
     else:
         shown = [k for k in shown if k in override_keys([f"{k}=x"]) and k not in ("mode", "model.name_or_path")
                  and k not in HOUSEKEEPING and k.split(".")[0] not in HOUSEKEEPING]
-    parts = [(None, overrides[k].split("/")[-1]) if _is_group(k) else (k.split(".")[-1], overrides[k])
+    parts = [(None, overrides[k].split("/")[-1]) if is_group(k) else (k.split(".")[-1], overrides[k])
              for k in shown if k != "method" and k not in exclude]
     return fit_run_name(head, parts, limit, keys_named_elsewhere=varied is not None) or hydra_cfg.job.name
 

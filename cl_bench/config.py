@@ -23,9 +23,9 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from cl_bench import light_load
 from cl_bench.flow_options import FlowOptions
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
+from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, spec_for
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
 log = logging.getLogger("cl_bench")
@@ -190,8 +190,6 @@ def _default_data_dir() -> str:
 # Validation
 # ------------------------------------------------------------------------------------------------
 def _import_target(path: str, key: str) -> Any:
-    if light_load.active():  # cl-bench's checks before torch (cl_bench.early_checks): NotStatic leaves it to the job
-        return light_load.load(path)
     module_name, _, attr = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -221,31 +219,38 @@ def _type_ok(value: Any, annotation: Any) -> bool:
     return True
 
 
-def check_target_node(node: DictConfig, key: str, skip: tuple[str, ...] = ()) -> None:
-    """Check that a ``_target_`` node's keys and value types fit its callable's signature."""
-    target_path = node.get("_target_")
-    if not target_path:
-        raise ConfigError(f"{key}: no _target_ given")
-    if light_load.active():  # before torch: the parameters as the source declares them (the same, tested)
-        from cl_bench.declarations import signature
+def option_spec(cfg: DictConfig, group: str) -> Spec:
+    """The spec of the run's ``group`` option (``method``, ``loss``, ``augmentation``), checked and built
+    (:func:`build_spec`)."""
+    spec_class(cfg, group)  # the one-line answers for no target, no loss, no spec
+    return build_spec(cfg[group], group)
 
-        found = signature(str(target_path))
-        check_node_against(node, key, skip, found.params, found.accepts_kwargs, found.hints)
-        return
-    target = _import_target(str(target_path), key)
-    signature = inspect.signature(target)
-    try:
-        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
-    except Exception:  # unresolvable forward refs: skip type checks, keep key checks
-        hints = {}
-    accepts_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    check_node_against(node, key, skip, tuple(signature.parameters), accepts_kwargs, hints)
+
+def build_spec(node: DictConfig, group: str) -> Spec:
+    """The spec of an option's config node, built from its values after its keys and value types are checked against
+    the spec's fields (:mod:`cl_bench.specs`).
+
+    Raises:
+        ConfigError: one line naming the key (an unknown key, a wrong type, a missing key, no spec for the target).
+    """
+    target = node.get("_target_")
+    cls = _spec_of(target, group)
+    check_node_against(node, group, ("name",), cls.keys(), False, cls.types())  # name: a label, not a setting
+    values = _values(node)
+    missing = [key for key in cls.keys() if key not in values]
+    if missing:
+        raise ConfigError(f"{group}.{missing[0]}: missing; {group}={node.get('name', target)} takes "
+                          f"{', '.join(cls.keys())}")
+    return cls(**values)
+
+
+_SPEC_BASES = {"method": MethodSpec.__name__, "loss": LossSpec.__name__, "augmentation": AugmentationSpec.__name__}
 
 
 def check_node_against(node: DictConfig, key: str, skip: tuple[str, ...], params: tuple[str, ...], accepts_kwargs: bool,
                        hints: dict[str, Any]) -> None:
-    """:func:`check_target_node` given the target's parameters, ``**kwargs`` and type hints (read from the
-    imported target, or from its source by ``cl-bench`` before torch loads: :mod:`cl_bench.early_checks`)."""
+    """A node's keys and value types against the parameters (``accepts_kwargs``: any other key too) and type hints
+    of what reads it (a spec's fields, a function's keywords)."""
     target_path = node.get("_target_")
     values = OmegaConf.to_container(node, resolve=True)
     for name, value in values.items():
@@ -253,7 +258,7 @@ def check_node_against(node: DictConfig, key: str, skip: tuple[str, ...], params
             continue
         if name not in params and not accepts_kwargs:
             valid = [p for p in params if p not in ("self", "context") and p not in skip]
-            raise ConfigError(f"{key}.{name}: unknown key for {target_path}; valid keys: {', '.join(valid)}")
+            raise ConfigError(f"{key}.{name}: unknown key for {target_path}; valid keys: {', '.join(valid) or 'none'}")
         if name in hints and not _type_ok(value, hints[name]):
             raise ConfigError(f"{key}.{name}: expected {hints[name]}, got {value!r}")
 
@@ -520,9 +525,9 @@ def check_prompt_options(cfg: DictConfig) -> None:
     if model.prompt_period not in PERIOD_RULES:
         raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
     pooler = str(cfg.pooler.name)
-    if cfg.mode == "train" and method_declaration(cfg).own_prompts:  # declarations: no torch (cl_bench.early_checks)
+    if cfg.mode == "train" and spec_class(cfg, "method").own_prompts:
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
-    if cfg.mode == "train" and not method_declaration(cfg).takes_prompts:
+    if cfg.mode == "train" and not spec_class(cfg, "method").takes_prompts:
         name = cfg.method.get("name")
         if pooler in PROMPT_POOLERS:
             raise ConfigError(f"pooler={pooler}: method={name} builds its views from token ids, without a prompt to pool")
@@ -537,37 +542,37 @@ def check_prompt_options(cfg: DictConfig) -> None:
         raise ConfigError(str(err)) from err
 
 
-def check_matryoshka(cfg: DictConfig) -> None:
+def check_matryoshka(cfg: DictConfig, before_torch: bool = False) -> None:
     """``train.matryoshka_dims``/``_weights``: valid sizes, and a loss that takes embeddings (before any model loads)."""
     dims = cfg.train.get("matryoshka_dims")
     if dims is None:
         return
-    check_dims = _import_target("cl_bench.losses.matryoshka.check_dims", "train.matryoshka_dims")
-    embedding_kinds = _import_target("cl_bench.losses.matryoshka.EMBEDDING_KINDS", "train.matryoshka_dims")
+    from cl_bench.losses.specs import EMBEDDING_KINDS, check_dims
+
     weights = cfg.train.get("matryoshka_weights")
     try:
         check_dims(list(dims), None if weights is None else list(weights))
     except ValueError as err:
         raise ConfigError(str(err)) from err
-    cls = method_class(cfg)
-    name = cfg.method.get("name", cls.__name__)
-    if "loss" not in cls.uses:
+    name = cfg.method.get("name")
+    if "loss" not in spec_class(cfg, "method").uses:
         raise ConfigError(f"train.matryoshka_dims: method={name} has no loss to wrap")
-    kind = getattr(loss_function(cfg), "loss_kind", None)
-    if kind not in embedding_kinds:
+    kind = spec_class(cfg, "loss").kind
+    if kind not in EMBEDDING_KINDS:
         raise ConfigError(
             f"train.matryoshka_dims: loss={cfg.loss.get('name')} of method={name} is a {kind} loss, which does not "
-            f"take sentence embeddings (Matryoshka wraps {', '.join(embedding_kinds)} losses)"
+            f"take sentence embeddings (Matryoshka wraps {', '.join(EMBEDDING_KINDS)} losses)"
         )
-    width = _model_width(str(cfg.model.name_or_path))
+    width = _model_width(str(cfg.model.name_or_path), before_torch)
     if width is not None and max(dims) > width:
         raise ConfigError(f"train.matryoshka_dims: {max(dims)} exceeds the model's embedding width {width}")
 
 
-def _model_width(name_or_path: str) -> int | None:
-    """The checkpoint's hidden size from its config file alone (None when it cannot be read offline)."""
+def _model_width(name_or_path: str, before_torch: bool = False) -> int | None:
+    """The checkpoint's hidden size from its config file alone (None when it cannot be read offline; ``before_torch``:
+    None unless a local folder's config.json says it, without transformers)."""
     width = local_model_width(name_or_path)
-    if width is not None:
+    if width is not None or before_torch:
         return width
     try:
         from transformers import AutoConfig
@@ -599,7 +604,7 @@ def check_eval_pooler(cfg: DictConfig) -> None:
     if trained.reads_prompt_token or trained.appends_eos:
         raise ConfigError(f"eval.pooler: pooler={cfg.pooler.name} builds its own input (prompt or EOS); "
                           "re-pooling it with another pooler is not supported")
-    if cfg.mode == "train" and "pooler" not in method_declaration(cfg).uses:
+    if cfg.mode == "train" and "pooler" not in spec_class(cfg, "method").uses:
         raise ConfigError(f"eval.pooler: method={cfg.method.get('name')} pools its own way (its pooler group is unused)")
 
 
@@ -610,10 +615,9 @@ def check_backbone(cfg: DictConfig) -> None:
 
     method = augmentation = None
     if cfg.mode == "train":
-        cls = method_class(cfg)
         method = cfg.method
-        if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
-            augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
+        if "augmentation" in spec_class(cfg, "method").uses and cfg.augmentation.get("_target_"):
+            augmentation = option_spec(cfg, "augmentation")
     keeps_mlp = REGISTRY.get(cfg.pooler.name, Pooler).has_mlp and not cfg.pooler.mlp_only_train
     try:
         check_backbone_options(cfg.model, str(cfg.mode), str(cfg.pooler.name), method, augmentation,
@@ -667,8 +671,6 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------------
 # What acts on a run: every override must act, and only what acted is recorded
 # ------------------------------------------------------------------------------------------------
-#: config groups a method may use (``Method.uses``)
-METHOD_GROUPS = ("loss", "augmentation", "pooler")
 #: train.* keys that also act in ``mode=eval``
 EVAL_TRAIN_KEYS = ("train.device", "train.num_threads", "train.progress_bar")
 #: keys whose value is the top-level shortcut they interpolate (logged once, as the shortcut)
@@ -677,37 +679,45 @@ SHORTCUT_COPIES = {"model.dropout": "dropout", "train.batch_size": "batch_size"}
 _ALWAYS_ACTING = ("experiment", "hydra", "paths", "logger")
 
 
-def method_class(cfg: DictConfig) -> Any:
-    """The class named by ``method._target_`` (imported, not built)."""
-    return _import_target(str(cfg.method._target_), "method")
+def spec_class(cfg: DictConfig, group: str) -> type[Spec]:
+    """The spec class of the run's ``group`` option (its declarations, without building it from the values:
+    :func:`option_spec` checks and builds).
+
+    Raises:
+        ConfigError: one line (no target, an import error, no spec; for the loss group, no loss chosen).
+    """
+    target = cfg[group].get("_target_")
+    if not target and group == "loss":
+        raise ConfigError(f"loss: method={cfg.method.get('name')} has no default loss; choose one with loss=NAME")
+    return _spec_of(target, group)
 
 
-def method_declaration(cfg: DictConfig) -> Any:
-    """What ``method._target_``'s class declares (groups, loss kinds, prompt flags), read from its source
-    without importing it (:func:`cl_bench.declarations.method_declaration`)."""
-    from cl_bench.declarations import method_declaration as read
-
+def _spec_of(target: Any, group: str) -> type[Spec]:
+    if not target:
+        raise ConfigError(f"{group}: no _target_ given")
     try:
-        return read(str(cfg.method._target_))
-    except (ImportError, AttributeError, ValueError, SyntaxError):
-        method_class(cfg)  # the import's own one-line error
-        raise
+        cls = spec_for(str(target))
+    except (ImportError, ValueError) as err:
+        raise ConfigError(f"{group}._target_: cannot import '{target}' ({err})") from err
+    if cls is None:
+        raise ConfigError(f"{group}._target_: no spec describes '{target}'; declare one (a {_SPEC_BASES[group]} "
+                          f"subclass with target = '{target}', docs/extending.md)")
+    return cls
+
+
+
 
 
 def unused_groups(cfg: DictConfig) -> dict[str, str]:
-    """The groups of :data:`METHOD_GROUPS` the run's method does not use (``Method.uses``), each with the reason."""
-    cls = method_declaration(cfg)
-    name = cfg.method.get("name", cls.class_name)
-    uses = ", ".join(g for g in METHOD_GROUPS if g in cls.uses) or "none of loss, augmentation, pooler"
+    """The groups of :data:`METHOD_GROUPS` the run's method does not use (``MethodSpec.uses``), each with the reason."""
+    used = spec_class(cfg, "method").uses
+    name = cfg.method.get("name")
+    uses = ", ".join(g for g in METHOD_GROUPS if g in used) or "none of loss, augmentation, pooler"
     return {group: f"method={name} does not use the {group} group (it uses: {uses})"
-            for group in METHOD_GROUPS if group not in cls.uses}
+            for group in METHOD_GROUPS if group not in used}
 
 
-def loss_function(cfg: DictConfig) -> Any:
-    """The function named by ``loss._target_`` (imported, not called)."""
-    if not cfg.loss.get("_target_"):
-        raise ConfigError(f"loss: method={cfg.method.get('name')} has no default loss; choose one with loss=NAME")
-    return _import_target(str(cfg.loss._target_), "loss")
+
 
 
 def _values(node: Any) -> dict[str, Any]:
@@ -720,24 +730,18 @@ def _condition_holds(condition: str, values: dict[str, Any]) -> bool:
     return str(values.get(key)) == expected
 
 
-def run_setting(cfg: DictConfig, cls: Any) -> Any:
-    """The choices besides the method's own keys that decide whether a method key can act
-    (:class:`cl_bench.methods.base.RunSetting`)."""
-    RunSetting = _import_target("cl_bench.methods.base.RunSetting", "method")  # noqa: N806 (light-loaded before torch)
-    augmentation = None
-    if "augmentation" in cls.uses and cfg.augmentation.get("_target_"):
-        augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    loss_kind, loss_inputs, loss_name = None, frozenset(), None
-    if "loss" in cls.uses and cfg.loss.get("_target_"):
-        fn = loss_function(cfg)
-        loss_name = getattr(fn, "__name__", None)
-        loss_kind = getattr(fn, "loss_kind", None)
-        loss_inputs = frozenset(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY)
+def run_setting(cfg: DictConfig, method: MethodSpec) -> RunSetting:
+    """The choices besides the method's own keys that decide whether a method key can act (:class:`RunSetting`)."""
+    augmentation = loss = None
+    if "augmentation" in method.uses and cfg.augmentation.get("_target_"):
+        augmentation = option_spec(cfg, "augmentation")
+    if "loss" in method.uses and cfg.loss.get("_target_"):
+        loss = option_spec(cfg, "loss")
     dropout = cfg.model.get("dropout")
-    return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss_kind,
-                      None if dropout is None else float(dropout), loss_inputs,
-                      pooler=str(cfg.pooler.name), mlp_only_train=bool(cfg.pooler.mlp_only_train),
-                      model_type=local_model_type(str(cfg.model.name_or_path)), loss_function=loss_name)
+    return RunSetting(augmentation, str(cfg.data.get("train_file") or ""), loss,
+                      None if dropout is None else float(dropout), pooler=str(cfg.pooler.name),
+                      mlp_only_train=bool(cfg.pooler.mlp_only_train),
+                      model_type=local_model_type(str(cfg.model.name_or_path)))
 
 
 def _local_config(name_or_path: str) -> dict[str, Any] | None:
@@ -758,7 +762,7 @@ def local_model_type(name_or_path: str) -> str | None:
 
 
 #: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
-#: ``model_type``; tests/test_light_load.py checks each against transformers' own config classes
+#: ``model_type``; tests/test_early_checks.py checks each against transformers' own config classes
 WIDTH_KEYS = {**dict.fromkeys(("bert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta", "deberta-v2", "albert",
                                "camembert", "modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
                                "gpt_neox", "opt"), "hidden_size"),
@@ -799,15 +803,12 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
             if f"train.{key}" not in EVAL_TRAIN_KEYS:
                 inert[f"train.{key}"] = why
     else:
-        cls = method_class(cfg)
-        name = cfg.method.get("name", cls.__name__)
+        method = option_spec(cfg, "method")
         inert.update(unused_groups(cfg))
-        method_values = _values(cfg.method)
-        for key, reason in cls.inert_keys(method_values, run_setting(cfg, cls)).items():
+        for key, reason in method.inert_keys(run_setting(cfg, method)).items():
             inert[f"method.{key}"] = reason
-        if "loss" in cls.uses:
-            fn = loss_function(cfg)
-            inert.update(loss_inert_keys(cfg, name, getattr(fn, "loss_needs", {}), cls.supplied_inputs(method_values)))
+        if "loss" in method.uses:
+            inert.update(loss_inert_keys(cfg, method.name, spec_class(cfg, "loss").needs, method.supplied_inputs()))
     if int(cfg.model.lora.r) == 0:
         for key in ("alpha", "dropout", "target_modules"):
             inert.setdefault(f"model.lora.{key}", "model.lora.r is 0 (no LoRA adapters); set model.lora.r > 0")
@@ -871,14 +872,14 @@ def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
     inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
-    cls = method_declaration(cfg) if cfg.mode == "train" else None  # its declarations: no torch (cl-bench's early checks)
+    cls = spec_class(cfg, "method") if cfg.mode == "train" else None
     if cls is not None and cls.own_prompts:
-        why = f"method={cfg.method.get('name', cls.class_name)} sets its own templates (method.* keys) and [MASK] pooler"
+        why = f"method={cfg.method.get('name')} sets its own templates (method.* keys) and [MASK] pooler"
         for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
             inert[key] = why
         return inert
     if cls is not None and "pooler" not in cls.uses:
-        why = f"method={cfg.method.get('name', cls.class_name)} encodes with its own encoder (it uses no pooler group)"
+        why = f"method={cfg.method.get('name')} encodes with its own encoder (it uses no pooler group)"
         return {key: why for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt")}
     if cfg.mode == "eval":
         inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
@@ -947,29 +948,32 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
     return keys
 
 
-def check_choices(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
-    """The part of :func:`validate` that reads no file: the method's, loss's and augmentation's keys
-    and values fit their targets, the loss is one the method calls, and every override acts."""
+def check_choices(cfg: DictConfig, overrides: Sequence[str] = (), before_torch: bool = False) -> None:
+    """The part of :func:`validate` that reads no file: the method's, loss's and augmentation's keys and values fit
+    their specs (:mod:`cl_bench.specs`), the loss is one the method calls, and every override acts.
+
+    ``before_torch``: run by ``cl-bench`` before Hydra's job, where what only torch or transformers tell (a CUDA
+    device behind ``train.device=auto``, a hub model's width) is left to the job's own run of these checks.
+    """
     check_prompt_options(cfg)
     if cfg.mode == "train":
-        cls = method_class(cfg)
-        if "loss" in cls.uses:
-            check_target_node(cfg.loss, "loss", skip=("name",))
-        if "augmentation" in cls.uses:
-            check_target_node(cfg.augmentation, "augmentation")
-            check_workers_can_augment(cfg)
-        check_option_values(cfg, cls)
-        check_target_node(cfg.method, "method", skip=("name",))
+        method_uses = spec_class(cfg, "method").uses
+        specs = [option_spec(cfg, group) for group in ("loss", "augmentation") if group in method_uses]
+        if "augmentation" in method_uses:
+            check_workers_can_augment(cfg, before_torch)
         try:
-            cls.check_config(_values(cfg.method))
+            for spec in specs:
+                spec.check()
+            method = option_spec(cfg, "method")
+            method.check()
             # the method's needs of the run's other choices (SNCSE: a text augmentation; DiffCSE: its projector's pooler)
-            cls.check_setting(_values(cfg.method), run_setting(cfg, cls))
+            method.check_setting(run_setting(cfg, method))
         except ValueError as err:
             raise ConfigError(str(err)) from err
-        check_matryoshka(cfg)
+        check_matryoshka(cfg, before_torch)
     truncate_dim = cfg.eval.get("truncate_dim")
     if isinstance(truncate_dim, int) and not isinstance(truncate_dim, bool):
-        width = _model_width(str(cfg.model.name_or_path))
+        width = _model_width(str(cfg.model.name_or_path), before_torch)
         if width is not None and truncate_dim > width:
             raise ConfigError(f"eval.truncate_dim: {truncate_dim} exceeds the model's embedding width {width}")
     check_overrides_act(cfg, overrides)
@@ -979,7 +983,7 @@ def check_eval_options(cfg: DictConfig) -> None:
     """The ``eval.*`` values and ``train.select_metric`` (:func:`cl_bench.eval.check_eval_config` without its data
     files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
     :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
-    (:mod:`cl_bench.early_checks`, the checks light-loaded). The data files and the ``mteb:`` task names are
+    (:mod:`cl_bench.early_checks`). The data files and the ``mteb:`` task names are
     checked after the data is there (:func:`preflight`).
 
     Raises:
@@ -1017,29 +1021,20 @@ def eval_check_arguments(cfg: DictConfig, own_tasks: list[str]) -> tuple[str, li
                                                 "eval_device": str(cfg.train.device)}
 
 
-def check_option_values(cfg: DictConfig, cls: type) -> None:
-    """Value checks that a loss or augmentation declares (a ``check_config(values)`` attribute of its target,
-    e.g. word repetition's ``dup_type``, MixCSE's ``lambd``), run before any model loads."""
-    for group in ("loss", "augmentation"):
-        if group not in cls.uses or not cfg[group].get("_target_"):
-            continue
-        check = getattr(_import_target(str(cfg[group]._target_), group), "check_config", None)
-        if check is not None:
-            try:
-                check(_values(cfg[group]))
-            except ValueError as err:
-                raise ConfigError(str(err)) from err
 
 
-def check_workers_can_augment(cfg: DictConfig) -> None:
+
+def check_workers_can_augment(cfg: DictConfig, before_torch: bool = False) -> None:
     """Reject ``train.num_workers > 0`` when the augmentation runs a model on a GPU at every step: the
     DataLoader's forked worker processes, where augmentation runs, cannot use CUDA (or MPS)."""
     if int(cfg.train.get("num_workers", 0) or 0) <= 0:  # -1 (auto) prepares such batches in the main process
         return
-    augmentation = _import_target(str(cfg.augmentation._target_), "augmentation")
-    if not augmentation.runs_model_in_training(_values(cfg.augmentation)):
+    augmentation = option_spec(cfg, "augmentation")
+    if not augmentation.runs_model_in_training():
         return
     device = str(cfg.train.device)
+    if device == "auto" and before_torch:
+        return  # whether auto finds a GPU: the job's check, with torch
     if device == "auto":
         import torch  # here: a run with train.device set is judged before torch loads
 
@@ -1058,7 +1053,7 @@ def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:
 
     Also rejects a loss that the method cannot call (whether chosen or defaulted).
     """
-    if cfg.mode == "train" and "loss" in method_declaration(cfg).uses:
+    if cfg.mode == "train" and "loss" in spec_class(cfg, "method").uses:
         check_loss_kind(cfg)
     inert = inert_keys(cfg)
     for key in override_keys(overrides):
@@ -1068,24 +1063,16 @@ def check_overrides_act(cfg: DictConfig, overrides: Sequence[str]) -> None:
 
 
 def check_loss_kind(cfg: DictConfig) -> None:
-    """The configured loss must be a kind the method calls (read from the declarations: no torch)."""
-    from cl_bench.declarations import loss_declaration
-
-    cls = method_declaration(cfg)
-    if not cfg.loss.get("_target_"):
-        loss_function(cfg)  # the one-line "no default loss" error
-    try:
-        kind = loss_declaration(str(cfg.loss._target_)).kind
-    except (ImportError, AttributeError, ValueError, SyntaxError):
-        kind = getattr(loss_function(cfg), "loss_kind", None)  # the import's own one-line error
-    if kind not in cls.loss_kinds:
+    """The configured loss must be a kind the method calls (:attr:`MethodSpec.loss_kinds`, :attr:`LossSpec.kind`)."""
+    method = spec_class(cfg, "method")
+    kind = spec_class(cfg, "loss").kind
+    if kind not in method.loss_kinds:
         from cl_bench.catalog import losses_of_kinds
 
-        name = cfg.method.get("name", cls.class_name)
-        fits = ", ".join(losses_of_kinds(cls.loss_kinds)) or "none found"
+        fits = ", ".join(losses_of_kinds(method.loss_kinds)) or "none found"
         raise ConfigError(
-            f"loss={cfg.loss.get('name', cfg.loss._target_)}: method={name} calls {'/'.join(cls.loss_kinds)} losses "
-            f"and this one is a {kind or 'unmarked'} loss; use one of: {fits}"
+            f"loss={cfg.loss.get('name', cfg.loss._target_)}: method={cfg.method.get('name')} calls "
+            f"{'/'.join(method.loss_kinds)} losses and this one is a {kind} loss; use one of: {fits}"
         )
 
 

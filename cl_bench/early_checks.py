@@ -1,73 +1,74 @@
-"""The job's choice checks (:func:`cl_bench.config.check_choices`), answered before torch is imported.
+"""Every check of a command that needs no model, answered before torch is imported (``cl-bench``, before Hydra's job).
 
-A loss of a kind the method does not call, a group the method does not use (``method=sbert
-augmentation=eda_delete``), a key a method's constructor does not take, a method's, loss's or
-augmentation's own value check (``method=cert method.queue_size=0``, ``loss=mixcse loss.lambd=2``), a
-method key that cannot act (``method.mochi_hardest`` with MoCHi off), Matryoshka sizes or
-``eval.truncate_dim`` wider than a local model, the ``eval.*`` values (:func:`cl_bench.config.check_eval_options`):
-all these depend on code in modules that import torch.
-``cl-bench`` runs the job's own :func:`~cl_bench.config.check_choices` on the composed config before
-Hydra's job starts, with those modules light-loaded (:mod:`cl_bench.light_load`): the same checks, in
-the same order, with the same messages, in about a second instead of after torch, transformers and
-MLflow have loaded.
+* The command line: a group option that does not exist, a key that does not exist (with the closest valid key), a
+  ``+key`` already in the config, a value of the wrong type, a config-only value check (:func:`check_override_keys`),
+  each swept value tried; every override string is read by Hydra's parser.
+* A single run's composed config: the job's own checks (:func:`cl_bench.config.check_values`,
+  :func:`~cl_bench.config.check_choices`, :func:`~cl_bench.config.check_eval_options`), which read the options'
+  torch-free specs (:mod:`cl_bench.specs`), then the model and data files where no network is asked
+  (:func:`check_model_and_data`). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
+  model's width) is the job's to judge. A multirun's jobs are each checked by the sweep callback before any runs.
 
-A check that needs what only the real import gives (a tensor, a model's files from the hub cache) stops
-the light run with no answer: the job gives its own (that one, or a later one: the checks before it
-passed). An answer that touched anything unavailable is never given. A method whose module the light
-loader cannot run (an installed package's) gets the rejections its declarations decide, read from the
-source (:mod:`cl_bench.declarations`).
+The config is composed once for a single run (twice when an override does not compose: the second names the key).
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
+import itertools
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from cl_bench.catalog import CONF_DIR
-from cl_bench.config import ConfigError
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
+from cl_bench import catalog
+from cl_bench.catalog import CONF_DIR, GROUPS
+from cl_bench.config import ConfigError, check_values, is_override, override_parser, parsed_overrides
 
-    from cl_bench.declarations import MethodDeclaration
 
-def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
-    """Reject a single training run that the job's choice checks reject (one line, names the key), before torch.
-
-    Only a run Hydra would start as one job is judged here, on the config it will get (``mode=eval``: with the
-    pooling recorded with the encoder, as the job applies it first): a multirun (``-m``, or a preset that sets
-    ``hydra.mode``) records each failed job, as before, and a command line with Hydra flags or one that does not
-    compose is left to Hydra. A check that only the real import decides
-    stops the light run (the declarations read from the source still decide theirs: :func:`_check`).
+def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
+    """Reject a command (one line naming the key) that the job would reject before its model loads.
 
     Raises:
-        ConfigError: the first rejection of the job's checks before model and data (:func:`check_composed`), in its words.
+        ConfigError: the first rejection, in the job's words.
+    """
+    argv = list(argv)
+    check_group_choices(argv)
+    cfg = None if any(arg.startswith("-") for arg in argv) else _composed(argv, conf_dir)
+    if cfg is None or "MULTIRUN" in str(cfg.hydra.get("mode")):
+        check_override_keys(argv, conf_dir)  # names the key Hydra could not compose; tries each swept value
+        return
+    check_values(cfg)
+    check_composed(cfg)
+
+
+def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
+    """The job's checks on a single run's composed config (:func:`check_composed`), before torch; a command line with
+    Hydra flags, a multirun and one that does not compose are left to :func:`check_command`'s other checks and Hydra.
+
+    Raises:
+        ConfigError: the first rejection of the job's checks before model and data, in its words.
     """
     if any(arg.startswith("-") for arg in argv):
         return
-    overrides = [arg for arg in argv if "=" in arg]
+    cfg = _composed(list(argv), conf_dir)
+    if cfg is not None and "MULTIRUN" not in str(cfg.hydra.get("mode")):
+        check_composed(cfg)
+
+
+def _composed(argv: list[str], conf_dir: Path) -> DictConfig | None:
+    """The job's config (with its ``hydra`` node), or None when it does not compose (a sweep's values, a bad key)."""
     from hydra import compose, initialize_config_dir
 
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    except Exception:  # noqa: BLE001 (what does not compose gets Hydra's own message)
-        return
-    if "MULTIRUN" in str(cfg.hydra.get("mode")):
-        return
-    if cfg.mode == "eval":  # the job first takes the pooling recorded with the encoder, then checks the values
-        from cl_bench.config import check_values, use_recorded_pooling
-
-        try:
-            with _no_warnings():  # the job gives them
-                use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
-        except Exception:  # noqa: BLE001 (e.g. an unreadable cl_bench_encoder.json: the job says it as it did)
-            return
-        check_values(cfg)
-    check_composed(cfg)
+            return compose("config", overrides=[arg for arg in argv if is_override(arg)], return_hydra_config=True)
+    except Exception:  # noqa: BLE001 (what does not compose: check_override_keys names it, else Hydra)
+        return None
 
 
 @contextlib.contextmanager
@@ -80,40 +81,30 @@ def _no_warnings() -> Iterator[None]:
 
 
 def check_composed(cfg: DictConfig) -> None:
-    """:func:`check_declared_choices` on a composed config (with its ``hydra`` node): the job's
-    :func:`~cl_bench.config.check_choices`, then its :func:`~cl_bench.config.check_eval_options`.
+    """The job's checks before its model loads, on a composed config (with its ``hydra`` node): ``mode=eval`` first takes
+    the pooling recorded with the encoder (as the job does), then :func:`~cl_bench.config.check_choices`,
+    :func:`~cl_bench.config.check_eval_options` and :func:`check_model_and_data`.
 
     Raises:
         ConfigError: the first rejection of those checks, in the job's words.
     """
-    from cl_bench import light_load
-    from cl_bench.config import check_choices, check_eval_options
-    from cl_bench.declarations import NotStatic
+    from cl_bench.config import check_choices, check_eval_options, use_recorded_pooling
 
+    if cfg.mode == "eval":
+        try:
+            with _no_warnings():  # the job gives them
+                use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
+        except Exception:  # noqa: BLE001 (e.g. an unreadable cl_bench_encoder.json: the job says it as it did)
+            return
+        check_values(cfg)
     try:
-        with light_load.session() as state:
-            try:
-                light_load.load(str(cfg.method._target_))
-            except NotStatic:  # a module the light loader cannot run (an installed package's)
-                runs_light = False
-            else:
-                runs_light = True
-                check_choices(cfg, list(cfg.hydra.overrides.task))  # the job's checks, its classes light-loaded
-                check_eval_options(cfg)  # the job's next: eval.* values (before it looks for model and data)
+        check_choices(cfg, list(cfg.hydra.overrides.task), before_torch=True)
+        check_eval_options(cfg, before_torch=True)
     except ConfigError:
-        if not state.touched:
-            raise
-        # the answer used a name only the real import gives: the job's to give
-    except (NotStatic, light_load.Unavailable):
-        # a check only the real classes decide: the job gives it, or a later one (the checks before it passed)
-        pass
+        raise
     except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
-        pass
-    else:
-        if not runs_light:  # what its source declares, read without running it
-            _check_declarations(cfg)
-        else:
-            check_model_and_data(cfg)
+        return
+    check_model_and_data(cfg)
 
 
 def check_model_and_data(cfg: DictConfig) -> None:
@@ -166,68 +157,223 @@ def check_model_and_data(cfg: DictConfig) -> None:
         raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")
 
 
-def _check_declarations(cfg: DictConfig) -> None:
-    """The rejections the declarations read from the source decide (:func:`_check`), for a method whose module the
-    light loader cannot run. (Some of the job's checks come before these and are not run here: with two faults,
-    the job may name the other one first.)"""
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration
+def _choices(override: Any) -> list[str] | None:
+    """The option names a group override picks (``method=simcse,sg_opt``, ``method=choice(a,b)``: both); None when it
+    names none (``null``, an empty value, a glob)."""
+    try:
+        if override.is_sweep_override():
+            return [str(choice) for choice in override.sweep_string_iterator()]
+    except Exception:  # noqa: BLE001 (a glob: its options are Hydra's to list)
+        return None
+    value = override.value()
+    return None if value is None or value == "" else [override.get_value_element_as_str()]
 
-    try:
-        method = method_declaration(str(cfg.method._target_), static=True)
-        if "loss" in method.uses and cfg.loss.get("_target_"):
-            loss_declaration(str(cfg.loss._target_), static=True)
-    except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
-        return  # the job imports them and judges
-    try:
-        _check(cfg, method)
-    except ConfigError:
-        raise
-    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
+
+def check_group_choices(argv: list[str]) -> None:
+    """Fail with one line when a ``group=option`` override names an option that does not exist.
+
+    Hydra would also fail, but with a multi-line message after composing; this names the key and
+    the valid options first.
+    """
+    for _, override in parsed_overrides(argv):
+        key = override.key_or_group
+        if key not in GROUPS or override.is_delete():
+            continue
+        options = sorted(catalog.options(key, internal=True))
+        for choice in _choices(override) or []:
+            if choice not in options:
+                raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
+    check_override_keys(argv)
+
+
+def is_group(key: str) -> bool:
+    """``method``, ``experiment/points``, ``hydra/launcher``: a config group, not a key."""
+    return key in GROUPS or "/" in key
+
+
+def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Fail with one line, naming the closest valid key, when a ``key=value`` override names no key.
+
+    Hydra would fail too, with several lines suggesting ``+key``. The keys of ``method``, ``loss``
+    and ``augmentation`` depend on the chosen options, so the config is composed with the group
+    choices of ``argv`` (one composition per option of a swept group; the union of their keys is
+    valid). Nothing is composed when no key is overridden. ``+key`` (add) of a key the config has
+    gets one line too; ``+key`` of a new key and ``~key`` (delete) are Hydra's to judge, and so is
+    anything that does not compose. The values are then checked (types, and the config-only checks).
+    """
+    keys, groups, search_path, added = [], [], [], []
+    forced = False
+    for arg, override in parsed_overrides(argv):
+        key = override.key_or_group
+        if key == "hydra.searchpath":  # user config folders: their options' keys are valid too
+            search_path.append(arg)
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or override.is_delete():
+            continue
+        forced |= override.is_force_add()
+        if is_group(key):
+            groups.append((override.get_key_element(), _choices(override) or [override.get_value_string()]))
+        elif override.is_add():
+            added.append((key, override.get_value_string()))
+        elif not override.is_force_add():
+            keys.append(key)
+    if not keys and not added and not forced:
         return
+    variants = [[*search_path, *(f"{raw}={options[0]}" for raw, options in groups)]]
+    for index, (raw, options) in enumerate(groups):
+        for option in options[1:]:
+            variant = list(variants[0])
+            variant[len(search_path) + index] = f"{raw}={option}"
+            variants.append(variant)
+    valid: set[str] = set()
+    composed: list[DictConfig] = []
+    try:
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            for overrides in variants:
+                composed.append(compose("config", overrides=overrides))
+                valid |= _dotted_keys(OmegaConf.to_container(composed[-1], resolve=False))
+    except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
+        return
+    for key in keys:
+        if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):
+            continue
+        raise ConfigError(_unknown_key_message(key, valid, dict(groups)))
+    for key, value in added:  # Hydra: "Could not append to config. An item is already at ..." and three more lines
+        if key in valid and all(OmegaConf.select(cfg, key, default=None) is not None for cfg in composed):
+            raise ConfigError(f"+{key}: {key} is already in the config; set it without '+': {key}={value}")
+    _check_override_types(argv, composed)
+    _check_override_values(argv, composed)
 
 
-def _check(cfg: DictConfig, method: MethodDeclaration) -> None:
-    """The checks of :func:`check_declared_choices` on the composed config."""
-    from cl_bench.config import (
-        _covered,
-        check_loss_kind,
-        check_node_against,
-        check_prompt_options,
-        loss_inert_keys,
-        override_keys,
-        pooler_inert_keys,
-        prompt_inert_keys,
-        unused_groups,
-    )
-    from cl_bench.declarations import NotStatic, loss_declaration, signature, supplied_inputs
+#: groups whose options are ``_target_`` nodes: each option has its own keys
+TARGET_GROUPS = ("method", "loss", "augmentation")
 
-    check_prompt_options(cfg)  # the job's first check (cl_bench.config.check_choices)
-    # each option's keys and value types against its target's parameters, in the job's order (loss,
-    # augmentation, method: cl_bench.config.check_choices); a signature only code tells is the job's to read
-    for group, skip in (("loss", ("name",)), ("augmentation", ()), ("method", ("name",))):
-        if group != "method" and (group not in method.uses or not cfg[group].get("_target_")):
+
+def _unknown_key_message(key: str, valid: set[str], groups: dict[str, list[str]]) -> str:
+    """``dropuot: unknown key; closest valid key: dropout``. A key of a method, loss or augmentation is
+    compared with the chosen option's own keys, which the message lists (``augmentation.p`` under
+    ``augmentation=eda_delete``: its one key is ``augmentation.alpha``)."""
+    group = key.split(".")[0]
+    if group not in TARGET_GROUPS or "." not in key:
+        return f"{key}: unknown key{_closest_key_hint(key, valid)}"
+    own = sorted(k for k in valid if k.startswith(f"{group}.") and k.count(".") == 1 and not k.endswith("[]")
+                 and not k.split(".")[1].startswith("_") and k != f"{group}.name")
+    chosen = groups.get(group) or groups.get(f"+{group}")
+    option = f"{group}={','.join(chosen)}" if chosen else f"the default {group}"
+    listing = ", ".join(own) or "none"
+    leaves = {k.split(".", 1)[1]: k for k in own}
+    near = difflib.get_close_matches(key.split(".", 1)[1].split(".")[0], sorted(leaves), n=1, cutoff=0.6)
+    if near:
+        return f"{key}: unknown key; closest valid key: {leaves[near[0]]} ({option} takes: {listing})"
+    return f"{key}: unknown key for {option}; valid keys: {listing}"
+
+
+def _closest_key_hint(key: str, valid: set[str]) -> str:
+    """``; closest valid key: loss.tau`` for ``tau``: a key whose last part is the one typed comes first
+    (spelling similarity alone would offer ``data``), then the closest spelling of the whole key or of
+    a last part."""
+    keys = sorted(k for k in valid if not k.endswith("[]"))
+    typo = difflib.get_close_matches(key, keys, n=1, cutoff=0.8)
+    if typo:
+        return f"; closest valid key: {typo[0]}"
+    same_leaf = sorted((k for k in keys if k.split(".")[-1] == key.split(".")[-1] and k != key), key=len)
+    if same_leaf:
+        return f"; closest valid key: {' or '.join(same_leaf[:3])}"
+    closest = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
+    if not closest:
+        leaves = {k.split(".")[-1]: k for k in sorted(keys, key=len, reverse=True)}
+        near = difflib.get_close_matches(key.split(".")[-1], sorted(leaves), n=1, cutoff=0.75)
+        closest = [leaves[near[0]]] if near else []
+    return f"; closest valid key: {closest[0]}" if closest else ""
+
+
+def _value_overrides(argv: list[str]) -> Iterator[tuple[str, list[Any]] | None]:
+    """``(key, values)`` of each ``key=value`` (or ``++key=value``) override that sets a config value, a
+    sweep's values listed; None for one Hydra's parser does not take. Group choices, ``+key`` (an added
+    key, judged with the unknown keys), ``~key`` (a deletion) and flags are left out."""
+    for arg in argv:
+        if not is_override(arg):
             continue
         try:
-            found = signature(str(cfg[group]._target_))
-        except (NotStatic, ImportError, AttributeError, ValueError, SyntaxError):
+            override = override_parser().parse_override(arg)
+            if override.is_add() or override.is_delete() or is_group(override.key_or_group):
+                continue
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 (the caller decides: Hydra's own message follows)
+            yield None
             continue
-        check_node_against(cfg[group], group, skip, found.params, found.accepts_kwargs, found.hints)
-    if "loss" in method.uses:
-        check_loss_kind(cfg)
-    # the job's inert keys that the declarations and the config decide. The job's others are other keys
-    # (method.* from code, eval.*, model.lora.*, train.*), so a key covered here is covered by the same
-    # entry in the job and gets the job's own reason
-    inert = unused_groups(cfg)
-    if "loss" in method.uses and cfg.loss.get("_target_"):
-        try:
-            supplied: frozenset[str] | None = supplied_inputs(str(cfg.method._target_))
-        except (NotStatic, AttributeError):
-            supplied = None  # computed from the method's values: the job judges those needs
-        name = cfg.method.get("name", method.class_name)
-        inert.update(loss_inert_keys(cfg, name, loss_declaration(str(cfg.loss._target_)).needs, supplied))
-    inert.update({k: v for k, v in pooler_inert_keys(cfg).items() if k not in inert})
-    inert.update({k: v for k, v in prompt_inert_keys(cfg).items() if _covered(k, inert) is None})
-    for key in override_keys(list(cfg.hydra.overrides.task)):
-        reason = _covered(key, inert)
-        if reason is not None:
-            raise ConfigError(f"{key}: has no effect on this run: {reason}")
+        yield override.key_or_group, values
+
+
+def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
+    """One line for a value of the wrong type (``train.lr=abc``) instead of Hydra's five-line merge error.
+
+    The value is set on the composed config (typed by the schema) as Hydra would; a sweep's values
+    are each tried. Anything the parser does not take is left to Hydra.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    for parsed in _value_overrides(argv):
+        if parsed is None:
+            continue  # Hydra's own message for what it cannot parse
+        key, values = parsed
+        for cfg in composed:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            typed = node._get_node(leaf) if isinstance(node, DictConfig) and leaf in node else None
+            if isinstance(typed, ListConfig):  # a list, null by default or not (train.matryoshka_dims)
+                for value in values:
+                    if value is not None and not isinstance(value, list | tuple):
+                        raise ConfigError(f"{key}: must be a list, e.g. {key}=[{value}]; got {value!r}")
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is None:
+                continue  # absent (unknown keys are judged above) or a null default that takes any type
+            for value in values:
+                try:
+                    OmegaConf.update(cfg, key, value, merge=True)
+                except OmegaConfBaseException as err:
+                    reason = str(err).splitlines()[0].rstrip(".")
+                    raise ConfigError(f"{key}: {reason}") from None
+                except Exception:  # noqa: BLE001
+                    break
+
+
+def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
+    """The config-only value checks (:func:`cl_bench.config.check_values`) on the config the job will
+    get, here before Hydra's job starts: ``train.eval_steps=-5`` answers before any of torch loads.
+
+    Each swept value is tried (every combination, for a small sweep). The checks that need a method's,
+    loss's or model's code run in the job (:func:`cl_bench.config.validate`).
+    """
+    settings: list[tuple[str, list[Any]]] = []
+    for parsed in _value_overrides(argv):
+        if parsed is None:
+            return  # Hydra's own message for what it cannot parse
+        if not parsed[0].startswith("hydra."):
+            settings.append(parsed)
+    if not settings or math.prod(len(values) for _, values in settings) > 256:
+        return  # a large sweep: each job checks its own values
+    for cfg in composed:
+        for combination in itertools.product(*(values for _, values in settings)):
+            job = cfg.copy()
+            try:
+                for (key, _), value in zip(settings, combination, strict=True):
+                    OmegaConf.update(job, key, value, merge=True)
+                check_values(job)
+            except ConfigError:
+                raise
+            except Exception:  # noqa: BLE001 (what the value check cannot read, the job's validation judges)
+                continue
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> set[str]:
+    """Every key path of a nested config (``train``, ``train.lr``, …); a list value adds ``path[]``."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        for name, value in node.items():
+            path = f"{prefix}{name}"
+            keys.add(path)
+            keys |= _dotted_keys(value, f"{path}.")
+    elif isinstance(node, list) and prefix:
+        keys.add(prefix[:-1] + "[]")  # list items are addressed as path.0, path.1, …
+    return keys

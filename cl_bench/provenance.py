@@ -211,12 +211,12 @@ def _gathered(cfg: DictConfig, processes: int) -> str:
         return "n/a (mode=eval)"
     if processes < 2:
         return "n/a (one process)"
-    from cl_bench.config import loss_function, method_class
+    from cl_bench.config import spec_class
     from cl_bench.distributed import LOCAL_LOSS_KINDS
 
-    if "loss" not in method_class(cfg).uses:
+    if "loss" not in spec_class(cfg, "method").uses:
         return "no (the method has no loss group)"
-    kind = getattr(loss_function(cfg), "loss_kind", None)
+    kind = spec_class(cfg, "loss").kind
     return f"no ({kind} loss: exact on each process's rows)" if kind in LOCAL_LOSS_KINDS else "yes (all processes)"
 
 

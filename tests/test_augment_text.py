@@ -26,7 +26,7 @@ from cl_bench.augment.eda import (
 )
 from cl_bench.augment.lexicon import WORDNET_ENV, LexiconUnavailable, find_wordnet_dir, load_lexicon
 from cl_bench.augment.words import Crop, DeleteOneWord, WordDeletion, split_affixes
-from cl_bench.config import check_target_node
+from cl_bench.config import build_spec
 
 CONF_AUG = Path(__file__).resolve().parents[1] / "conf" / "augmentation"
 OPTIONS = {
@@ -81,7 +81,7 @@ def test_augmentation_yaml_is_valid_and_instantiates(option: str) -> None:
     if option == "back_translation":
         node.corpus_file = "corpus.txt"  # ${data.train_file} outside a full config
         node.limit = None  # ${data.limit}
-    check_target_node(node, "augmentation")
+    build_spec(node, "augmentation")
     augmentation = instantiate(node)
     assert isinstance(augmentation, Augmentation)
     assert augmentation.name == OPTIONS[option]

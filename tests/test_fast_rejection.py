@@ -13,8 +13,9 @@ from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 
 from cl_bench.catalog import CONF_DIR
-from cl_bench.cli import app_help, check_group_choices
+from cl_bench.cli import app_help
 from cl_bench.config import ConfigError, check_values
+from cl_bench.early_checks import check_group_choices
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,8 +55,7 @@ for argv in json.loads(sys.argv[1]):
             code = exit_.code
     answers.append([code, err.getvalue(), out.getvalue()])
 heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
-light = sorted(m for m in sys.modules if m.startswith("_cl_bench_light."))
-print(json.dumps({"answers": answers, "heavy": heavy, "light": light}))
+print(json.dumps({"answers": answers, "heavy": heavy}))
 """
 
 
@@ -155,59 +155,44 @@ def test_list_imports_no_heavy_module_and_says_what_the_imported_classes_say(tmp
     assert result["listing"] == catalog.listing() + "\n"
 
 
-def test_declarations_read_from_the_source_agree_with_the_imported_classes() -> None:
-    """Each method's groups, loss kinds, summary and prompt/view flags and each loss's kind and needs, read
-    from the source (no import, no fallback), equal the imported class's and function's attributes."""
-    import importlib
-
-    from cl_bench.declarations import NotStatic, loss_declaration, method_declaration, supplied_inputs
-    from cl_bench.methods.base import Method
-
-    for name, target in _targets("method").items():
-        module, _, attr = target.rpartition(".")
-        cls = getattr(importlib.import_module(module), attr)
-        read = method_declaration(target, static=True)
-        assert (read.uses, read.loss_kinds, read.summary, read.encodes_views, read.own_prompts, read.takes_prompts,
-                read.class_name) == (cls.uses, tuple(cls.loss_kinds), cls.summary, cls.encodes_views, cls.own_prompts,
-                                     cls.takes_prompts, cls.__name__), name
-        try:  # the inputs the loss gets, where the base class's supplied_inputs returns the declaration
-            assert supplied_inputs(target) == cls.supplied_inputs({}), name
-        except NotStatic:
-            assert cls.supplied_inputs.__func__ is not Method.supplied_inputs.__func__, name
-    for name, target in _targets("loss").items():
-        module, _, attr = target.rpartition(".")
-        fn = getattr(importlib.import_module(module), attr)
-        read = loss_declaration(target, static=True)
-        assert (read.kind, read.needs) == (fn.loss_kind, fn.loss_needs), name
-
-
 USER_METHOD = '''
-"""A user's method, in their own folder (it imports torch; cl-bench list reads it without)."""
+"""A user's method in their own folder: its spec and its nn.Module in one module (it imports torch), so a new
+method is two files, this and its YAML."""
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
 from cl_bench.methods.base import Method
+from cl_bench.specs import MethodSpec
 
 
 class Neighbours(Method):
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "neighbours: each sentence against the next one"
-
     def __init__(self, context, shift: int = 1):
         super().__init__(context)
         self.shift = shift
+
+
+@dataclass(kw_only=True)
+class NeighboursSpec(MethodSpec):
+    target: ClassVar[str] = "neighbours_method.Neighbours"
+    uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
+    loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    summary: ClassVar[str] = "neighbours: each sentence against the next one"
+
+    shift: int
 '''
 
 
-def test_list_shows_a_users_own_method_without_torch(tmp_path: Path) -> None:
-    """A method from a ``hydra.searchpath`` folder is listed with its declarations, torch still not imported."""
+def test_list_shows_a_users_own_method(tmp_path: Path) -> None:
+    """A method from a ``hydra.searchpath`` folder is listed with what its spec declares (its module, which imports
+    torch, is imported for it: cl-bench's own specs import no torch)."""
     folder = tmp_path / "mine"
     (folder / "method").mkdir(parents=True)
     (folder / "neighbours_method.py").write_text(USER_METHOD)
     (folder / "method" / "neighbours.yaml").write_text("# Neighbours.\n_target_: neighbours_method.Neighbours\n"
                                                        "name: neighbours\nshift: 1\n")
     result = _list_in_fresh_interpreter(tmp_path, f"hydra.searchpath=[file://{folder}]")
-    assert result["heavy"] == []
     listing = result["listing"]
     row = listing[listing.index("\n  neighbours: "):].split("\n  ")[1:3]
     assert row[0] == "neighbours: neighbours: each sentence against the next one"
@@ -235,7 +220,7 @@ DECLARED_REJECTED = [
                         "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask, select_with_mlp"),
     (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: expected <class 'float'>, got 'abc'"),
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
-                                         "valid keys: logits, labels"),
+                                         "valid keys: none"),
     (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
     (["pooler=mask", "model.prompt=foo"], "cl-bench: error: model.prompt: pooler=mask reads the state at [MASK], "
                                           "and 'foo' has none"),
@@ -249,7 +234,7 @@ DECLARED_REJECTED = [
      "cl-bench: error: loss.tau: has no effect on this run: loss=neighbour uses tau only with loss.similarity=cosine"),
     (["method=promptbert", "model.prompt_period=promptbert"], "cl-bench: error: model.prompt_period: has no effect on this run: "
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
-    # the method's, loss's and augmentation's own checks (their modules light-loaded: cl_bench.light_load)
+    # the method's, loss's and augmentation's own checks (their specs: cl_bench/*/specs.py)
     (["method=cert", "method.queue_size=0"], "cl-bench: error: method.queue_size: must be >= 1, got 0"),
     (["method=diffcse", "method.mask_ratio=2"], "cl-bench: error: method.mask_ratio: must be in (0, 1), got 2"),
     (["method=promptbert", "method.head=foo"], "cl-bench: error: method.head: unknown value 'foo'; valid: mlp, mlm_transform"),
@@ -336,7 +321,6 @@ def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tm
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
-    assert result["light"] == []  # the light-loaded modules are dropped once cl-bench's early checks are done
     for (argv, expected), (code, stderr, _) in zip(DECLARED_REJECTED, result["answers"], strict=True):
         assert code == 2 and stderr.strip() == expected, (argv, stderr)
         assert job_first_error(argv) == expected, argv
@@ -375,80 +359,12 @@ def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
     check_declared_choices([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
 
 
-USER_COMPUTED = '''
-"""A method whose groups are computed: only running the module tells them."""
-BASE = ("loss",)
-
-
-class Computed:
-    uses = frozenset(g for g in BASE)
-    loss_kinds = ("pair",)
-'''
-
-
-def test_a_computed_declaration_is_read_by_importing_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Read from the source only, a computed value is refused (the early check then leaves it to the job);
-    otherwise the module is imported and the class asked."""
-    from cl_bench.declarations import NotStatic, method_declaration
-
-    (tmp_path / "computed_method.py").write_text(USER_COMPUTED)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(NotStatic):
-        method_declaration("computed_method.Computed", static=True)
-    read = method_declaration("computed_method.Computed")
-    assert (read.uses, read.loss_kinds, read.class_name) == (frozenset({"loss"}), ("pair",), "Computed")
-
-
-def test_signatures_read_from_the_source_agree_with_the_imported_targets() -> None:
-    """Every method's, loss's and augmentation's parameters (and ``**kwargs``) read from the source equal
-    ``inspect.signature``'s, each type hint read equals ``typing.get_type_hints``'s, and a hint not read (a
-    tensor, the method's context) is one the job's type check accepts any value for."""
-    import importlib
-    import inspect
-    import typing
-
-    from cl_bench.config import _type_ok
-    from cl_bench.declarations import signature
-
-    for group in ("method", "loss", "augmentation"):
-        for name, target in _targets(group).items():
-            module, _, attr = target.rpartition(".")
-            obj = getattr(importlib.import_module(module), attr)
-            real = inspect.signature(obj)
-            hints = typing.get_type_hints(obj.__init__ if inspect.isclass(obj) else obj)
-            read = signature(target)
-            assert read.params == tuple(real.parameters), (group, name)
-            assert read.accepts_kwargs == any(p.kind is p.VAR_KEYWORD for p in real.parameters.values()), (group, name)
-            assert all(hints[k] == v for k, v in read.hints.items()), (group, name)
-            for skipped in set(hints) - set(read.hints) - {"return"}:
-                assert all(_type_ok(value, hints[skipped]) for value in ("abc", 1.5, [1], None)), (group, name, skipped)
-
-
-def test_an_annotation_the_job_cannot_resolve_leaves_every_type_to_it(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where ``typing.get_type_hints`` fails (a name only imported under ``TYPE_CHECKING``), the job checks keys
-    but no types: the signature read from the source then carries no types either."""
-    import importlib
-    import typing
-
-    from cl_bench.declarations import signature
-
-    (tmp_path / "odd_loss.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from x import Y\n\n\n"
-                                          "def odd(a: 'Y', *, tau: float = 0.05):\n    return a\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(NameError):
-        typing.get_type_hints(importlib.import_module("odd_loss").odd)
-    assert signature("odd_loss.odd") == type(signature("odd_loss.odd"))(("a", "tau"), False, {})
-
-
 USER_CHECKED = USER_METHOD + '''
-    @classmethod
-    def check_config(cls, values):
-        if values.get("shift", 1) < 1:
-            raise ValueError(f"method.shift: must be >= 1, got {values['shift']}")
+    def check(self):
+        if self.shift < 1:
+            raise ValueError(f"method.shift: must be >= 1, got {self.shift}")
 
-    @classmethod
-    def inert_keys(cls, values, setting):
+    def inert_keys(self, setting):
         return {"shift": "the pooler averages the shift away"} if setting.pooler == "avg" else {}
 '''
 
@@ -457,9 +373,10 @@ USER_CHECKED = USER_METHOD + '''
     (["method.shift=0"], "cl-bench: error: method.shift: must be >= 1, got 0"),
     (["pooler=avg", "method.shift=2"], "cl-bench: error: method.shift: has no effect on this run: the pooler averages the shift away"),
 ])
-def test_a_users_own_method_checks_answer_without_torch(tmp_path: Path, argv: list[str], expected: str) -> None:
-    """A method from a ``hydra.searchpath`` folder, whose module imports torch: its ``check_config`` and
-    ``inert_keys`` answer in one line, light-loaded, with torch, transformers, mlflow still not imported."""
+def test_a_users_own_method_checks_answer_before_hydras_job(tmp_path: Path, argv: list[str], expected: str) -> None:
+    """A method from a ``hydra.searchpath`` folder, its spec beside its nn.Module: the spec's ``check`` and
+    ``inert_keys`` answer in one line before Hydra's job starts (no model, MLflow or transformers loaded; torch is,
+    with the user's module)."""
     folder = tmp_path / "mine"
     (folder / "method").mkdir(parents=True)
     (folder / "neighbours_method.py").write_text(USER_CHECKED)
@@ -473,7 +390,7 @@ def test_a_users_own_method_checks_answer_without_torch(tmp_path: Path, argv: li
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     code, stderr, _ = result["answers"][0]
     assert (code, stderr.strip()) == (2, expected)
-    assert result["heavy"] == []
+    assert "transformers" not in result["heavy"] and "mlflow" not in result["heavy"]
 
 
 def test_report_help_and_a_wrong_argument_import_neither_pandas_nor_mlflow() -> None:

@@ -473,22 +473,32 @@ def test_sweep_children_are_named_by_what_they_vary_and_record_what_acted(
 # A user's own method, from their own folder, with no change to cl-bench
 # ------------------------------------------------------------------------------------------------
 TOY_METHOD = '''
-"""A toy method: one view and its neighbour in the batch."""
+"""A toy method: one view and its neighbour in the batch. Its spec (settings and rules) and its nn.Module."""
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
 from cl_bench.methods.base import Method
+from cl_bench.specs import MethodSpec
+
+
+@dataclass(kw_only=True)
+class ToySpec(MethodSpec):
+    target: ClassVar[str] = "toy_method.ToyMethod"
+    uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
+    loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    summary: ClassVar[str] = "toy: each sentence against the next one"
+
+    shift: int
+
+    def check(self):
+        if self.shift < 1:
+            raise ValueError(f"method.shift: must be >= 1, got {self.shift}")
 
 
 class ToyMethod(Method):
     name = "toy"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "toy: each sentence against the next one"
-
-    @classmethod
-    def check_config(cls, values):
-        if values.get("shift", 1) < 1:
-            raise ValueError(f"method.shift: must be >= 1, got {values['shift']}")
 
     def __init__(self, context, shift: int = 1):
         super().__init__(context)
@@ -558,14 +568,14 @@ def test_readme_option_tables_match_cl_bench_list() -> None:
 def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, data_dir: Path, corpus_files) -> None:
     """``train.matryoshka_dims`` with every method x accepted loss: accepted exactly where the loss takes
     embeddings, else one line naming the key; ``eval.truncate_dim`` acts on every method (rejected above the width)."""
-    from cl_bench.config import method_class
-    from cl_bench.losses.matryoshka import EMBEDDING_KINDS
+    from cl_bench.config import spec_class
+    from cl_bench.losses.specs import EMBEDDING_KINDS
 
     accepted = rejected = 0
     kinds = {loss: catalog.loss_kind_of(path) for loss, path in catalog.options("loss").items()}
     for method in METHODS:
         base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
-        calls = method_class(base).loss_kinds
+        calls = spec_class(base, "method").loss_kinds
         one_per_kind = {kinds[loss]: loss for loss in reversed(LOSSES) if kinds[loss] in calls}  # every kind it calls
         for loss in one_per_kind.values():
             cfg = _with_option(base, "loss", loss)
@@ -596,9 +606,7 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
     """``method.guide``: accepted for supervised SimCSE with a loss that takes the guide (gist: GISTEmbed) or the
     mask of ignored columns (infonce: guided supervised SimCSE), rejected with one line naming the key for every
     other loss and every other method; loss=gist without a guide is rejected naming the loss."""
-    import inspect
-
-    from cl_bench.config import loss_function
+    from cl_bench.config import spec_class
 
     guide = data_dir.parent / "models" / "all-MiniLM-L6-v2"
     guided = 0
@@ -616,7 +624,7 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
             with open_dict(cfg):
                 cfg.method.guide = str(guide)
             error = _verdict(cfg, [f"loss={loss}", f"method.guide={guide}"])
-            takes_mask = "ignore" in inspect.signature(loss_function(cfg)).parameters
+            takes_mask = "ignore" in spec_class(cfg, "loss").inputs
             if method == "simcse_sup" and (takes_mask or takes_guide):
                 assert error is None, (method, loss, error)
                 guided += takes_guide

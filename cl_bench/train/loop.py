@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from cl_bench import distributed  # torchrun (no-ops in one process)
@@ -31,6 +31,7 @@ from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
 from cl_bench.rundir import RunDir
+from cl_bench.specs import spec_for
 from cl_bench.train.checkpoint import (
     atomic_save,
     load_checkpoint,
@@ -87,14 +88,14 @@ def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:
 def build_method(cfg: DictConfig, device: torch.device) -> Method:
     """Encoder, loss, augmentation and method from the config (hydra ``_target_`` nodes)."""
     encoder = encoder_from_config(cfg.model, cfg.pooler, training=True)
-    method_class = get_class(str(cfg.method._target_))
+    uses = spec_for(str(cfg.method._target_)).uses  # validated: the method has a spec
     # A group the method does not use is not built at all (validation rejected overriding it).
     augmentation = None
-    if "augmentation" in method_class.uses:
+    if "augmentation" in uses:
         augmentation = instantiate(cfg.augmentation)
         augmentation.setup(encoder, cfg.model.name_or_path)
     loss = None
-    if "loss" in method_class.uses:
+    if "loss" in uses:
         loss = distributed.gather_loss(build_loss(cfg.loss))  # global batch under torchrun
         if cfg.train.get("matryoshka_dims") is not None:  # validated: a loss that takes embeddings
             from cl_bench.losses.matryoshka import MatryoshkaLoss
