@@ -57,10 +57,12 @@ def use_search_path(entries: Iterable[str]) -> None:
 
 def search_path_from_argv(argv: Sequence[str]) -> list[str]:
     """The entries of a ``hydra.searchpath=[a,b]`` command-line override."""
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") == "hydra.searchpath":
-            return [v.strip().strip("'\"") for v in value.strip().strip("[]").split(",") if v.strip()]
+    from cl_bench.overrides import parsed_overrides
+
+    for _, override in parsed_overrides(argv):
+        if override.key_or_group == "hydra.searchpath":
+            value = override.value()
+            return [str(v) for v in value] if isinstance(value, list) else [str(value)]
     return []
 
 

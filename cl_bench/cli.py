@@ -27,12 +27,12 @@ from cl_bench.catalog import CONF_DIR
 from cl_bench.config import (
     ENCODER_EVAL_KEYS,
     ConfigError,
-    is_override,
     preflight,
     register_schemas,
     use_recorded_pooling,
 )
 from cl_bench.early_checks import is_group
+from cl_bench.overrides import is_override, parsed_overrides
 from cl_bench.rundir import RunDir
 from cl_bench.tracking.names import RUN_NAME_CHARS
 
@@ -196,9 +196,8 @@ def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = (), limit
     from cl_bench.tracking.names import HOUSEKEEPING, fit_run_name
 
     head = str(cfg.method.get("name", "")) if cfg.mode == "train" else f"eval {Path(str(cfg.model.name_or_path)).name}"
-    overrides = dict(
-        (o.split("=", 1)[0].lstrip("+~"), o.split("=", 1)[1]) for o in hydra_cfg.overrides.task if "=" in o
-    )
+    overrides = {str(override.key_or_group): override.get_value_string()
+                 for _, override in parsed_overrides(list(hydra_cfg.overrides.task)) if not override.is_delete()}
     shown, varied = list(overrides), None
     if hydra_cfg.mode == RunMode.MULTIRUN:
         varied = SweepDir(hydra_cfg.sweep.dir).varied_keys()

@@ -7,7 +7,6 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import json
@@ -15,7 +14,7 @@ import logging
 import os
 import re
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from cl_bench.flow_options import FlowOptions
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
+from cl_bench.overrides import override_key
 from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, spec_for
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 
@@ -902,40 +902,6 @@ def _covered(key: str, inert: dict[str, str]) -> str | None:
         if reason is not None:
             return reason
     return None
-
-
-@functools.cache
-def override_parser() -> Any:
-    """Hydra's override parser (made once: every override string is read by it)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
-def is_override(arg: str) -> bool:
-    """A Hydra override (``key=value``, ``+key=value``, ``group=option``, ``~key``), not a flag or a flag's value."""
-    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
-
-
-def parsed_overrides(argv: Sequence[str]) -> Iterator[tuple[str, Any]]:
-    """``(arg, Hydra's Override)`` for each override of ``argv`` that Hydra's parser reads (flags, and what it cannot
-    parse, left out: Hydra's own message names those)."""
-    for arg in argv:
-        if not is_override(arg):
-            continue
-        try:
-            yield arg, override_parser().parse_override(arg)
-        except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
-            continue
-
-
-def override_key(text: str) -> str | None:
-    """The key or config group an override string names, as Hydra's parser reads it (``+a.b=1``, ``~a.b`` and
-    ``a.b@pkg=1``: ``a.b``); None for a string Hydra does not parse as an override (its composition says why)."""
-    try:
-        return str(override_parser().parse_override(text).key_or_group)
-    except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
-        return None
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:

@@ -174,7 +174,10 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
         return []
     if any(arg in ("-m", "--multirun") for arg in argv):
         raise ValueError("torchrun runs one training job: drop -m (use a Hydra launcher for sweeps)")
-    device = next((a.split("=", 1)[1] for a in argv if a.startswith("train.device=")), "auto")
+    from cl_bench.overrides import parsed_overrides
+
+    device = next((override.get_value_element_as_str() for _, override in parsed_overrides(argv)
+                   if override.key_or_group == "train.device"), "auto")
     init_from_env(device)
     extra: list[str] = []
     if not any(arg.startswith("hydra.run.dir=") for arg in argv):

@@ -27,7 +27,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench import catalog
 from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, check_values, is_override, override_parser, parsed_overrides
+from cl_bench.config import ConfigError, check_values
+from cl_bench.overrides import is_override, override_parser, parsed_overrides
 
 
 def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cl_bench.config import ConfigError, parsed_overrides
+from cl_bench.config import ConfigError
+from cl_bench.overrides import parsed_overrides
 
 KEY = "seeds"
 

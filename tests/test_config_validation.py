@@ -15,8 +15,8 @@ from conftest import data_root
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from cl_bench.early_checks import CONF_DIR, check_group_choices
 from cl_bench.config import ConfigError, validate
+from cl_bench.early_checks import CONF_DIR, check_group_choices
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
 from cl_bench.network import PROBE_TIMEOUT
 
