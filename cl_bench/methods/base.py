@@ -25,7 +25,15 @@ from torch import nn
 from cl_bench import distributed
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.data.text import read_sentences
+from cl_bench.methods.specs import (  # noqa: F401 (the torch-free rules' helpers, imported by the methods from here)
+    BATCH_NORM_MODES,
+    check_head,
+    check_mlm_config,
+    mlm_inert_keys,
+)
 from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.specs import check_choice as spec_check_choice
+from cl_bench.specs import check_ranges as spec_check_ranges
 
 LossFn = Callable[..., torch.Tensor]
 
@@ -140,34 +148,14 @@ def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
     return TextViews(len(groups[0]), encoder.tokenize(texts, prompts=prompts))
 
 
-def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
-    """``mlm_probability`` (and ``mlm_mode``, where a method has it) cannot act when ``mlm_weight`` is 0 (no MLM term)."""
-    if float(values.get("mlm_weight", 0.0) or 0.0) != 0.0:
-        return {}
-    why = "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"
-    return {key: why for key in ("mlm_probability", "mlm_mode") if key in values}
-
-
-def check_mlm_config(values: dict[str, Any]) -> None:
-    """The auxiliary-MLM keys shared by SimCSE and supervised SimCSE: weight, probability, mode."""
-    from cl_bench.models.mlm import MLM_MODES
-
-    check_ranges(values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
-                          "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
-    check_choice(values, "mlm_mode", MLM_MODES)
-
-
 def check_ranges(values: dict[str, Any], rules: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
     """Raise ``ValueError("method.<key>: must be <what>, got <value>")`` for the first broken rule."""
-    for key, (ok, what) in rules.items():
-        if key in values and values[key] is not None and not ok(values[key]):
-            raise ValueError(f"method.{key}: must be {what}, got {values[key]!r}")
+    spec_check_ranges("method", values, rules)
 
 
 def check_choice(values: dict[str, Any], key: str, choices: Sequence[str]) -> None:
     """Raise ``ValueError`` naming ``method.<key>`` when its value is not one of ``choices``."""
-    if key in values and values[key] not in choices:
-        raise ValueError(f"method.{key}: unknown value '{values[key]}'; valid: {', '.join(choices)}")
+    spec_check_choice("method", values, key, choices)
 
 
 class Method(nn.Module, abc.ABC):
@@ -411,15 +399,6 @@ def mlp_head(in_dim: int, sizes: Sequence[int], *, last_bias: bool = True, hidde
     return nn.Sequential(*layers)
 
 
-def check_head(values: dict[str, Any], key: str) -> None:
-    """Raise ``ValueError("method.<key>: ...")`` unless ``values[key]`` is a non-empty list of sizes >= 1."""
-    sizes = values.get(key)
-    if sizes is not None and (
-        isinstance(sizes, str | int) or not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
-    ):
-        raise ValueError(f"method.{key}: must be a non-empty list of layer sizes >= 1, got {sizes!r}")
-
-
 def loss_keyword(loss_fn: Any, key: str, method: str) -> Any:
     """A hyperparameter of the configured loss (a ``functools.partial`` built by Hydra).
 
@@ -430,10 +409,6 @@ def loss_keyword(loss_fn: Any, key: str, method: str) -> Any:
     if key not in keywords:
         raise ValueError(f"method={method} needs loss.{key} from its loss, but the configured loss has none")
     return keywords[key]
-
-
-#: ``method.batch_norm`` of the two-view methods with BatchNorm heads (Barlow Twins, BYOL)
-BATCH_NORM_MODES: tuple[str, ...] = ("per_view", "joint")
 
 
 def apply_head(head: nn.Module, z: torch.Tensor, num_first: int, batch_norm: str) -> torch.Tensor:

@@ -31,15 +31,8 @@ from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
 from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared, RunSetting, check_ranges
+from cl_bench.methods.specs import MOCHI_HARDEST, mochi_on
 from cl_bench.models.encoder import SentenceEncoder
-
-#: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
-MOCHI_HARDEST = 1024
-
-
-def mochi_on(values: dict[str, Any]) -> bool:
-    """Whether a CERT configuration mixes hard negatives (s or s′ above 0)."""
-    return (values.get("mochi_synthetic") or 0) + (values.get("mochi_query_mixed") or 0) > 0
 
 
 @dataclass

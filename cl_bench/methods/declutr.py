@@ -40,12 +40,10 @@ from cl_bench.methods.base import (
     check_ranges,
     mlm_inert_keys,
 )
+from cl_bench.methods.specs import SAMPLING_STRATEGIES
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
-
-SAMPLING_STRATEGIES: tuple[str, ...] = ("any", "adjacent", "subsuming")
-
 
 @dataclass(frozen=True)
 class Span:

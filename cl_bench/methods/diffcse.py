@@ -40,10 +40,9 @@ from cl_bench.methods.base import (
     check_ranges,
     tokenize_groups,
 )
+from cl_bench.methods.specs import PROJECTORS, check_generator_reachable  # noqa: F401 (PROJECTORS: imported from here)
 from cl_bench.models.encoder import special_tokens_mask
-from cl_bench.models.hub import ModelLoadError, check_model_reachable
-
-PROJECTORS = ("batchnorm", "mlp")
+from cl_bench.models.hub import ModelLoadError
 
 
 class BatchNormProjector(nn.Module):
@@ -58,18 +57,6 @@ class BatchNormProjector(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
-
-
-def check_generator_reachable(name_or_path: str) -> None:
-    """Fail before any model loads when ``method.generator`` can obviously not be loaded (the same offline-safe
-    check as ``model.name_or_path``: a local folder needs its config.json, a hub id a cached copy or the hub)."""
-    try:
-        check_model_reachable(name_or_path)
-    except ModelLoadError as err:
-        raise ValueError(
-            f"method.generator: cannot load '{name_or_path}' ({str(err).split(': ', 1)[-1].split(';')[0]}); "
-            "point method.generator at a local masked-LM folder, or null for model.name_or_path"
-        ) from err
 
 
 def load_generator(name_or_path: str) -> nn.Module:

@@ -46,10 +46,8 @@ from cl_bench.methods.base import (
     encode_views,
     tokenize_groups,
 )
+from cl_bench.methods.specs import MOMENTUM_STARTS
 from cl_bench.models.poolers import needs_hidden_states
-
-#: ``method.momentum_start``: where the momentum encoder starts (see the module docstring)
-MOMENTUM_STARTS: tuple[str, ...] = ("pretrained", "random")
 
 
 class ESimCSE(MomentumMethod):

@@ -32,13 +32,12 @@ from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences, senteval_snli_split
 from cl_bench.methods.base import Method, MethodContext, RunSetting, Tokenized, check_choice, check_ranges
+from cl_bench.methods.specs import ACTIVATIONS, DISCRIMINATORS
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 from cl_bench.rundir import ENCODER_META_FILE
 
 CNN_WEIGHTS_FILE = "is_bert_cnn.pt"
-ACTIVATIONS: tuple[str, ...] = ("relu", "none")
-DISCRIMINATORS: tuple[str, ...] = ("dot", "mlp_dot")
 
 
 class NGramCNN(nn.Module):

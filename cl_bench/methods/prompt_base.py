@@ -10,28 +10,13 @@ the token work.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
 from cl_bench.methods.base import Method, MethodContext
+from cl_bench.methods.specs import check_templates  # noqa: F401 (PromptBERT and SNCSE import it from here)
 from cl_bench.models.poolers import MLPHead
-from cl_bench.models.prompts import MASK_PLACEHOLDER, SENTENCE_SLOT, check_prompt
-
-
-def check_templates(values: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """Each ``method.<key>`` template has one ``[X]`` and one ``[MASK]``."""
-    for key in keys:
-        template = values.get(key)
-        if template is None:
-            continue
-        if not isinstance(template, str) or SENTENCE_SLOT not in template or MASK_PLACEHOLDER not in template:
-            raise ValueError(f"method.{key}: a template needs the sentence slot {SENTENCE_SLOT} and {MASK_PLACEHOLDER}, "
-                             f"got {template!r}")
-        try:
-            check_prompt(template, f"method.{key}", "mask")
-        except ValueError as err:
-            raise ValueError(str(err)) from err
 
 
 class PromptTemplateMethod(Method):

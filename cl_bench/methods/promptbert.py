@@ -35,20 +35,12 @@ from torch import nn
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.methods.base import RunSetting, TextViews, check_choice, tokenize_groups
 from cl_bench.methods.prompt_base import PromptTemplateMethod, check_templates
+from cl_bench.methods.specs import DEV_EMBEDDINGS, HEADS
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.hub import ModelLoadError
 from cl_bench.models.prompts import template_mask_states
 from cl_bench.rundir import ENCODER_META_FILE
 
-#: ``method.head``: SimCSE's fresh Linear+tanh in training only (unsup-bert), or the checkpoint's masked-LM
-#: transform trained and kept at evaluation (sup-bert's ``--mask_embedding_sentence_org_mlp``)
-HEADS = ("mlp", "mlm_transform")
-#: ``method.dev_embedding``: the embedding the checkpoint-selecting dev evaluation scores
-#: * ``test``: the final test's (the first template, ``method.prompt_period``, ``method.denoise_eval``);
-#: * ``trainer``: Prompt-BERT's trainer's (prompt_bert/trainers.py ``evaluate`` → models.py ``sentemb_forward``
-#:   with the training arguments still set): the first template's ``[MASK]`` state minus the template's own
-#:   (``--mask_embedding_sentence_delta``), no period appended — what the official run selected its checkpoint on.
-DEV_EMBEDDINGS = ("test", "trainer")
 #: the evaluation head's weights beside a saved checkpoint
 HEAD_WEIGHTS_FILE = "promptbert_head.pt"
 

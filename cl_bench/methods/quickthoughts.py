@@ -22,11 +22,11 @@ import numpy as np
 import torch
 
 from cl_bench.methods.base import Method, MethodContext, Tokenized, check_choice, check_ranges
+from cl_bench.methods.specs import EMBEDDINGS
 from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
 
-EMBEDDINGS: tuple[str, ...] = ("concat", "f", "g")
 CONTEXT_ENCODER_DIR = "context_encoder"
 #: corpora whose lines are shuffled sentences: adjacent lines are not neighbours there
 _SHUFFLED_CORPORA = ("wiki1m", "wiki1m_head")

@@ -52,11 +52,10 @@ from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.sbert import pair_features
 from cl_bench.methods.base import Method, MethodContext, RunSetting, TextViews, tokenize_groups
+from cl_bench.methods.specs import SCORED_PAIRS
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
-#: where a scored_pair loss's pairs come from (``method.scored_pairs``)
-SCORED_PAIRS = ("stsb", "nli")
 
 
 @dataclass

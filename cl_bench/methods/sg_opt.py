@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +36,8 @@ from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
 from cl_bench.methods.base import Method, MethodContext, Prepared, RunSetting, check_choice, check_ranges
+from cl_bench.methods.specs import LAYER_POOLINGS, STSB_FILE
 from cl_bench.models.poolers import masked_mean
-
-LAYER_POOLINGS: tuple[str, ...] = ("max", "mean")
-_STSB_FILE = re.compile(r"^sts-(?P<split>\w+)\.csv$")
 
 
 @dataclass
@@ -121,7 +118,7 @@ class SelfGuided(Method):
     @classmethod
     def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
         inert = {}
-        if _STSB_FILE.match(Path(setting.train_file).name) is None:
+        if STSB_FILE.match(Path(setting.train_file).name) is None:
             inert["stsb_splits"] = f"data.train_file is not an STS-B sts-<split>.csv: {setting.train_file}"
         if setting.dropout == 0:
             inert["frozen_dropout"] = "dropout is 0: BERT_F has no dropout to run with"
@@ -177,7 +174,7 @@ class SelfGuided(Method):
     def read_corpus(self, path: str) -> Sequence[str]:
         """STS-B sentences of ``stsb_splits`` (sentence1, sentence2 per pair), else one per line."""
         limit = self.context.data.get("limit")
-        match = _STSB_FILE.match(Path(path).name)
+        match = STSB_FILE.match(Path(path).name)
         if match is None:
             return read_sentences(path, limit=limit)
         sentences: list[str] = []

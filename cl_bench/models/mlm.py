@@ -24,9 +24,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cl_bench.methods.specs import MLM_MODES  # noqa: F401 (defined with the torch-free method rules)
 from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
 
-MLM_MODES: tuple[str, ...] = ("clean", "masked", "untied")
 #: key of the MLM labels in a features dict whose ``input_ids`` were masked for the contrastive views too
 MLM_LABELS = "mlm_labels"
 
