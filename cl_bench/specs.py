@@ -30,6 +30,9 @@ BUILTIN_SPEC_MODULES = ("cl_bench.methods.specs", "cl_bench.losses.specs", "cl_b
 #: the config groups a method may use (:attr:`MethodSpec.uses`)
 METHOD_GROUPS = ("loss", "augmentation", "pooler")
 
+#: the auxiliary-MLM modes of SimCSE-style methods (``method.mlm_mode``; :mod:`cl_bench.models.mlm` implements them)
+MLM_MODES: tuple[str, ...] = ("clean", "masked", "untied")
+
 _REGISTRY: dict[str, type[Spec]] = {}
 
 
@@ -57,6 +60,12 @@ class Spec:
         """Each key's declared type (annotations resolved)."""
         hints = typing.get_type_hints(cls)
         return {name: hints[name] for name in cls.keys()}
+
+    @classmethod
+    def check_arguments(cls, **values: Any) -> None:
+        """Run :meth:`check` on some of the keys' values (the others None): a target's constructor, called directly
+        from Python rather than built from a checked config, checks its arguments with the same rules."""
+        cls(**{key: values.get(key) for key in cls.keys()}).check()
 
     def values(self) -> dict[str, Any]:
         """The option's values by key (what its target is built with)."""

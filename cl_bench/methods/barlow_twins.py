@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from cl_bench.methods.base import (
-    BATCH_NORM_MODES,
     Method,
     MethodContext,
     TextViews,
     apply_head,
-    check_choice,
-    check_head,
     encode_views,
     mlp_head,
     text_views,
@@ -41,15 +37,6 @@ class BarlowTwins(Method):
     """
 
     name = "barlow_twins"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("two_view",)
-    summary = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_head(values, "projector")
-        check_choice(values, "batch_norm", BATCH_NORM_MODES)
 
     def __init__(
         self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192), batch_norm: str = "per_view"

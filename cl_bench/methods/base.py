@@ -16,7 +16,7 @@ import copy
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,15 +25,7 @@ from torch import nn
 from cl_bench import distributed
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.data.text import read_sentences
-from cl_bench.methods.specs import (  # noqa: F401 (the torch-free rules' helpers, imported by the methods from here)
-    BATCH_NORM_MODES,
-    check_head,
-    check_mlm_config,
-    mlm_inert_keys,
-)
 from cl_bench.models.encoder import SentenceEncoder
-from cl_bench.specs import check_choice as spec_check_choice
-from cl_bench.specs import check_ranges as spec_check_ranges
 
 LossFn = Callable[..., torch.Tensor]
 
@@ -59,49 +51,6 @@ class MethodContext:
     max_length: int = 32
     seed: int = 42
     data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunSetting:
-    """The rest of a run's choices, as :meth:`Method.inert_keys` sees them (read before any model loads).
-
-    Attributes:
-        augmentation: the configured augmentation class (None when the method uses no augmentation).
-        train_file: ``data.train_file``.
-        loss_kind: the configured loss's kind (``cl_bench.losses.loss_kind``; None without a loss).
-        dropout: the encoder's dropout rate (``model.dropout``; None: the checkpoint's own).
-        loss_inputs: the keyword inputs the configured loss accepts (e.g. ``ignore``, GISTEmbed's mask).
-        pooler: the pooler group's ``name``; mlp_only_train: its ``mlp_only_train`` (DiffCSE's projector).
-        model_type: the backbone's ``model_type`` read from a local folder's config.json (None for a hub id).
-        loss_function: the configured loss function's ``__name__`` (e.g. ``sbert_regression``; None without a loss).
-    """
-
-    augmentation: type | None = None
-    train_file: str = ""
-    loss_kind: str | None = None
-    dropout: float | None = None
-    loss_inputs: frozenset[str] = frozenset()
-    pooler: str = ""  # ``pooler.name`` (a method that sets its own pooler may ignore it)
-    mlp_only_train: bool | None = None  # ``pooler.mlp_only_train``
-    model_type: str | None = None  # ``model_type`` of a local checkpoint's config.json (None: not read)
-    loss_function: str | None = None  # the loss function's ``__name__`` (SBERT: regression needs scores in [0, 1])
-
-    @property
-    def augmentation_name(self) -> str:
-        """The augmentation's name, for messages."""
-        return str(getattr(self.augmentation, "name", None) or getattr(self.augmentation, "__name__", "none"))
-
-    @property
-    def rewrites_text(self) -> bool:
-        """True when the augmentation changes sentences (a text-level one: not dropout, not a cutoff)."""
-        from cl_bench.augment.base import rewrites_text
-
-        return self.augmentation is not None and rewrites_text(self.augmentation)
-
-    @property
-    def embedding_level(self) -> bool:
-        """True when the augmentation edits token embeddings (token, feature or span cutoff)."""
-        return bool(getattr(self.augmentation, "embedding_level", False))
 
 
 class Prepared:
@@ -148,70 +97,11 @@ def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
     return TextViews(len(groups[0]), encoder.tokenize(texts, prompts=prompts))
 
 
-def check_ranges(values: dict[str, Any], rules: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
-    """Raise ``ValueError("method.<key>: must be <what>, got <value>")`` for the first broken rule."""
-    spec_check_ranges("method", values, rules)
-
-
-def check_choice(values: dict[str, Any], key: str, choices: Sequence[str]) -> None:
-    """Raise ``ValueError`` naming ``method.<key>`` when its value is not one of ``choices``."""
-    spec_check_choice("method", values, key, choices)
-
-
 class Method(nn.Module, abc.ABC):
     """Base class of all methods. Subclasses implement :meth:`training_step` at least."""
 
     #: the name used in ``conf/method/<name>.yaml`` and MLflow tags
     name: str = "base"
-    #: config groups whose choice acts on this method's training: a group left out here is rejected
-    #: when overridden and left out of the run's params and tags (``cl_bench.config.validate``)
-    uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
-    #: the loss calls this method makes (``cl_bench.losses.loss_kind``); other losses are rejected
-    loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
-    #: inputs the method passes to its loss besides the views (``hard_negatives``, ``labels``): a loss
-    #: hyperparameter that needs one of them (``loss_kind(needs=...)``) acts only when it is supplied
-    supplies: ClassVar[frozenset[str]] = frozenset()
-    #: what the method is, in one line (``cl-bench list``)
-    summary: ClassVar[str] = ""
-    #: True when the method encodes groups of views/columns through :func:`tokenize_groups`, where
-    #: ``model.view_prompts`` acts (one prompt per group)
-    encodes_views: ClassVar[bool] = False
-    #: True when the method sets the encoder's prompts and pooler itself (PromptBERT, SNCSE): then
-    #: ``model.prompt``, ``model.view_prompts``, ``model.prompt_period`` and the pooler group cannot act
-    own_prompts: ClassVar[bool] = False
-    #: False when the method builds its views from token ids, where no prompt layout survives (ESimCSE):
-    #: then ``model.prompt``/``view_prompts`` and the prompt poolers are rejected
-    takes_prompts: ClassVar[bool] = True
-
-    # ----- declarations read before any model loads (cl_bench/config.py) -----------------------
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        """Check the method's own hyperparameters (the YAML's keys) before any model loads.
-
-        Raises:
-            ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1``.
-        """
-
-    @classmethod
-    def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
-        """The loss inputs this configuration supplies (default: :attr:`supplies`)."""
-        return cls.supplies
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        """Method keys that cannot act under these values and the run's other choices, each with the
-        reason (e.g. the MLM probability when the MLM weight is 0, a text-view switch under
-        ``augmentation=dropout``). Overriding one of them is rejected; they are left out of the params."""
-        return {}
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """Reject, before any model loads, method values that cannot work with the run's other choices
-        (``setting``): e.g. SNCSE without a text augmentation, DiffCSE's BatchNorm projector kept at test.
-
-        Raises:
-            ValueError: one line starting with the key or group to change.
-        """
 
     def __init__(self, context: MethodContext) -> None:
         super().__init__()

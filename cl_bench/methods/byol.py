@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from cl_bench.methods.base import (
-    BATCH_NORM_MODES,
     MethodContext,
     MomentumMethod,
     TextViews,
     apply_head,
-    check_choice,
-    check_head,
-    check_ranges,
     encode_views,
     mlp_head,
     text_views,
@@ -46,16 +41,6 @@ class BYOL(MomentumMethod):
     """
 
     name = "byol"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("predict_target",)
-    summary = "BYOL: online encoder + projector + predictor against a momentum target of the other view, no negatives"
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_head(values, "projection")
-        check_choice(values, "batch_norm", BATCH_NORM_MODES)
-        check_ranges(values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
 
     def __init__(
         self,

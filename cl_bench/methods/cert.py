@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -30,8 +29,8 @@ from torch import nn
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
-from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared, RunSetting, check_ranges
-from cl_bench.methods.specs import MOCHI_HARDEST, mochi_on
+from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared
+from cl_bench.methods.specs import MOCHI_HARDEST
 from cl_bench.models.encoder import SentenceEncoder
 
 
@@ -71,39 +70,6 @@ class CERT(MomentumMethod):
     """
 
     name = "cert"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("queue",)
-    summary = "CERT / MoCo: momentum key encoder, a FIFO queue of negative keys; the key is an augmented sentence"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {
-            "queue_size": (lambda v: v >= 1, ">= 1"),
-            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-            "projection_dim": (lambda v: v >= 1, ">= 1"),
-            "mochi_synthetic": (lambda v: v >= 0, ">= 0"),
-            "mochi_query_mixed": (lambda v: v >= 0, ">= 0"),
-        })
-        hardest = values.get("mochi_hardest")
-        queue_size = values.get("queue_size", 6720)
-        if hardest is not None and not 1 <= hardest <= queue_size:
-            raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {hardest}")
-        if mochi_on(values) and hardest is None and MOCHI_HARDEST > queue_size:
-            raise ValueError(
-                f"method.mochi_hardest: the default N = {MOCHI_HARDEST} exceeds method.queue_size ({queue_size}); set it"
-            )
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = {}
-        if not mochi_on(values):
-            inert["mochi_hardest"] = "MoCHi is off (method.mochi_synthetic = method.mochi_query_mixed = 0)"
-        if not setting.rewrites_text and not setting.embedding_level:  # dropout: nothing to apply to the query
-            inert["augment_query"] = (
-                f"augmentation={setting.augmentation_name} changes neither the text nor the embeddings "
-                "(augment_query acts with a text or cutoff augmentation)"
-            )
-        return inert
 
     def __init__(
         self,

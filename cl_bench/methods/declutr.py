@@ -23,22 +23,17 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from cl_bench.data.documents import DOCUMENT_FORMATS, Document, read_documents
+from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
 from cl_bench.methods.base import (
     Method,
     MethodContext,
     Prepared,
-    RunSetting,
-    check_choice,
-    check_ranges,
-    mlm_inert_keys,
 )
 from cl_bench.methods.specs import SAMPLING_STRATEGIES
 from cl_bench.models.mlm import MLMHead
@@ -197,28 +192,6 @@ class DeCLUTR(Method):
     """
 
     name = "declutr"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "DeCLUTR: anchor and positive spans sampled from documents, contrastive loss + MLM on the anchors"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_choice(values, "sampling_strategy", SAMPLING_STRATEGIES)
-        check_choice(values, "doc_format", DOCUMENT_FORMATS)
-        check_ranges(values, {
-            "num_anchors": (lambda v: v >= 1, ">= 1"),
-            "num_positives": (lambda v: v >= 1, ">= 1"),
-            "max_span_len": (lambda v: v >= 1, ">= 1"),
-            "mlm_weight": (lambda v: v >= 0, ">= 0"),
-            "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)"),
-        })
-        low, high = values.get("min_span_len", 32), values.get("max_span_len", 512)
-        if not 1 <= low <= high:
-            raise ValueError(f"method.min_span_len: must be in [1, max_span_len={high}], got {low}")
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        return mlm_inert_keys(values)
 
     def __init__(
         self,

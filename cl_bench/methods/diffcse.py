@@ -34,13 +34,10 @@ from torch import nn
 from cl_bench.methods.base import (
     Method,
     MethodContext,
-    RunSetting,
     TextViews,
-    check_choice,
-    check_ranges,
     tokenize_groups,
 )
-from cl_bench.methods.specs import PROJECTORS, check_generator_reachable  # noqa: F401 (PROJECTORS: imported from here)
+from cl_bench.methods.specs import DiffCSESpec, check_generator_reachable
 from cl_bench.models.encoder import special_tokens_mask
 from cl_bench.models.hub import ModelLoadError
 
@@ -90,37 +87,6 @@ class DiffCSE(Method):
     """
 
     name = "diffcse"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "DiffCSE: SimCSE + conditional ELECTRA (frozen MLM generator edits, discriminator conditioned on the embedding)"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {
-            "lambda_weight": (lambda v: v >= 0, ">= 0"),
-            "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
-        })
-        check_choice(values, "projector", PROJECTORS)
-        if float(values.get("lambda_weight", 0.005) or 0) > 0 and values.get("generator"):
-            check_generator_reachable(str(values["generator"]))
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """The BatchNorm projector is training-only (the saved encoder cannot hold it): with ``pooler=cls`` it
-        needs ``pooler.mlp_only_train=true`` (checked here, before the model and the generator load)."""
-        if setting.pooler == "cls" and values.get("projector", "batchnorm") == "batchnorm" and setting.mlp_only_train is False:
-            raise ValueError("pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only "
-                             "(official --mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp")
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = {}
-        if setting.pooler and setting.pooler != "cls":  # embed() skips the projector on other poolers
-            inert["projector"] = f"only pooler=cls has DiffCSE's projector (pooler={setting.pooler})"
-        if float(values.get("lambda_weight", 0.005) or 0) == 0:
-            why = "method.lambda_weight is 0 (no ELECTRA term); set method.lambda_weight > 0"
-            inert.update({"generator": why, "mask_ratio": why})
-        return inert
 
     def __init__(
         self,
@@ -131,7 +97,7 @@ class DiffCSE(Method):
         projector: str = "batchnorm",
     ) -> None:
         super().__init__(context)
-        self.check_config({"lambda_weight": lambda_weight, "mask_ratio": mask_ratio, "projector": projector})
+        DiffCSESpec.check_arguments(lambda_weight=lambda_weight, mask_ratio=mask_ratio, projector=projector)
         self.lambda_weight, self.mask_ratio = float(lambda_weight), float(mask_ratio)
         encoder, hidden = self.encoder, self.encoder.hidden_size
         self.projector: nn.Module | None = None

@@ -31,7 +31,6 @@ encoder, which is ``pretrained`` (this method's default).
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import torch
 
@@ -39,14 +38,11 @@ from cl_bench import distributed
 from cl_bench.methods.base import (
     MethodContext,
     MomentumMethod,
-    RunSetting,
     TextViews,
-    check_choice,
-    check_ranges,
     encode_views,
     tokenize_groups,
 )
-from cl_bench.methods.specs import MOMENTUM_STARTS
+from cl_bench.methods.specs import ESimCSESpec
 from cl_bench.models.poolers import needs_hidden_states
 
 
@@ -62,29 +58,10 @@ class ESimCSE(MomentumMethod):
     """
 
     name = "esimcse"
-    takes_prompts = False  # word repetition edits token ids (the official bpe rule): no prompt layout to pool
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "ESimCSE: word-repetition positive (augmentation=word_repetition), momentum-encoder queue of extra negatives"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {
-            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-            "neg_size": (lambda v: v >= 0, ">= 0"),
-        })
-        check_choice(values, "momentum_start", MOMENTUM_STARTS)
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        if int(values.get("neg_size", 160) or 0) == 0:
-            why = "method.neg_size is 0 (no queue, no momentum encoder); set method.neg_size > 0"
-            return {"momentum": why, "momentum_start": why}
-        return {}
 
     def __init__(self, context: MethodContext, momentum: float = 0.995, neg_size: int = 160,
                  momentum_start: str = "pretrained") -> None:
-        self.check_config({"momentum_start": momentum_start})
+        ESimCSESpec.check_arguments(momentum_start=momentum_start)
         super().__init__(context, momentum)
         self.momentum_start = momentum_start
         self.neg_size = int(neg_size)

@@ -30,9 +30,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from cl_bench.data.nli import read_unlabelled_nli_sentences, senteval_snli_split
-from cl_bench.methods.base import Method, MethodContext, RunSetting, Tokenized, check_choice, check_ranges
-from cl_bench.methods.specs import ACTIVATIONS, DISCRIMINATORS
+from cl_bench.data.nli import read_unlabelled_nli_sentences
+from cl_bench.methods.base import Method, MethodContext, Tokenized
+from cl_bench.methods.specs import ACTIVATIONS
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 from cl_bench.rundir import ENCODER_META_FILE
@@ -156,31 +156,6 @@ class ISBERT(Method):
     """
 
     name = "is_bert"
-    uses = frozenset({"loss"})
-    loss_kinds = ("local_global",)
-    summary = "IS-BERT: a CNN over token states; JSD mutual information between local n-gram and global features"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_choice(values, "discriminator", DISCRIMINATORS)
-        check_choice(values, "activation", ACTIVATIONS)
-        check_ranges(values, {
-            "channels": (lambda v: v >= 1, ">= 1"),
-            "discriminator_size": (lambda v: v >= 1, ">= 1"),
-            "kernel_sizes": (lambda v: len(v) > 0 and all(k >= 1 and k % 2 == 1 for k in v),
-                             "odd positive window sizes ('same' padding)"),
-        })
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = {}
-        if values.get("discriminator", "dot") != "mlp_dot" and "discriminator_size" in values:
-            inert["discriminator_size"] = "only method.discriminator=mlp_dot has a size"
-        if senteval_snli_split(setting.train_file) is None:
-            inert["snli_splits"] = (
-                f"data.train_file is not a SentEval SNLI file (s1.<split>): {setting.train_file}"
-            )
-        return inert
 
     def __init__(
         self,

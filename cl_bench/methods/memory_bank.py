@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +25,6 @@ from cl_bench.methods.base import (
     Method,
     MethodContext,
     Prepared,
-    check_ranges,
     encode_views,
     loss_keyword,
 )
@@ -51,17 +49,6 @@ class MemoryBank(Method):
     """
 
     name = "memory_bank"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("memory_bank",)
-    summary = "instance discrimination: one bank row per sentence, NCE over sampled rows, bank momentum"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_ranges(values, {
-            "feature_dim": (lambda v: v >= 1, ">= 1"),
-            "num_noise": (lambda v: v >= 1, ">= 1"),
-            "bank_momentum": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
-        })
 
     def __init__(
         self, context: MethodContext, feature_dim: int = 128, num_noise: int = 4096, bank_momentum: float = 0.5

@@ -10,12 +10,9 @@ the token work.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import torch
 
 from cl_bench.methods.base import Method, MethodContext
-from cl_bench.methods.specs import check_templates  # noqa: F401 (PromptBERT and SNCSE import it from here)
 from cl_bench.models.poolers import MLPHead
 
 
@@ -27,9 +24,6 @@ class PromptTemplateMethod(Method):
         templates: the template of each view/column (the first one is also the evaluation prompt).
         prompt_period: the final-period rule of the official code (:data:`cl_bench.models.prompts.PERIOD_RULES`).
     """
-
-    uses: ClassVar[frozenset[str]] = frozenset({"loss"})
-    own_prompts = True
 
     def __init__(self, context: MethodContext, templates: list[str], prompt_period: str) -> None:
         super().__init__(context)

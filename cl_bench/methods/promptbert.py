@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import RunSetting, TextViews, check_choice, tokenize_groups
-from cl_bench.methods.prompt_base import PromptTemplateMethod, check_templates
-from cl_bench.methods.specs import DEV_EMBEDDINGS, HEADS
+from cl_bench.methods.base import TextViews, tokenize_groups
+from cl_bench.methods.prompt_base import PromptTemplateMethod
+from cl_bench.methods.specs import PromptBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.hub import ModelLoadError
 from cl_bench.models.prompts import template_mask_states
@@ -152,33 +152,6 @@ class PromptBERT(PromptTemplateMethod):
     """
 
     name = "promptbert"
-    loss_kinds = ("pair",)
-    summary = "PromptBERT: two templates as views, the [MASK] state as the embedding, template denoising, in-batch negatives"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_templates(values, ("template", "second_template"))
-        check_choice(values, "prompt_period", ("promptbert", "none"))
-        check_choice(values, "head", HEADS)
-        check_choice(values, "dev_embedding", DEV_EMBEDDINGS)
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """``head=mlm_transform`` takes BERT's masked-LM head transform: rejected before loading another model type."""
-        if values.get("head") == "mlm_transform" and setting.model_type not in (None, "bert"):
-            raise ValueError(f"method.head: mlm_transform needs a BERT masked-LM head (cls.predictions.transform); "
-                             f"the model is a {setting.model_type}; use method.head=mlp")
-
-    @classmethod
-    def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
-        return frozenset({"hard_negatives"}) if values.get("supervised") else frozenset()
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        if values.get("denoise", True):
-            return {}
-        why = "method.denoise is false (the head was trained on undenoised states); set method.denoise=true"
-        return {"denoise_eval": why, "dev_embedding": why}
 
     def __init__(
         self,
@@ -192,8 +165,8 @@ class PromptBERT(PromptTemplateMethod):
         denoise_eval: bool = False,
         dev_embedding: str = "test",
     ) -> None:
-        self.check_config({"template": template, "second_template": second_template, "head": head,
-                           "dev_embedding": dev_embedding})
+        PromptBERTSpec.check_arguments(template=template, second_template=second_template, head=head,
+                                       dev_embedding=dev_embedding)
         second = second_template or template
         super().__init__(context, [template, second, second] if supervised else [template, second], prompt_period)
         self.denoise, self.supervised, self.head_kind = denoise, supervised, head

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_bench.methods.base import Method, MethodContext, Tokenized, check_choice, check_ranges
-from cl_bench.methods.specs import EMBEDDINGS
+from cl_bench.methods.base import Method, MethodContext, Tokenized
 from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
@@ -96,15 +95,6 @@ class QuickThoughts(Method):
     """
 
     name = "quickthoughts"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("neighbour",)
-    summary = "QuickThoughts: encoders f, g classify each sentence's neighbours among a contiguous batch"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_choice(values, "embedding", EMBEDDINGS)
-        check_ranges(values, {"encoders": (lambda v: v in (1, 2), "1 (shared f = g) or 2"),
-                              "context_size": (lambda v: v >= 1, ">= 1")})
 
     def __init__(
         self,

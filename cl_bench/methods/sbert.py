@@ -49,10 +49,10 @@ from torch import nn
 
 from cl_bench.data.nli import NLI_LABELS, read_nli_triples, read_snli_senteval_pairs
 from cl_bench.data.senteval import read_stsb_split
-from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.sbert import pair_features
-from cl_bench.methods.base import Method, MethodContext, RunSetting, TextViews, tokenize_groups
-from cl_bench.methods.specs import SCORED_PAIRS
+from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
+from cl_bench.methods.specs import SBERTSpec
+from cl_bench.specs import spec_for
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
@@ -67,8 +67,10 @@ class TargetedColumns(TextViews):
 
 
 def configured_loss_kind(loss_fn: Any) -> str | None:
-    """The ``loss_kind`` of the configured loss (a Hydra ``functools.partial``)."""
-    return getattr(getattr(loss_fn, "func", loss_fn), KIND_ATTR, None)
+    """The kind of the configured loss (a Hydra ``functools.partial``), as its spec declares it."""
+    fn = getattr(loss_fn, "func", loss_fn)
+    spec = spec_for(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__name__', '')}", import_target=False)
+    return None if spec is None else spec.kind
 
 
 class SBERT(Method):
@@ -88,45 +90,6 @@ class SBERT(Method):
     """
 
     name = "sbert"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("classifier", "scored_pair", "triplet")
-    summary = ("Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression/cosent/angle (STS-B) "
-               "or sbert_triplet/angle_nli (NLI triples)")
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        """``method.scored_pairs`` is one of :data:`SCORED_PAIRS`; ``method.score_max`` a number > 0."""
-        if values.get("scored_pairs", "stsb") not in SCORED_PAIRS:
-            raise ValueError(f"method.scored_pairs: unknown '{values['scored_pairs']}'; valid: {', '.join(SCORED_PAIRS)}")
-        score_max = values.get("score_max", 1.0)
-        if isinstance(score_max, bool) or not isinstance(score_max, int | float) or not score_max > 0:
-            raise ValueError(f"method.score_max: must be a number > 0, got {score_max!r}")
-        loss_block = values.get("loss_block", 0)
-        if isinstance(loss_block, bool) or not isinstance(loss_block, int) or loss_block < 0:
-            raise ValueError(f"method.loss_block: must be an integer >= 0 (0: one loss over the batch), got {loss_block!r}")
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = {}
-        if setting.loss_kind != "scored_pair":
-            inert["scored_pairs"] = f"only a scored_pair loss reads scored pairs (this loss is {setting.loss_kind})"
-            inert["score_max"] = f"only a scored_pair loss reads STS-B scores (this loss is {setting.loss_kind})"
-        elif values.get("scored_pairs", "stsb") != "stsb":
-            inert["score_max"] = "method.scored_pairs=nli: the pairs' labels are 1 and 0 (no STS-B score to rescale)"
-        if setting.loss_kind == "classifier":
-            inert["loss_block"] = "a classifier loss (sbert_softmax) is one loss over the batch's labelled pairs"
-            return inert
-        return {**inert,
-                "nli_splits": f"only a classifier loss (sbert_softmax) reads SNLI splits (this loss is {setting.loss_kind})",
-                "train_classifier": f"only a classifier loss (sbert_softmax) has a classifier (this loss is {setting.loss_kind})"}
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """SBERT's regression fits the cosine to a score in [0, 1]: ``method.score_max`` must stay 1 for it."""
-        if setting.loss_function == "sbert_regression" and float(values.get("score_max", 1.0)) != 1.0:
-            raise ValueError("method.score_max: loss=sbert_regression regresses the cosine on the score in [0, 1]; "
-                             "keep method.score_max=1")
 
     def __init__(
         self, context: MethodContext, nli_splits: Sequence[str] | None = None, train_classifier: bool = True,
@@ -137,7 +100,7 @@ class SBERT(Method):
         self.score_max = float(score_max)
         self.loss_block = int(loss_block)
         self.kind = configured_loss_kind(context.loss)
-        if self.kind not in self.loss_kinds:
+        if self.kind not in SBERTSpec.loss_kinds:
             raise ValueError("loss: method=sbert needs a classifier, scored_pair or triplet loss (e.g. sbert_softmax, "
                              "sbert_regression, cosent, angle, sbert_triplet, angle_nli)")
         self.nli_splits = list(nli_splits) if nli_splits else None

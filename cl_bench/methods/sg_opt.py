@@ -35,7 +35,7 @@ from torch import nn
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
-from cl_bench.methods.base import Method, MethodContext, Prepared, RunSetting, check_choice, check_ranges
+from cl_bench.methods.base import Method, MethodContext, Prepared
 from cl_bench.methods.specs import LAYER_POOLINGS, STSB_FILE
 from cl_bench.models.poolers import masked_mean
 
@@ -105,24 +105,6 @@ class SelfGuided(Method):
     """
 
     name = "sg_opt"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("self_guided",)
-    summary = "SG-BERT/SG-OPT: a frozen BERT_F's layer views guide the tuned BERT_T's [CLS] (loss=sg_opt, or loss=sg for SG-BERT)"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_choice(values, "layer_pooling", LAYER_POOLINGS)
-        check_ranges(values, {"reg_weight": (lambda v: v >= 0, ">= 0"),
-                              "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = {}
-        if STSB_FILE.match(Path(setting.train_file).name) is None:
-            inert["stsb_splits"] = f"data.train_file is not an STS-B sts-<split>.csv: {setting.train_file}"
-        if setting.dropout == 0:
-            inert["frozen_dropout"] = "dropout is 0: BERT_F has no dropout to run with"
-        return inert
 
     def __init__(
         self,

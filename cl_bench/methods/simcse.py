@@ -16,10 +16,7 @@ from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.methods.base import (
     Method,
     MethodContext,
-    RunSetting,
     TextViews,
-    check_mlm_config,
-    mlm_inert_keys,
     tokenize_groups,
 )
 from cl_bench.models.encoder import SentenceEncoder
@@ -46,33 +43,6 @@ class SimCSE(Method):
     """
 
     name = "simcse"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("pair",)
-    summary = "unsupervised SimCSE: two views of each sentence (dropout, or any augmentation), in-batch negatives, optional MLM"
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_mlm_config(values)
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = mlm_inert_keys(values)
-        if not setting.rewrites_text:  # make_views returns the sentence twice
-            inert["augment_both_views"] = (
-                f"augmentation={setting.augmentation_name} rewrites no text (only a text augmentation "
-                "is applied to one or both views)"
-            )
-        if setting.embedding_level:  # the cutoff path encodes both views in one pass
-            inert["fixed_dropout_mask"] = (
-                f"augmentation={setting.augmentation_name} is embedding-level: its views cannot share a dropout mask"
-            )
-        elif setting.dropout == 0:
-            inert["fixed_dropout_mask"] = "dropout is 0: there is no dropout mask to share"
-        if setting.pooler != "cls" or setting.mlp_only_train is False:
-            inert["select_with_mlp"] = ("only pooler=cls with pooler.mlp_only_train=true drops an MLP at evaluation "
-                                        f"(pooler={setting.pooler}, mlp_only_train={setting.mlp_only_train})")
-        return inert
 
     def __init__(
         self,
@@ -174,7 +144,6 @@ class SimCSE(Method):
         """GradCache hook: the loss terms of the whole batch from its (cached) embeddings."""
         contrastive = self.loss_fn(*embeddings)
         return {"loss": contrastive, "loss_contrastive": contrastive}
-
 
     def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
         z1, z2, features = self.embed_prepared(self.prepared(batch))

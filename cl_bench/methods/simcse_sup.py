@@ -27,7 +27,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -37,10 +36,7 @@ from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.methods.base import (
     Method,
     MethodContext,
-    RunSetting,
     TextViews,
-    check_mlm_config,
-    mlm_inert_keys,
     tokenize_groups,
 )
 from cl_bench.models.mlm import mlm_head, with_mlm_term
@@ -71,47 +67,6 @@ class SupervisedSimCSE(Method):
     """
 
     name = "simcse_sup"
-    uses = frozenset({"loss", "pooler"})
-    loss_kinds = ("pair", "guided_pair")
-    supplies = frozenset({"hard_negatives"})
-    summary = "supervised SimCSE: NLI (premise, entailment, contradiction); the contradiction is a hard negative"
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_mlm_config(values)
-        if values.get("guide"):
-            from cl_bench.models.hub import ModelLoadError, check_model_reachable
-            from cl_bench.models.poolers import POOLERS
-
-            try:
-                check_model_reachable(str(values["guide"]))
-            except ModelLoadError as err:  # its message names model.name_or_path: name the guide's key
-                raise ValueError(str(err).replace("model.name_or_path", "method.guide", 1)) from err
-            if values.get("guide_pooler", "avg") not in POOLERS:
-                raise ValueError(f"method.guide_pooler: unknown pooler '{values['guide_pooler']}'; valid: {', '.join(POOLERS)}")
-
-    @classmethod
-    def supplied_inputs(cls, values: dict[str, Any]) -> frozenset[str]:
-        return cls.supplies if values.get("use_hard_negatives", True) else frozenset()
-
-    @classmethod
-    def inert_keys(cls, values: dict[str, Any], setting: RunSetting) -> dict[str, str]:
-        inert = mlm_inert_keys(values)
-        if not values.get("guide"):
-            inert["guide_pooler"] = "method.guide is null (no guide encoder)"
-        elif setting.loss_kind != "guided_pair" and "ignore" not in setting.loss_inputs:
-            inert["guide"] = ("the configured loss takes no guide (loss=gist) and no mask of ignored columns (ignore=, "
-                              "loss=infonce)")
-        return inert
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """A guided loss (``loss=gist``) needs ``method.guide``."""
-        if setting.loss_kind == "guided_pair" and not values.get("guide"):
-            raise ValueError("loss: GISTEmbed's loss (loss=gist, a guided_pair loss) needs a guide encoder; set "
-                             "method.guide=<local folder or hub id> (e.g. sentence-transformers/all-MiniLM-L6-v2) or use "
-                             "loss=infonce")
 
     def __init__(
         self,

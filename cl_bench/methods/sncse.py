@@ -20,9 +20,8 @@ from typing import Any
 
 import torch
 
-from cl_bench.augment.base import rewrites_text
-from cl_bench.methods.base import Prepared, RunSetting
-from cl_bench.methods.prompt_base import PromptTemplateMethod, check_templates
+from cl_bench.methods.base import Prepared
+from cl_bench.methods.prompt_base import PromptTemplateMethod
 from cl_bench.models.prompts import tokenize_with_prompts, with_period
 
 
@@ -44,20 +43,6 @@ class SNCSE(PromptTemplateMethod):
     """
 
     name = "sncse"
-    uses = frozenset({"loss", "augmentation"})
-    loss_kinds = ("soft_negative",)
-    summary = "SNCSE: PromptBERT's [MASK] views + the negated sentence as a soft negative, bidirectional margin loss"
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_templates(values, ("template", "second_template"))
-
-    @classmethod
-    def check_setting(cls, values: dict[str, Any], setting: RunSetting) -> None:
-        """The augmentation makes the soft negatives, so it must rewrite text."""
-        if setting.augmentation is None or not rewrites_text(setting.augmentation):
-            raise ValueError(f"augmentation={setting.augmentation_name}: method=sncse makes its soft negatives with a "
-                             "text augmentation; use augmentation=negation (SNCSE's)")
 
     def __init__(
         self,

@@ -15,10 +15,8 @@ from cl_bench.data.documents import DOCUMENT_FORMATS
 from cl_bench.data.nli import senteval_snli_split
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
 from cl_bench.models.prompts import MASK_PLACEHOLDER, SENTENCE_SLOT, check_prompt
-from cl_bench.specs import MethodSpec, RunSetting, check_choice, check_ranges
+from cl_bench.specs import MLM_MODES, MethodSpec, RunSetting, check_choice, check_ranges
 
-#: the auxiliary-MLM modes (:mod:`cl_bench.models.mlm`)
-MLM_MODES: tuple[str, ...] = ("clean", "masked", "untied")
 #: ``method.batch_norm`` of the two-view methods with BatchNorm heads (Barlow Twins, BYOL)
 BATCH_NORM_MODES: tuple[str, ...] = ("per_view", "joint")
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)

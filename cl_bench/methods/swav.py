@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +22,6 @@ from cl_bench.methods.base import (
     Method,
     MethodContext,
     TextViews,
-    check_head,
-    check_ranges,
     encode_views,
     mlp_head,
     text_views,
@@ -43,18 +40,6 @@ class SwAV(Method):
     """
 
     name = "swav"
-    uses = frozenset({"loss", "augmentation", "pooler"})
-    loss_kinds = ("swapped_prediction",)
-    summary = "SwAV: projection head, K prototypes, Sinkhorn-Knopp codes, swapped prediction between two views"
-    encodes_views = True  # its views/columns go through tokenize_groups: model.view_prompts acts
-
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        check_head(values, "projection")
-        check_ranges(values, {
-            "num_prototypes": (lambda v: v >= 2, ">= 2"),
-            "freeze_prototypes_steps": (lambda v: v >= 0, ">= 0"),
-        })
 
     def __init__(
         self,

@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cl_bench.methods.specs import MLM_MODES  # noqa: F401 (defined with the torch-free method rules)
 from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
+from cl_bench.specs import MLM_MODES
 
 #: key of the MLM labels in a features dict whose ``input_ids`` were masked for the contrastive views too
 MLM_LABELS = "mlm_labels"
