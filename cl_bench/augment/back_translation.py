@@ -32,11 +32,12 @@ from typing import Any, Literal
 import torch
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.augment.specs import BACK_TRANSLATION_SOURCES as SOURCES
+from cl_bench.augment.specs import translates_corpus_once
 from cl_bench.cache_dirs import cache_root
 from cl_bench.data.text import DataFileError, iter_lines, read_sentences
 
 log = logging.getLogger(__name__)
-SOURCES = ("auto", "models", "file")
 
 
 class BackTranslationUnavailable(RuntimeError):
@@ -299,12 +300,6 @@ def cached_back_translations(
     path.with_suffix(".json").write_text(json.dumps(key, indent=2))
     log.info("wrote %d back-translations to the cache %s", len(paraphrases), path)
     return paraphrases
-
-
-def translates_corpus_once(values: dict[str, Any]) -> bool:
-    """Whether a back-translation configuration translates its corpus once into the cache (beam search,
-    a corpus file, ``cache`` on) instead of every batch during training."""
-    return bool(values.get("cache", True) and values.get("corpus_file") and not values.get("do_sample", False))
 
 
 class BackTranslation(Augmentation):

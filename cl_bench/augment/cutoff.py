@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.words import check_rate
+from cl_bench.augment.specs import check_rate
 from cl_bench.models.encoder import special_tokens_mask as find_special_tokens
 
 

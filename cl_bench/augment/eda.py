@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
-from cl_bench.augment.words import WordAugmentation, check_rate, split_affixes, with_case_of
+from cl_bench.augment.specs import check_rate
+from cl_bench.augment.words import WordAugmentation, split_affixes, with_case_of
 
 # EDA retries: up to 10 random words to find one with synonyms (insertion), 3 draws for a distinct swap partner.
 _INSERT_TRIES = 10

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.augment.specs import check_negation
 
 #: SNCSE's ``special_words``: a ROOT among them takes `` not`` directly
 SPECIAL_WORDS = frozenset({"am", "is", "was", "are", "were", "can", "could", "will", "would", "shall", "should",
@@ -40,7 +41,6 @@ SPECIAL_WORDS = frozenset({"am", "is", "was", "are", "were", "can", "could", "wi
 #: words negated in place without a parser: the special words and the forms of do/have, which are
 #: auxiliaries (or, for do/have as main verbs, still read naturally with "not")
 AUXILIARIES = SPECIAL_WORDS | {"do", "does", "did", "has", "have", "had"}
-SOURCES = ("rules", "file")
 _TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 
 
@@ -85,14 +85,7 @@ class Negation(Augmentation):
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
         """``augmentation.source`` is known and ``augmentation.file`` exists when it is read."""
-        source = values.get("source", "rules")
-        if source not in SOURCES:
-            raise ValueError(f"augmentation.source: unknown '{source}'; valid: {', '.join(SOURCES)}")
-        file = values.get("file")
-        if source == "file" and not (file and Path(file).is_file()):
-            raise ValueError(f"augmentation.file: source=file needs a file of [sentence, negation] lines, got {file!r}")
-        if source != "file" and file:
-            raise ValueError(f"augmentation.file: has no effect with augmentation.source={source}")
+        check_negation(values.get("source", "rules"), values.get("file"))
 
     def __init__(self, source: str = "rules", file: str | None = None) -> None:
         self.check_config({"source": source, "file": file})

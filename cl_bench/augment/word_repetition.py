@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cl_bench.augment.base import Augmentation
-
-DUP_TYPES = ("bpe", "word")
+from cl_bench.augment.specs import check_word_repetition
 
 
 def repeat_words(sentence: str, dup_rate: float, rng: random.Random) -> str:
@@ -70,11 +69,7 @@ class WordRepetition(Augmentation):
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> None:
         """One-line errors naming the key, before any model loads."""
-        rate = values.get("dup_rate", 0.32)
-        if not 0.0 <= float(rate) <= 1.0:
-            raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {rate}")
-        if values.get("dup_type", "bpe") not in DUP_TYPES:
-            raise ValueError(f"augmentation.dup_type: unknown '{values.get('dup_type')}'; valid: {', '.join(DUP_TYPES)}")
+        check_word_repetition(values.get("dup_rate", 0.32), values.get("dup_type", "bpe"))
 
     def __init__(self, dup_rate: float = 0.32, dup_type: str = "bpe") -> None:
         self.check_config({"dup_rate": dup_rate, "dup_type": dup_type})

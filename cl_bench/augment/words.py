@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.augment.specs import check_rate
 
 _AFFIXES = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)
 
@@ -38,12 +39,6 @@ def with_case_of(original: str, replacement: str) -> str:
 def rounded_count(rate: float, length: int) -> int:
     """``rate * length`` rounded half up to a whole number of words."""
     return int(math.floor(rate * length + 0.5))
-
-
-def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) -> None:
-    """One-line error unless ``0 <= rate < upper``."""
-    if not 0.0 <= rate < upper:
-        raise ValueError(f"{key}: must be in [0, {upper:g}), got {rate}")
 
 
 def crop_words(words: Sequence[str], rate: float, rng: random.Random) -> list[str]:

@@ -29,21 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
-from cl_bench.losses.cosent import check_scale, pair_cosines, ranking_logsumexp
+from cl_bench.losses.cosent import pair_cosines, ranking_logsumexp
 from cl_bench.losses.similarity import working_precision
-
-#: how the angle term reduces the element-wise differences of a pair (the code's ``angle_pooling_strategy``)
-ANGLE_POOLINGS = ("sum", "mean")
-
-
-def _check(weights: dict[str, float], scales: dict[str, float], pooling: str) -> None:
-    for key, value in weights.items():
-        if value < 0:
-            raise ValueError(f"loss.{key}: must be >= 0, got {value}")
-    for key, value in scales.items():
-        check_scale(value, key)
-    if pooling not in ANGLE_POOLINGS:
-        raise ValueError(f"loss.angle_pooling: unknown '{pooling}'; valid: {', '.join(ANGLE_POOLINGS)}")
+from cl_bench.losses.specs import check_angle
 
 
 def angle_differences(u: torch.Tensor, v: torch.Tensor, pooling: str = "sum") -> torch.Tensor:
@@ -118,7 +106,7 @@ def angle(
         cosine_tau, ibn_tau, angle_tau: the terms' scales (> 0).
         angle_pooling: ``sum`` or ``mean`` of the element-wise angle differences.
     """
-    _check({"cosine_w": cosine_w, "ibn_w": ibn_w, "angle_w": angle_w},
+    check_angle({"cosine_w": cosine_w, "ibn_w": ibn_w, "angle_w": angle_w},
            {"cosine_tau": cosine_tau, "ibn_tau": ibn_tau, "angle_tau": angle_tau}, angle_pooling)
     if u.shape != v.shape or u.ndim != 2 or scores.shape != (u.shape[0],):
         raise ValueError(f"loss: angle needs u, v (N, D) and scores (N,), got {tuple(u.shape)}, {tuple(v.shape)}, "
@@ -163,7 +151,7 @@ def angle_nli(
         anchors, positives, negatives: (N, D) each.
         cln_w: weight of the term with the negatives among the candidates; the other keys as :func:`angle`.
     """
-    _check({"cosine_w": cosine_w, "ibn_w": ibn_w, "cln_w": cln_w, "angle_w": angle_w},
+    check_angle({"cosine_w": cosine_w, "ibn_w": ibn_w, "cln_w": cln_w, "angle_w": angle_w},
            {"cosine_tau": cosine_tau, "ibn_tau": ibn_tau, "angle_tau": angle_tau}, angle_pooling)
     if not anchors.shape == positives.shape == negatives.shape or anchors.ndim != 2:
         raise ValueError(f"loss: angle_nli needs three (N, D) tensors, got {tuple(anchors.shape)}, "

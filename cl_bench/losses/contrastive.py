@@ -8,6 +8,7 @@ import torch
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, distances, squared_distances
+from cl_bench.losses.specs import check_margin
 
 
 @loss_kind("pair")
@@ -37,8 +38,7 @@ def contrastive(
     Returns:
         Scalar loss.
     """
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_margin(margin)
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     sq = squared_distances(pairs.rows, pairs.columns, normalize)
     hinge = (margin - distances(pairs.rows, pairs.columns, normalize)).clamp_min(0.0).pow(2)

@@ -17,12 +17,7 @@ import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import masked_logsumexp, working_precision
-
-
-def check_scale(value: float, key: str) -> None:
-    """Raise a one-line error naming ``loss.<key>`` unless the scale is > 0."""
-    if not value > 0:
-        raise ValueError(f"loss.{key}: must be > 0, got {value}")
+from cl_bench.losses.specs import check_scale
 
 
 def ranking_logsumexp(values: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
+from cl_bench.losses.specs import check_debiasing
 
 
 def debiased_estimate_loss(
@@ -44,10 +45,7 @@ def debiased_estimate_loss(
     Returns:
         Scalar loss; a row without negatives contributes 0.
     """
-    if not 0.0 <= tau_plus < 1.0:
-        raise ValueError(f"loss.tau_plus: must be in [0, 1), got {tau_plus}")
-    if beta < 0:
-        raise ValueError(f"loss.beta: must be >= 0, got {beta}")
+    check_debiasing(tau_plus, beta)
     side = "both" if symmetric else None
     pairs = contrast_pairs(
         anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"

@@ -8,6 +8,7 @@ import torch
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, distances, masked_logsumexp
+from cl_bench.losses.specs import check_margin
 
 
 @loss_kind("pair")
@@ -38,8 +39,7 @@ def lifted(
     Returns:
         Scalar loss.
     """
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_margin(margin)
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     dist = distances(pairs.rows, pairs.columns, normalize)
     slack = margin - dist

@@ -29,8 +29,7 @@ import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import check_inputs, cosine_logits, working_precision
-
-MASK_POSITIVE_MIX = ("zero", "drop", "none")
+from cl_bench.losses.specs import check_mixcse
 
 
 def mix_with_next(x: torch.Tensor, lambd: float) -> torch.Tensor:
@@ -89,12 +88,7 @@ def mixcse(
 
 def check_config(values: dict) -> None:
     """One-line errors naming ``loss.lambd`` / ``loss.mask_positive_mix`` (also run before any model loads)."""
-    lambd = values.get("lambd", 0.2)
-    if not 0.0 <= float(lambd) <= 1.0:
-        raise ValueError(f"loss.lambd: must be in [0, 1], got {lambd}")
-    mask = values.get("mask_positive_mix", "zero")
-    if mask not in MASK_POSITIVE_MIX:
-        raise ValueError(f"loss.mask_positive_mix: unknown '{mask}'; valid: {', '.join(MASK_POSITIVE_MIX)}")
+    check_mixcse(values.get("lambd", 0.2), values.get("mask_positive_mix", "zero"))
 
 
 mixcse.check_config = check_config  # type: ignore[attr-defined]  # read by cl_bench.config before any model loads

@@ -15,8 +15,7 @@ import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import cosine_logits, dot_logits
-
-SIMILARITIES: tuple[str, ...] = ("dot", "cosine")
+from cl_bench.losses.specs import SIMILARITIES
 
 
 def neighbour_scores(inputs: torch.Tensor, candidates: torch.Tensor, similarity: str, tau: float | None) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import working_precision
+from cl_bench.losses.specs import check_margin
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -55,7 +56,6 @@ def sbert_triplet(
         negatives: (N, D) their negatives (one per anchor, given: no mining).
         margin: ε (SBERT: 1).
     """
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_margin(margin)
     a, p, n = (working_precision(x) for x in (anchors, positives, negatives))
     return (euclidean(a, p) - euclidean(a, n) + margin).clamp_min(0.0).mean()

@@ -29,9 +29,7 @@ from cl_bench.losses import loss_kind
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
-
-#: The objectives of the paper's loss ablation, in the order they were introduced.
-SG_OBJECTIVES: tuple[str, ...] = ("base", "opt1", "opt2", "opt3")
+from cl_bench.losses.specs import SG_OBJECTIVES  # the objectives of the paper's loss ablation
 
 
 @loss_kind("self_guided")

@@ -24,14 +24,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from cl_bench.losses.specs import check_tau
+
 Rows = Literal["anchors", "both"]
 Columns = Literal["positives", "both"]
-
-
-def check_tau(tau: float) -> None:
-    """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
-    if not tau > 0:
-        raise ValueError(f"loss.tau: must be > 0, got {tau}")
 
 
 def working_precision(x: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,7 @@ import torch
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
-
-CONTRAST_MODES = ("all", "one")
+from cl_bench.losses.specs import CONTRAST_MODES
 
 
 @loss_kind("pair")

@@ -9,8 +9,7 @@ import torch
 
 from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, squared_distances
-
-MINING = ("hardest", "random")
+from cl_bench.losses.specs import MINING, check_margin
 
 
 @loss_kind("pair")
@@ -44,8 +43,7 @@ def triplet(
     Returns:
         Scalar loss (mean over positive pairs whose anchor has a negative; 0 if none has).
     """
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_margin(margin)
     if mining not in MINING:
         raise ValueError(f"loss.mining: must be one of {', '.join(MINING)}, got '{mining}'")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
