@@ -52,7 +52,7 @@ warnings.filterwarnings("ignore", message="torch.distributed.nn.functional.all_g
 
 #: Loss parameters that hold one row per sample; :class:`GatheredLoss` gathers exactly these.
 PER_SAMPLE_PARAMETERS: tuple[str, ...] = ("anchors", "positives", "hard_negatives", "labels")
-#: Loss kinds (``cl_bench.losses.loss_kind``) that are exact on each rank's rows without a gather.
+#: Loss kinds (``cl_bench.specs.LossSpec.kind``) that are exact on each rank's rows without a gather.
 LOCAL_LOSS_KINDS: frozenset[str] = frozenset({"queue"})
 
 
@@ -360,7 +360,8 @@ def gather_loss(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
     """
     if not is_distributed():
         return loss_fn
-    from cl_bench.losses import KIND_ATTR
+    from cl_bench.specs import loss_spec_of
 
-    kind = getattr(getattr(loss_fn, "func", loss_fn), KIND_ATTR, "pair")
+    spec = loss_spec_of(loss_fn)
+    kind = "pair" if spec is None else spec.kind
     return loss_fn if kind in LOCAL_LOSS_KINDS else GatheredLoss(loss_fn)

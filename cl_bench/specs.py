@@ -63,9 +63,15 @@ class Spec:
 
     @classmethod
     def check_arguments(cls, **values: Any) -> None:
-        """Run :meth:`check` on some of the keys' values (the others None): a target's constructor, called directly
-        from Python rather than built from a checked config, checks its arguments with the same rules."""
-        cls(**{key: values.get(key) for key in cls.keys()}).check()
+        """Run :meth:`check` on some of the keys' values, the others at their target's defaults (None where it has
+        none): a target called directly from Python, not built from a checked config, checks its arguments with the
+        same rules."""
+        import inspect
+
+        module, _, name = cls.target.rpartition(".")
+        parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters.values()
+        defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+        cls(**{key: values.get(key, defaults.get(key)) for key in cls.keys()}).check()
 
     def values(self) -> dict[str, Any]:
         """The option's values by key (what its target is built with)."""
@@ -221,6 +227,13 @@ def spec_for(target: str, import_target: bool = True) -> type[Spec] | None:
         if module:
             importlib.import_module(module)
     return _REGISTRY.get(target)
+
+
+def loss_spec_of(loss_fn: Any) -> type[LossSpec] | None:
+    """The spec of a built loss (its function, or the ``functools.partial`` Hydra made of it), None if it has none."""
+    fn = getattr(loss_fn, "func", loss_fn)
+    spec = spec_for(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}", import_target=False)
+    return spec if spec is not None and issubclass(spec, LossSpec) else None
 
 
 def registered() -> dict[str, type[Spec]]:

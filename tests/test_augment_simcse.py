@@ -20,12 +20,13 @@ from cl_bench.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import build_loss
 
 AUGMENTATIONS = sorted(p.stem for p in (CONF_DIR / "augmentation").glob("*.yaml"))
 #: the losses SimCSE calls (pair losses); the others are rejected for it (tests/test_options_act.py)
-LOSSES = sorted(catalog.losses_of_kinds(SimCSE.loss_kinds))
+LOSSES = sorted(catalog.losses_of_kinds(SimCSESpec.loss_kinds))
 BATCH = [
     "a man plays the guitar in the street",
     "the dog runs in the park",

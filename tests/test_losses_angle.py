@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.angle import angle, angle_nli, in_batch_targets
 from cl_bench.losses.cosent import cosent
+from cl_bench.specs import loss_spec_of
 
 SIZES = (2, 3, 6)
 DIM = 6
@@ -117,7 +117,7 @@ def test_cosent_matches_the_reference_code_form() -> None:
 
 
 def test_cosent_kind_and_edges() -> None:
-    assert getattr(cosent, KIND_ATTR) == "scored_pair"
+    assert loss_spec_of(cosent).kind == "scored_pair"
     u = randn(3, DIM, seed=0)
     assert cosent(u, u, torch.ones(3, dtype=torch.float64)).item() == 0.0  # no discordant pair: log 1
     with pytest.raises(ValueError, match="loss.scale"):
@@ -165,7 +165,7 @@ def test_angle_defaults_are_the_official_trainer_defaults() -> None:
     defaults = {k: p.default for k, p in inspect.signature(angle_nli).parameters.items() if p.default is not p.empty}
     assert defaults == {"cosine_w": 0.0, "ibn_w": 1.0, "cln_w": 1.0, "angle_w": 0.02, "cosine_tau": 20.0,
                         "ibn_tau": 20.0, "angle_tau": 20.0, "angle_pooling": "sum"}
-    assert getattr(angle, KIND_ATTR) == "scored_pair" and getattr(angle_nli, KIND_ATTR) == "triplet"
+    assert loss_spec_of(angle).kind == "scored_pair" and loss_spec_of(angle_nli).kind == "triplet"
 
 
 def test_angle_edges() -> None:

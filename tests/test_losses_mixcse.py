@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.mixcse import mixcse
+from cl_bench.specs import loss_spec_of
 
 DIM = 5
 SIZES = (2, 3, 7)
@@ -63,7 +63,7 @@ def assert_same(loss, reference, inputs) -> None:
 
 
 def test_mixcse_is_a_pair_loss() -> None:
-    assert getattr(mixcse, KIND_ATTR) == "pair"
+    assert loss_spec_of(mixcse).kind == "pair"
 
 
 @pytest.mark.parametrize("n", SIZES)

@@ -10,13 +10,13 @@ import math
 import pytest
 import torch
 
-from cl_bench.losses import KIND_ATTR
 from cl_bench.losses.barlow_twins import barlow_twins
 from cl_bench.losses.byol import byol
 from cl_bench.losses.memory_bank import bank_logits, estimate_partition, memory_bank_nce
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.sbert import pair_features, sbert_regression, sbert_softmax, sbert_triplet
 from cl_bench.losses.swav import sinkhorn_knopp, swav
+from cl_bench.specs import loss_spec_of
 
 DIM = 4
 SIZES = (2, 3, 7)
@@ -96,7 +96,7 @@ def test_barlow_twins_edge_cases() -> None:
         barlow_twins(z[:1], z[:1])
     with pytest.raises(ValueError, match="loss.lambd"):
         barlow_twins(z, z, lambd=-1.0)
-    assert getattr(barlow_twins, KIND_ATTR) == "two_view"
+    assert loss_spec_of(barlow_twins).kind == "two_view"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_byol_edge_cases() -> None:
     assert byol(p, p, -p.detach(), -p.detach()).item() == pytest.approx(8.0)
     with pytest.raises(ValueError, match="one shape"):
         byol(p, p, p, p[:1])
-    assert getattr(byol, KIND_ATTR) == "predict_target"
+    assert loss_spec_of(byol).kind == "predict_target"
 
 
 # ------------------------------------------------------------------------------------------------

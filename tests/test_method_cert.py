@@ -29,6 +29,7 @@ from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.cert import CERT
+from cl_bench.methods.specs import CERTSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import build_method
 
@@ -192,7 +193,7 @@ def test_temperature_comes_from_the_loss(tiny_bert) -> None:
             losses[tau] = method.training_step(SENTENCES[:4])["loss"].item()
     assert losses[0.07] != pytest.approx(losses[0.5], rel=1e-3)
     with pytest.raises(ValueError, match="method.queue_size"):
-        CERT.check_config({"queue_size": 0})
+        CERTSpec.check_arguments(**{"queue_size": 0})
 
 
 @pytest.mark.parametrize("mlp", [True, False])

@@ -25,6 +25,7 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.declutr import DeCLUTR, Span, min_document_tokens, same_document_mask, sample_spans
+from cl_bench.methods.specs import DeCLUTRSpec
 from cl_bench.models.encoder import build_encoder
 
 WIKI = """<doc id="1" url="?curid=1" title="Red Page">
@@ -237,16 +238,16 @@ def test_training_step_with_mlm_on_the_anchors(tiny_bert) -> None:
 
 
 def test_bad_options_fail_with_the_key() -> None:
-    """Checked before any model loads (DeCLUTR.check_config, called by cl_bench.config.validate)."""
+    """Checked before any model loads (DeCLUTRSpec.check, called by cl_bench.config.validate)."""
     with pytest.raises(ValueError, match="method.sampling_strategy"):
-        DeCLUTR.check_config({"sampling_strategy": "nearby"})
+        DeCLUTRSpec.check_arguments(**{"sampling_strategy": "nearby"})
     with pytest.raises(ValueError, match="method.min_span_len"):
-        DeCLUTR.check_config({"min_span_len": 30, "max_span_len": 20})
+        DeCLUTRSpec.check_arguments(**{"min_span_len": 30, "max_span_len": 20})
     with pytest.raises(ValueError, match="method.num_anchors"):
-        DeCLUTR.check_config({"num_anchors": 0})
+        DeCLUTRSpec.check_arguments(**{"num_anchors": 0})
     with pytest.raises(ValueError, match="method.doc_format"):
-        DeCLUTR.check_config({"doc_format": "jsonl"})
-    DeCLUTR.check_config({"min_span_len": 8, "max_span_len": 64, "sampling_strategy": "adjacent"})
+        DeCLUTRSpec.check_arguments(**{"doc_format": "jsonl"})
+    DeCLUTRSpec.check_arguments(**{"min_span_len": 8, "max_span_len": 64, "sampling_strategy": "adjacent"})
 
 
 def test_mlm_loss_is_zero_not_nan_when_nothing_is_masked(tiny_bert) -> None:

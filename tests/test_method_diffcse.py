@@ -16,6 +16,7 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.diffcse import BatchNormProjector, DiffCSE, replaced_token_loss
 from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.specs import DiffCSESpec
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
@@ -122,7 +123,7 @@ def test_batchnorm_projector_is_the_official_projection_mlp(tiny_bert) -> None:
 
 def test_generator_is_checked_before_loading(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"^method.generator: cannot load '.*nowhere'"):
-        DiffCSE.check_config({"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.005})
+        DiffCSESpec.check_arguments(**{"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.005})
     with pytest.raises(ValueError, match=r"^method.projector: unknown value 'linear'"):
-        DiffCSE.check_config({"projector": "linear"})
-    DiffCSE.check_config({"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.0})  # inert without λ
+        DiffCSESpec.check_arguments(**{"projector": "linear"})
+    DiffCSESpec.check_arguments(**{"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.0})  # inert without λ

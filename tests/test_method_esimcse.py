@@ -14,6 +14,7 @@ from cl_bench.augment.word_repetition import WordRepetition, repeat_tokens, repe
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE
+from cl_bench.methods.specs import ESimCSESpec
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
@@ -151,7 +152,7 @@ def test_momentum_start_is_checked() -> None:
     import pytest
 
     with pytest.raises(ValueError, match=r"^method.momentum_start: unknown value 'warm'; valid: pretrained, random$"):
-        ESimCSE.check_config({"momentum_start": "warm"})
+        ESimCSESpec.check_arguments(**{"momentum_start": "warm"})
 
 
 def test_fp16_cuda_precision_is_fp16_on_cuda_only() -> None:

@@ -26,6 +26,7 @@ from cl_bench.methods.quickthoughts import (
     QuickThoughts,
     neighbour_targets,
 )
+from cl_bench.methods.specs import QuickThoughtsSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.rundir import ENCODER_META_FILE
 
@@ -148,9 +149,9 @@ def test_eval_embedding_concat_f_g(tiny_bert, tmp_path: Path) -> None:
 
 def test_bad_options_fail_with_the_key() -> None:
     with pytest.raises(ValueError, match="method.encoders"):
-        QuickThoughts.check_config({"encoders": 3})
+        QuickThoughtsSpec.check_arguments(**{"encoders": 3})
     with pytest.raises(ValueError, match="method.embedding"):
-        QuickThoughts.check_config({"embedding": "sum"})
+        QuickThoughtsSpec.check_arguments(**{"embedding": "sum"})
     with pytest.raises(ValueError, match="loss.similarity"):
         neighbour_classification(torch.randn(2, 4), torch.randn(2, 4), neighbour_targets(2, 1), similarity="l2")
 

@@ -17,6 +17,7 @@ from cl_bench.config import build_spec, validate
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided, pool_layers
+from cl_bench.methods.specs import SelfGuidedSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 
@@ -220,9 +221,9 @@ def test_no_projection_head_and_bad_options(tiny_bert: Path) -> None:
     with pytest.raises(ValueError, match=r"method.layers: indices must lie in 0..2"):
         _method(tiny_bert, layers=[3])
     with pytest.raises(ValueError, match="method.layer_pooling"):
-        SelfGuided.check_config({"layer_pooling": "min"})
+        SelfGuidedSpec.check_arguments(**{"layer_pooling": "min"})
     with pytest.raises(ValueError, match="method.reg_weight"):
-        SelfGuided.check_config({"reg_weight": -1})
+        SelfGuidedSpec.check_arguments(**{"reg_weight": -1})
 
 
 def test_reads_all_stsb_splits(tiny_bert: Path, data_dir: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from cl_bench.augment.base import Dropout
+from cl_bench.augment.specs import MLMReplaceSpec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -225,6 +226,6 @@ def test_a_model_running_augmentation_keeps_auto_workers_at_zero(tiny_bert: Path
 
     trainer = _trainer(tiny_bert, data_dir, tmp_path)
     trainer.device = torch.device("cuda")
-    assert MLMReplace.runs_model_in_training({})
+    assert MLMReplaceSpec(probability=0.15, mlm_model=None, top_k=100, batch_size=64).runs_model_in_training()
     trainer.method.augmentation = MLMReplace.__new__(MLMReplace)  # its class decides; nothing of it runs here
     assert trainer.data_workers() == 0

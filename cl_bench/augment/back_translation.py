@@ -326,11 +326,6 @@ class BackTranslation(Augmentation):
 
     name = "back_translation"
 
-    @classmethod
-    def runs_model_in_training(cls, values: dict[str, Any]) -> bool:
-        """The translators run during training unless the views come from a file or the corpus cache."""
-        return values.get("source", "auto") != "file" and not translates_corpus_once(values)
-
     def __init__(
         self,
         pivot_lang: str = "de",

@@ -32,12 +32,6 @@ class Augmentation:
     name: str = "none"
     embedding_level: bool = False
 
-    @classmethod
-    def runs_model_in_training(cls, values: dict[str, Any]) -> bool:
-        """Whether :meth:`augment_text`, under these config values, runs a neural model on the training
-        device at every step (a GPU model cannot run in forked DataLoader workers)."""
-        return False
-
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Called once by the training loop before training (e.g. to load an MLM head)."""
 

@@ -68,10 +68,6 @@ class MLMReplace(Augmentation):
 
     name = "mlm_replace"
 
-    @classmethod
-    def runs_model_in_training(cls, values: dict[str, Any]) -> bool:
-        return True  # the masked LM, on the encoder's device
-
     def __init__(
         self, probability: float = 0.15, mlm_model: str | None = None, top_k: int = 100, batch_size: int = 64
     ) -> None:

@@ -30,7 +30,6 @@ import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from cl_bench.augment.base import Augmentation
 from cl_bench.augment.specs import check_negation
@@ -82,13 +81,8 @@ class Negation(Augmentation):
 
     name = "negation"
 
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        """``augmentation.source`` is known and ``augmentation.file`` exists when it is read."""
-        check_negation(values.get("source", "rules"), values.get("file"))
-
     def __init__(self, source: str = "rules", file: str | None = None) -> None:
-        self.check_config({"source": source, "file": file})
+        check_negation(source, file)
         self.source = source
         self.table = read_negations(file) if source == "file" and file else {}
 

@@ -66,13 +66,8 @@ class WordRepetition(Augmentation):
 
     name = "word_repetition"
 
-    @classmethod
-    def check_config(cls, values: dict[str, Any]) -> None:
-        """One-line errors naming the key, before any model loads."""
-        check_word_repetition(values.get("dup_rate", 0.32), values.get("dup_type", "bpe"))
-
     def __init__(self, dup_rate: float = 0.32, dup_type: str = "bpe") -> None:
-        self.check_config({"dup_rate": dup_rate, "dup_type": dup_type})
+        check_word_repetition(dup_rate, dup_type)
         self.dup_rate = float(dup_rate)
         self.dup_type = dup_type
         self.tokenizer: Any = None

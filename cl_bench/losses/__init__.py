@@ -1,7 +1,7 @@
 """Objectives as pure tensor functions (no model, no config, no state).
 
-Each ``loss=`` option is one function here, marked with :func:`loss_kind`: the call a method makes
-to it. A method declares the kinds it calls (``Method.loss_kinds``), so an option that a method
+Each ``loss=`` option is one function here; its spec (:mod:`cl_bench.losses.specs`) declares its kind: the call a
+method makes to it. A method's spec declares the kinds it calls (``MethodSpec.loss_kinds``), so an option that a method
 cannot call is rejected before any model loads, and a method's own objective (SG-OPT's variants,
 CERT's queue InfoNCE, IS-BERT's JSD estimator, QuickThoughts' neighbour classifier) is a ``loss=``
 option like the others.
@@ -22,32 +22,3 @@ Kinds (the positional arguments; hyperparameters are keyword-only):
 * ``scored_pair``: ``loss(u, v, scores)`` — pairs with gold similarity scores (SBERT STS-B regression).
 * ``triplet``: ``loss(anchors, positives, negatives, *, ...)`` — given triplets (SBERT's triplet objective).
 """
-
-from __future__ import annotations
-
-from collections.abc import Callable, Mapping
-from typing import TypeVar
-
-F = TypeVar("F", bound=Callable)
-
-#: the attribute names set on a loss function by :func:`loss_kind`
-KIND_ATTR = "loss_kind"
-NEEDS_ATTR = "loss_needs"
-
-
-def loss_kind(kind: str, *, needs: Mapping[str, str] | None = None) -> Callable[[F], F]:
-    """Mark a loss function with the call it expects.
-
-    Args:
-        kind: the call signature (``pair``, ...; see the module docstring).
-        needs: hyperparameter -> input the method must supply for it to act (e.g.
-            ``{"hard_negative_alpha": "hard_negatives"}``): overriding it for a method that does not
-            supply that input is rejected as a no-op.
-    """
-
-    def mark(fn: F) -> F:
-        setattr(fn, KIND_ATTR, kind)
-        setattr(fn, NEEDS_ATTR, dict(needs or {}))
-        return fn
-
-    return mark

@@ -28,7 +28,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.cosent import pair_cosines, ranking_logsumexp
 from cl_bench.losses.similarity import working_precision
 from cl_bench.losses.specs import check_angle
@@ -79,7 +78,6 @@ def in_batch_negatives(u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, s
     return -torch.where(targets, log_probs, torch.zeros_like(log_probs)).sum() / n2
 
 
-@loss_kind("scored_pair")
 def angle(
     u: torch.Tensor,
     v: torch.Tensor,
@@ -127,7 +125,6 @@ def _cross_entropy_first_match(queries: torch.Tensor, targets: torch.Tensor, sca
     return F.cross_entropy(logits, torch.arange(queries.shape[0], device=queries.device))
 
 
-@loss_kind("triplet")
 def angle_nli(
     anchors: torch.Tensor,
     positives: torch.Tensor,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import working_precision
 
 #: BatchNorm1d's default epsilon (the official code's normaliser)
@@ -37,7 +36,6 @@ def cross_correlation(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
     return standardize(z1).T @ standardize(z2) / z1.shape[0]
 
 
-@loss_kind("two_view")
 def barlow_twins(z1: torch.Tensor, z2: torch.Tensor, *, lambd: float = 0.0051) -> torch.Tensor:
     """Barlow Twins' redundancy-reduction loss of two views.
 

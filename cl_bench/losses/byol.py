@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import working_precision
 
 
@@ -23,7 +22,6 @@ def normalized_mse(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return (p - t).pow(2).sum(dim=-1).mean()
 
 
-@loss_kind("predict_target")
 def byol(
     predictions_1: torch.Tensor,
     predictions_2: torch.Tensor,

@@ -6,12 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, distances, squared_distances
 from cl_bench.losses.specs import check_margin
 
 
-@loss_kind("pair")
 def contrastive(
     anchors: torch.Tensor,
     positives: torch.Tensor,

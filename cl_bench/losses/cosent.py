@@ -15,7 +15,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import masked_logsumexp, working_precision
 from cl_bench.losses.specs import check_scale
 
@@ -38,7 +37,6 @@ def pair_cosines(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (F.normalize(working_precision(u), dim=-1) * F.normalize(working_precision(v), dim=-1)).sum(-1)
 
 
-@loss_kind("scored_pair")
 def cosent(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor, *, scale: float = 20.0) -> torch.Tensor:
     """CoSENT: ``log(1 + Σ_{s_i < s_j} exp(scale · (cos(u_i, v_i) − cos(u_j, v_j))))``.
 

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
 from cl_bench.losses.specs import check_debiasing
 
@@ -80,7 +79,6 @@ def debiased_estimate_loss(
     return per_pair[positive].mean()
 
 
-@loss_kind("pair")
 def debiased(
     anchors: torch.Tensor,
     positives: torch.Tensor,

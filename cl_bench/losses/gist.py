@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
-from cl_bench.losses.similarity import check_tau, cosine_similarity_matrix
+from cl_bench.losses.similarity import cosine_similarity_matrix
+from cl_bench.losses.specs import check_tau
 
 
 def guided_ignore_mask(
@@ -50,12 +50,6 @@ def guided_ignore_mask(
     return ignore
 
 
-def check_config(values: dict[str, object]) -> None:
-    """``loss.tau`` > 0, before any model loads (one line naming the key)."""
-    check_tau(float(values.get("tau", 0.01)))  # type: ignore[arg-type]
-
-
-@loss_kind("guided_pair")
 def gist_embed(
     anchors: torch.Tensor,
     positives: torch.Tensor,
@@ -119,6 +113,3 @@ def gist_embed(
         blocks.append(cosine_similarity_matrix(anchors, hard_negatives))
     logits = (torch.cat(blocks, dim=1) / tau).masked_fill(torch.cat(masks, dim=1), float("-inf"))
     return F.cross_entropy(logits, torch.arange(n, device=logits.device))
-
-
-gist_embed.check_config = check_config  # type: ignore[attr-defined]  # read by cl_bench.config before any model loads

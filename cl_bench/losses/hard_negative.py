@@ -12,11 +12,9 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.debiased import debiased_estimate_loss
 
 
-@loss_kind("pair")
 def hard_negative(
     anchors: torch.Tensor,
     positives: torch.Tensor,

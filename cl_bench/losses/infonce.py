@@ -7,13 +7,11 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
 
 __all__ = ["cosine_logits", "info_nce"]
 
 
-@loss_kind("pair", needs={"hard_negative_alpha": "hard_negatives"})
 def info_nce(
     anchors: torch.Tensor,
     positives: torch.Tensor,

@@ -19,12 +19,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
-
 LOG_2 = math.log(2.0)
 
 
-@loss_kind("local_global")
 def jsd_mi_loss(scores: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Negative JSD MI estimate (the quantity to minimise).
 

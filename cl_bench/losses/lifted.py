@@ -6,12 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, distances, masked_logsumexp
 from cl_bench.losses.specs import check_margin
 
 
-@loss_kind("pair")
 def lifted(
     anchors: torch.Tensor,
     positives: torch.Tensor,

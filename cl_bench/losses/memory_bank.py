@@ -21,8 +21,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
-from cl_bench.losses.similarity import check_tau, working_precision
+from cl_bench.losses.similarity import working_precision
+from cl_bench.losses.specs import check_tau
 
 
 def bank_logits(features: torch.Tensor, positives: torch.Tensor, noise: torch.Tensor, tau: float) -> torch.Tensor:
@@ -47,7 +47,6 @@ def estimate_partition(logits: torch.Tensor, num_data: int) -> float:
     return float(num_data * torch.exp(logits.double()).mean())
 
 
-@loss_kind("memory_bank")
 def memory_bank_nce(
     features: torch.Tensor,
     positives: torch.Tensor,

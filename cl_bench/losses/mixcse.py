@@ -27,7 +27,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import check_inputs, cosine_logits, working_precision
 from cl_bench.losses.specs import check_mixcse
 
@@ -37,7 +36,6 @@ def mix_with_next(x: torch.Tensor, lambd: float) -> torch.Tensor:
     return (lambd * x + (1.0 - lambd) * torch.roll(x, shifts=-1, dims=0)).detach()
 
 
-@loss_kind("pair")
 def mixcse(
     anchors: torch.Tensor,
     positives: torch.Tensor,
@@ -65,7 +63,7 @@ def mixcse(
     """
     if labels is not None:
         raise ValueError("loss=mixcse: labels are not supported (the mixed negatives follow the batch's pair order)")
-    check_config({"lambd": lambd, "mask_positive_mix": mask_positive_mix})
+    check_mixcse(lambd, mask_positive_mix)
     check_inputs(anchors, positives, hard_negatives)
     a, p = working_precision(anchors), working_precision(positives)
     n = a.shape[0]
@@ -86,9 +84,3 @@ def mixcse(
     return F.cross_entropy(logits, torch.arange(n, device=a.device))
 
 
-def check_config(values: dict) -> None:
-    """One-line errors naming ``loss.lambd`` / ``loss.mask_positive_mix`` (also run before any model loads)."""
-    check_mixcse(values.get("lambd", 0.2), values.get("mask_positive_mix", "zero"))
-
-
-mixcse.check_config = check_config  # type: ignore[attr-defined]  # read by cl_bench.config before any model loads

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import cosine_logits
 
 
@@ -48,7 +47,6 @@ def queue_logits(
     return torch.cat(columns, dim=1)
 
 
-@loss_kind("queue")
 def queue_info_nce(
     queries: torch.Tensor,
     keys: torch.Tensor,

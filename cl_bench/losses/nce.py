@@ -14,11 +14,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits
 
 
-@loss_kind("pair")
 def nce(
     anchors: torch.Tensor,
     positives: torch.Tensor,

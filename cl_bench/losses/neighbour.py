@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import cosine_logits, dot_logits
 from cl_bench.losses.specs import SIMILARITIES
 
@@ -29,7 +28,6 @@ def neighbour_scores(inputs: torch.Tensor, candidates: torch.Tensor, similarity:
     raise ValueError(f"loss.similarity: unknown similarity '{similarity}'; valid: {', '.join(SIMILARITIES)}")
 
 
-@loss_kind("neighbour", needs={"tau": "similarity=cosine"})
 def neighbour_classification(
     inputs: torch.Tensor,
     candidates: torch.Tensor,

@@ -6,11 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, dot_logits, multi_positive_nce, working_precision
 
 
-@loss_kind("pair")
 def npair(
     anchors: torch.Tensor,
     positives: torch.Tensor,

@@ -6,11 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
 
 
-@loss_kind("pair")
 def ntxent(
     anchors: torch.Tensor,
     positives: torch.Tensor,

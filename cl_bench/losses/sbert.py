@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import working_precision
 from cl_bench.losses.specs import check_margin
 
@@ -23,13 +22,11 @@ def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.cat([u, v, (u - v).abs()], dim=-1)
 
 
-@loss_kind("classifier")
 def sbert_softmax(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the classifier's (N, C) logits against (N,) integer labels."""
     return F.cross_entropy(working_precision(logits), labels)
 
 
-@loss_kind("scored_pair")
 def sbert_regression(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """Mean squared error between ``cos(u_i, v_i)`` and ``scores_i`` (gold similarity in [0, 1])."""
     u, v = working_precision(u), working_precision(v)
@@ -44,7 +41,6 @@ def euclidean(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(positive, torch.where(positive, sq, torch.ones_like(sq)).sqrt(), torch.zeros_like(sq))
 
 
-@loss_kind("triplet")
 def sbert_triplet(
     anchors: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, *, margin: float = 1.0
 ) -> torch.Tensor:

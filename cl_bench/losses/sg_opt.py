@@ -25,14 +25,12 @@ from collections.abc import Iterable, Mapping
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
 from cl_bench.losses.specs import SG_OBJECTIVES  # the objectives of the paper's loss ablation
 
 
-@loss_kind("self_guided")
 def sg_contrastive_loss(
     anchors: torch.Tensor,
     layer_views: torch.Tensor,

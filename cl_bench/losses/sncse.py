@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.infonce import info_nce
 
 
@@ -25,7 +24,6 @@ def bidirectional_margin(
     return (torch.relu(difference + alpha) + torch.relu(-difference - beta)).mean()
 
 
-@loss_kind("soft_negative")
 def sncse_loss(
     anchors: torch.Tensor,
     positives: torch.Tensor,

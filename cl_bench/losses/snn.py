@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import (
     check_inputs,
     check_tau,
@@ -16,7 +15,6 @@ from cl_bench.losses.similarity import (
 )
 
 
-@loss_kind("pair")
 def snn(
     anchors: torch.Tensor,
     positives: torch.Tensor,

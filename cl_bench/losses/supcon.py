@@ -7,12 +7,10 @@ from typing import Literal
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
 from cl_bench.losses.specs import CONTRAST_MODES
 
 
-@loss_kind("pair")
 def supcon(
     anchors: torch.Tensor,
     positives: torch.Tensor,

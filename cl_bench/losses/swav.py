@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from cl_bench.losses import loss_kind
-from cl_bench.losses.similarity import check_tau, working_precision
+from cl_bench.losses.similarity import working_precision
+from cl_bench.losses.specs import check_tau
 
 
 @torch.no_grad()
@@ -50,7 +50,6 @@ def sinkhorn_knopp(scores: torch.Tensor, epsilon: float = 0.05, iterations: int 
     return plan
 
 
-@loss_kind("swapped_prediction")
 def swav(
     scores_1: torch.Tensor,
     scores_2: torch.Tensor,

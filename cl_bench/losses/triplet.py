@@ -7,12 +7,10 @@ from typing import Literal
 
 import torch
 
-from cl_bench.losses import loss_kind
 from cl_bench.losses.similarity import contrast_pairs, squared_distances
 from cl_bench.losses.specs import MINING, check_margin
 
 
-@loss_kind("pair")
 def triplet(
     anchors: torch.Tensor,
     positives: torch.Tensor,

@@ -52,7 +52,7 @@ from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses.sbert import pair_features
 from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
 from cl_bench.methods.specs import SBERTSpec
-from cl_bench.specs import spec_for
+from cl_bench.specs import loss_spec_of
 
 #: STS-B's gold scores run from 0 to 5; SBERT regresses the cosine on score / 5
 STSB_MAX_SCORE = 5.0
@@ -68,8 +68,7 @@ class TargetedColumns(TextViews):
 
 def configured_loss_kind(loss_fn: Any) -> str | None:
     """The kind of the configured loss (a Hydra ``functools.partial``), as its spec declares it."""
-    fn = getattr(loss_fn, "func", loss_fn)
-    spec = spec_for(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__name__', '')}", import_target=False)
+    spec = loss_spec_of(loss_fn)
     return None if spec is None else spec.kind
 
 

@@ -40,6 +40,7 @@ from cl_bench.methods.base import (
     tokenize_groups,
 )
 from cl_bench.models.mlm import mlm_head, with_mlm_term
+from cl_bench.specs import loss_spec_of
 
 
 @dataclass
@@ -132,7 +133,8 @@ class SupervisedSimCSE(Method):
         (guided supervised SimCSE), or neither without a guide."""
         if self.guide is None:
             return self.loss_fn(*embeddings)
-        if getattr(getattr(self.loss_fn, "func", self.loss_fn), "loss_kind", None) == "guided_pair":
+        spec = loss_spec_of(self.loss_fn)
+        if spec is not None and spec.kind == "guided_pair":
             return self.loss_fn(*embeddings, guide=tuple(guide))
         return self.loss_fn(*embeddings, ignore=guided_ignore_mask(*guide))
 

@@ -253,10 +253,11 @@ class Trainer:
         workers = int(self.tcfg.get("num_workers", 0))
         if workers >= 0:
             return workers
-        augmentation, runs_model = self.method.augmentation, False
-        if augmentation is not None and hasattr(augmentation, "runs_model_in_training"):
+        runs_model = False
+        if self.method.augmentation is not None:  # built from a config its spec checked
+            spec = spec_for(str(self.cfg.augmentation._target_))
             values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
-            runs_model = augmentation.runs_model_in_training({k: v for k, v in values.items() if not str(k).startswith("_")})
+            runs_model = spec(**{k: v for k, v in values.items() if k in spec.keys()}).runs_model_in_training()
         return AUTO_DATA_WORKERS if self.device.type == "cuda" and self.grad_cache is None and not runs_model else 0
 
     @property
