@@ -20,8 +20,9 @@ from cl_bench.config import ConfigError, acting_params, validate
 from cl_bench.eval.suite import evaluate
 from cl_bench.losses.cosent import cosent
 from cl_bench.losses.infonce import info_nce
-from cl_bench.losses.matryoshka import MatryoshkaLoss, check_dims
+from cl_bench.losses.matryoshka import MatryoshkaLoss
 from cl_bench.losses.sbert import sbert_triplet
+from cl_bench.losses.specs import check_dims
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:

@@ -25,22 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-#: loss kinds whose tensor arguments are sentence embeddings (so a prefix of them is an embedding too)
-EMBEDDING_KINDS = ("pair", "guided_pair", "scored_pair", "triplet")
-
-
-def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
-    """One-line errors naming ``train.matryoshka_dims`` / ``train.matryoshka_weights``."""
-    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise ValueError(f"train.matryoshka_dims: must be a non-empty list of sizes >= 1, got {list(dims)}")
-    if len(set(dims)) != len(dims):
-        raise ValueError(f"train.matryoshka_dims: sizes must be distinct, got {list(dims)}")
-    if weights is not None:
-        if len(weights) != len(dims):
-            raise ValueError(f"train.matryoshka_weights: one weight per size of train.matryoshka_dims "
-                             f"({len(dims)}), got {len(weights)}")
-        if any(isinstance(w, bool) or not isinstance(w, int | float) or w < 0 for w in weights):
-            raise ValueError(f"train.matryoshka_weights: must be numbers >= 0, got {list(weights)}")
+from cl_bench.losses.specs import check_dims
 
 
 def _truncate(value: Any, width: int, dim: int) -> Any:
