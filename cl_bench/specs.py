@@ -62,16 +62,21 @@ class Spec:
         return {name: hints[name] for name in cls.keys()}
 
     @classmethod
-    def check_arguments(cls, **values: Any) -> None:
-        """Run :meth:`check` on some of the keys' values, the others at their target's defaults (None where it has
-        none): a target called directly from Python, not built from a checked config, checks its arguments with the
-        same rules."""
+    def from_arguments(cls, **values: Any) -> Spec:
+        """The spec of some of the keys' values, the others at their target's defaults (None where it has none), for
+        a target used directly from Python rather than built from a checked config."""
         import inspect
 
         module, _, name = cls.target.rpartition(".")
         parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters.values()
         defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-        cls(**{key: values.get(key, defaults.get(key)) for key in cls.keys()}).check()
+        return cls(**{key: values.get(key, defaults.get(key)) for key in cls.keys()})
+
+    @classmethod
+    def check_arguments(cls, **values: Any) -> None:
+        """:meth:`check` on :meth:`from_arguments`: a target called directly from Python checks its arguments with the
+        same rules as a config."""
+        cls.from_arguments(**values).check()
 
     def values(self) -> dict[str, Any]:
         """The option's values by key (what its target is built with)."""

@@ -97,7 +97,8 @@ class DiffCSE(Method):
         projector: str = "batchnorm",
     ) -> None:
         super().__init__(context)
-        DiffCSESpec.check_arguments(lambda_weight=lambda_weight, mask_ratio=mask_ratio, projector=projector)
+        # the generator is loaded below, which says what is wrong with it: no hub probe here
+        DiffCSESpec.check_arguments(lambda_weight=lambda_weight, mask_ratio=mask_ratio, projector=projector, generator=None)
         self.lambda_weight, self.mask_ratio = float(lambda_weight), float(mask_ratio)
         encoder, hidden = self.encoder, self.encoder.hidden_size
         self.projector: nn.Module | None = None

@@ -253,11 +253,15 @@ class Trainer:
         workers = int(self.tcfg.get("num_workers", 0))
         if workers >= 0:
             return workers
-        runs_model = False
-        if self.method.augmentation is not None:  # built from a config its spec checked
-            spec = spec_for(str(self.cfg.augmentation._target_))
-            values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
-            runs_model = spec(**{k: v for k, v in values.items() if k in spec.keys()}).runs_model_in_training()
+        runs_model, augmentation = False, self.method.augmentation
+        if augmentation is not None:
+            target = f"{type(augmentation).__module__}.{type(augmentation).__qualname__}"
+            spec = spec_for(target)
+            if spec is not None and self.cfg.augmentation.get("_target_") == target:  # its values, as configured
+                values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
+                runs_model = spec(**{k: v for k, v in values.items() if k in spec.keys()}).runs_model_in_training()
+            elif spec is not None:
+                runs_model = spec.from_arguments().runs_model_in_training()
         return AUTO_DATA_WORKERS if self.device.type == "cuda" and self.grad_cache is None and not runs_model else 0
 
     @property
