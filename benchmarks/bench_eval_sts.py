@@ -46,7 +46,7 @@ from _common import (
     rates,
 )
 
-from cl_bench.eval import evaluate, groups
+from cl_bench.eval import EvalOptions, evaluate, groups
 from cl_bench.eval.geometry import cosine_rows
 from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.sts import load_sts_task, spearman100
@@ -176,8 +176,9 @@ def main() -> None:
     for name, (backend, precision) in columns.items():
         shapes.reset()
         rows[name] = timed(
-            evaluate, encoder, data_dir, tasks=list(tasks), batch_size=args.batch_size, align_uniform=False,
-            anisotropy=False, backend=backend, precision=precision, cache=False,
+            evaluate, encoder, data_dir, list(tasks), EvalOptions(batch_size=args.batch_size, align_uniform=False,
+                                                                  anisotropy=False, backend=backend, precision=precision,
+                                                                  cache=False),
         )
         flops[name] = encoder_flops(encoder.backbone.config, shapes.batches)
         print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU; {rates(*rows[name][1:], flops[name], peaks)}"
