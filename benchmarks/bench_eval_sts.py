@@ -4,7 +4,7 @@ Every column computes the same 9 figures with the same encoder — the 7 STS tes
 "all", STS-B and SICK-R test) and the STS-B and SICK-R dev figures that ``evaluate(tasks=["sts"])``
 also reports:
 
-* torch fp32 (the reference): ``evaluate(tasks=["sts"], backend="torch")`` — every distinct sentence
+* torch fp32 (the reference): ``evaluate(encoder, data, ["sts"], EvalOptions(backend="torch"))`` — every distinct sentence
   encoded once, in length-sorted batches under inference mode;
 * ONNX Runtime fp32: the same with ``backend="onnx"`` (the export is made before timing and reported);
 * torch bf16: the same with ``precision="bf16"`` (autocast), where the CPU has avx512_bf16/amx_bf16;

@@ -2,7 +2,8 @@
 :func:`cl_bench.eval.evaluate` scores an encoder) and the Hydra schema of the node built from it,
 :data:`EvalConfig` (``tasks``, the options, and ``pooler``, which acts on the encoder).
 
-Torch-free and light (dataclasses, omegaconf, :mod:`cl_bench.flow_options`): the config schema
+Torch-free and light (dataclasses and :mod:`cl_bench.flow_options`; not even omegaconf, which the GPU image
+lacks, though ``benchmarks/`` import the evaluation there): the config schema
 (:mod:`cl_bench.config`) and the checks that run before torch is imported read it. The value rules
 that need no file of the data root are :meth:`EvalOptions.check`'s; the encoding options' hardware
 rules (bf16, TF32, ONNX Runtime) and the data files are checked by
@@ -13,11 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
 
 from cl_bench.flow_options import FlowOptions, check_postprocess
 
@@ -106,14 +106,18 @@ class EvalOptions:
         object.__setattr__(self, "flow", _flow_options(self.flow))
 
     @classmethod
-    def from_config(cls, node: DictConfig | Mapping[str, Any]) -> EvalOptions:
-        """The options of an ``eval`` config node (interpolations resolved); its ``tasks`` and ``pooler`` are left
-        out, a key it lacks keeps its default.
+    def from_config(cls, node: Mapping[str, Any]) -> EvalOptions:
+        """The options of an ``eval`` config node (a DictConfig, interpolations resolved, or a dict); its ``tasks``
+        and ``pooler`` are left out, a key it lacks keeps its default.
 
         Raises:
             EvalConfigError: ``eval.<key>: unknown key; valid: ...`` for a key the node may not have.
         """
-        values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        omegaconf = sys.modules.get("omegaconf")  # a DictConfig exists only where omegaconf was imported
+        if omegaconf is not None and isinstance(node, omegaconf.DictConfig):
+            values = omegaconf.OmegaConf.to_container(node, resolve=True)
+        else:
+            values = dict(node)
         known = [f.name for f in dataclasses.fields(cls)]
         for key in values:
             if key not in known and key not in NODE_ONLY_KEYS:
@@ -122,8 +126,8 @@ class EvalOptions:
         return cls(**{key: value for key, value in values.items() if key in known})  # type: ignore[arg-type]
 
     def check(self) -> None:
-        """The value rules that need no data file and no hardware, in a fixed order: the first invalid value
-        raises. The encoding options (``backend``, ``precision``, ``cache*``) depend on the device and the
+        """The value rules that need no file of the data root and no hardware (``eval.flow.corpus``, a file the
+        user names, must exist), in a fixed order: the first invalid value raises. The encoding options (``backend``, ``precision``, ``cache*``) depend on the device and the
         installed packages: :func:`cl_bench.models.inference.check_encoding_options` judges them
         (:func:`cl_bench.eval.tasks.check_eval_config` runs both).
 
