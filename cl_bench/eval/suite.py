@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 
 #: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
 POSITIVE_THRESHOLD = 4.0
+
+
 def _concat_pairs(parts: Iterable[ScoredPairs]) -> ScoredPairs:
     parts = list(parts)
     return ScoredPairs(
