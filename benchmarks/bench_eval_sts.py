@@ -4,7 +4,7 @@ Every column computes the same 9 figures with the same encoder — the 7 STS tes
 "all", STS-B and SICK-R test) and the STS-B and SICK-R dev figures that ``evaluate(tasks=["sts"])``
 also reports:
 
-* torch fp32 (the reference): ``evaluate(tasks=["sts"], backend="torch")`` — every distinct sentence
+* torch fp32 (the reference): ``evaluate(encoder, data, ["sts"], EvalOptions(backend="torch"))`` — every distinct sentence
   encoded once, in length-sorted batches under inference mode;
 * ONNX Runtime fp32: the same with ``backend="onnx"`` (the export is made before timing and reported);
 * torch bf16: the same with ``precision="bf16"`` (autocast), where the CPU has avx512_bf16/amx_bf16;
@@ -46,7 +46,7 @@ from _common import (
     rates,
 )
 
-from cl_bench.eval import evaluate, groups
+from cl_bench.eval import EvalOptions, evaluate, groups
 from cl_bench.eval.geometry import cosine_rows
 from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.sts import load_sts_task, spearman100
@@ -176,8 +176,9 @@ def main() -> None:
     for name, (backend, precision) in columns.items():
         shapes.reset()
         rows[name] = timed(
-            evaluate, encoder, data_dir, tasks=list(tasks), batch_size=args.batch_size, align_uniform=False,
-            anisotropy=False, backend=backend, precision=precision, cache=False,
+            evaluate, encoder, data_dir, list(tasks), EvalOptions(batch_size=args.batch_size, align_uniform=False,
+                                                                  anisotropy=False, backend=backend, precision=precision,
+                                                                  cache=False),
         )
         flops[name] = encoder_flops(encoder.backbone.config, shapes.batches)
         print(f"{name}: {rows[name][1]:.1f} s wall, {rows[name][2]:.1f} s CPU; {rates(*rows[name][1:], flops[name], peaks)}"

@@ -39,6 +39,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,12 +56,12 @@ from _common import (
     synchronize,
 )
 
-from cl_bench.eval import evaluate, evaluate_dev, groups
+from cl_bench.eval import EvalOptions, evaluate, evaluate_dev, groups
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.options import TRANSFER_CONFIGS
 from cl_bench.eval.registry import task_sentences
 from cl_bench.eval.senteval_classifier import classifier_device, torch_classifier_device
 from cl_bench.eval.sts import load_sts_task
-from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
 from cl_bench.models.encoder import SentenceEncoder, build_encoder, quiet_transformers_bars
 from cl_bench.models.inference import (
@@ -193,11 +194,13 @@ def main(argv: list[str] | None = None) -> None:
             del model._encode_distinct
         print(f"{what}: tokenised ahead, untimed: {time.perf_counter() - start:.2f} s", flush=True)
 
+    # the STS timings' options (each sets its precision): torch, no embedding cache, no geometry
+    sts_options = EvalOptions(batch_size=args.batch_size, align_uniform=False, anisotropy=False, backend="torch",
+                              cache=False)
     if "encodings" in set(args.parts) and precisions:
         if args.sts_tasks:
             tokenise_ahead(encoder, "STS sentences", lambda: evaluate(
-                encoder, data_dir, tasks=list(args.sts_tasks), batch_size=args.batch_size, align_uniform=False,
-                anisotropy=False, backend="torch", precision=precisions[0], cache=False))
+                encoder, data_dir, list(args.sts_tasks), replace(sts_options, precision=precisions[0])))
         if transfer:
             tokenise_ahead(encoder, "transfer sentences",
                            lambda: EmbeddingTable(encoder, transfer_sentences, args.batch_size))
@@ -210,8 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             shapes.reset()
             synchronize(device)
             start = time.perf_counter()
-            scores = evaluate(encoder, data_dir, tasks=list(args.sts_tasks), batch_size=args.batch_size,
-                              align_uniform=False, anisotropy=False, backend="torch", precision=precision, cache=False)
+            scores = evaluate(encoder, data_dir, list(args.sts_tasks), replace(sts_options, precision=precision))
             synchronize(device)
             seconds = parts[precision]["STS (encode + score)"] = time.perf_counter() - start
             figures = [scores[task] for task in args.sts_tasks]
@@ -238,9 +240,9 @@ def main(argv: list[str] | None = None) -> None:
         tasks = [*args.sts_tasks, *args.transfer_tasks]
         synchronize(device)
         start = time.perf_counter()
-        scores = evaluate(encoder, data_dir, tasks=tasks, batch_size=args.batch_size, transfer_config=args.transfer_config,
-                          backend="torch", precision="auto", cache=False, align_uniform=args.geometry,
-                          anisotropy=args.geometry)
+        scores = evaluate(encoder, data_dir, tasks, EvalOptions(
+            batch_size=args.batch_size, transfer_config=args.transfer_config, backend="torch", precision="auto",
+            cache=False, align_uniform=args.geometry, anisotropy=args.geometry))
         synchronize(device)
         seconds = time.perf_counter() - start
         where = "the torch trainer on " + str(device) if torch_classifier_device(device) else "the CPU kernel"
@@ -309,8 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         real = build_encoder(path, pooler="avg", fresh_mlp=False).float().to(device)  # fp32 weights
         figures: dict[str, dict[str, float]] = {}
         tokenise_ahead(real, "real-model STS sentences", lambda model=real: evaluate(
-            model, data_dir, tasks=list(args.real_sts_tasks), batch_size=args.batch_size, align_uniform=False,
-            anisotropy=False, backend="torch", precision="fp32", cache=False))
+            model, data_dir, list(args.real_sts_tasks), replace(sts_options, precision="fp32")))
         for precision in ("fp32", "bf16", "tf32"):
             try:
                 check_inference_options("torch", precision, device)
@@ -318,8 +319,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"real-model STS {precision}: skipped on this device: {err}", flush=True)
                 continue
             start = time.perf_counter()
-            scores = evaluate(real, data_dir, tasks=list(args.real_sts_tasks), batch_size=args.batch_size,
-                              align_uniform=False, anisotropy=False, backend="torch", precision=precision, cache=False)
+            scores = evaluate(real, data_dir, list(args.real_sts_tasks), replace(sts_options, precision=precision))
             figures[precision] = {task: scores[task] for task in args.real_sts_tasks}
             print(f"real-model STS {precision} ({time.perf_counter() - start:.2f} s): "
                   + " ".join(f"{task} {value:.2f}" for task, value in figures[precision].items()), flush=True)

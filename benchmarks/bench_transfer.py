@@ -28,10 +28,11 @@ from _common import BatchShapes, encoder_flops, encoder_parser, load_encoder, me
 
 from cl_bench.eval import format_table, groups
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.options import TRANSFER_CONFIGS
 from cl_bench.eval.registry import task_sentences
-from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
-from cl_bench.models.inference import BACKENDS, EncodingSettings, encoding
+from cl_bench.models.encoding_options import BACKENDS
+from cl_bench.models.inference import EncodingSettings, encoding
 
 
 def _timed(

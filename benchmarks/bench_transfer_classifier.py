@@ -33,8 +33,8 @@ from _grid_per_split import fit_grid_per_split
 import cl_bench.eval.senteval_classifier as senteval_classifier
 from cl_bench.eval import groups
 from cl_bench.eval.embed import EmbeddingTable
+from cl_bench.eval.options import TRANSFER_CONFIGS
 from cl_bench.eval.registry import task_sentences
-from cl_bench.eval.tasks import TRANSFER_CONFIGS
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task
 
 

@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 from cl_bench import catalog, interrupt
 from cl_bench.catalog import CONF_DIR
 from cl_bench.config import (
-    ENCODER_EVAL_KEYS,
     ConfigError,
     preflight,
     register_schemas,
@@ -241,22 +240,19 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
 
 def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
-    from cl_bench.eval import evaluate
+    from cl_bench.eval import EvalOptions, evaluate
     from cl_bench.eval.mteb import run_mteb
     from cl_bench.eval.registry import split_tasks
-    from cl_bench.models.inference import encoding_settings
+    from cl_bench.eval.suite import encoding_settings_of
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    # eval.pooler is applied to the encoder (with_eval_pooler), not an option of the task code
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items()
-               if k not in ("tasks", *ENCODER_EVAL_KEYS)}
+    options = EvalOptions.from_config(cfg.eval)  # eval.pooler acts on the encoder (with_eval_pooler), not here
     results: dict[str, float] = {}
     if own_tasks:
-        results.update(evaluate(encoder, data_dir=cfg.paths.data_dir, tasks=own_tasks, out_dir=run_dir, **options))
+        results.update(evaluate(encoder, cfg.paths.data_dir, own_tasks, options, out_dir=run_dir))
     if mteb_tasks:
-        settings = encoding_settings(options["backend"], options["precision"], options["cache"],
-                                     options["cache_dir"], options["cache_size_gb"])
-        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, cfg.eval.batch_size, settings=settings))
+        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, options.batch_size,
+                                settings=encoding_settings_of(options)))
     return results
 
 

@@ -7,7 +7,6 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import logging
@@ -22,7 +21,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from cl_bench.flow_options import FlowOptions
+from cl_bench.eval.options import EvalConfig, EvalOptions
+from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
 from cl_bench.overrides import override_key
 from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, spec_for
@@ -112,32 +112,6 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
-    """Options of the final evaluation; each field but ``pooler`` (applied to the encoder) is a keyword argument of
-    ``cl_bench.eval.evaluate``."""
-
-    tasks: list[str] = field(default_factory=lambda: ["sts"])  # groups sts, transfer and/or task names
-    batch_size: int = 128  # encoding batch size
-    align_uniform: bool = True  # Wang & Isola alignment/uniformity on STS-B, as SimCSE
-    align_uniform_split: str = "all"  # STS-B split(s) for the geometry metrics: all | train | dev | test
-    anisotropy: bool = True  # singular-value spectrum + mean cosine of random pairs (+ anisotropy.png)
-    transfer_config: str = "full"  # SentEval classifier config: full (test: Adam, 10 folds) | fast (fasttest: RMSprop, 5 folds)
-    transfer_classifier: str = "senteval"  # senteval (SentEval's PyTorch classifier) | sklearn (lbfgs approximation)
-    seed: int = 1111  # transfer-task fold shuffling seed (SentEval's default)
-    whitening: int | None = None  # BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
-    backend: str = "auto"  # encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
-    precision: str = "auto"  # auto (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | fp32 | bf16 | tf32 (CUDA)
-    cache: bool = True  # reuse embeddings of the same weights, pooler, length, precision, backend and sentences
-    cache_dir: str | None = None  # embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
-    cache_size_gb: float = 20.0  # the cache folder is pruned to this size, least recently used first
-    postprocess: str = "none"  # none | whitening | flow (BERT-flow), fitted per task before cosine scoring
-    flow: FlowOptions = field(default_factory=FlowOptions)  # BERT-flow's options (eval.postprocess=flow)
-    truncate_dim: int | None = None  # score the first K embedding dimensions only (Matryoshka; null = all)
-    sample_pairs: int | None = None  # quick path for iterating (eval=iterate): STS on a fixed sample of K pairs per split; null = all
-    pooler: str | None = None  # the final evaluation's pooler (e.g. AnglE's cls_avg); null = the run's pooler.name
-
-
-@dataclass
 class LoggerConfig:
     enabled: bool = True  # false (logger=none): no MLflow; the run directory still gets every file
     tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db
@@ -189,14 +163,6 @@ def _default_data_dir() -> str:
 # ------------------------------------------------------------------------------------------------
 # Validation
 # ------------------------------------------------------------------------------------------------
-def _import_target(path: str, key: str) -> Any:
-    module_name, _, attr = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ConfigError(f"{key}._target_: cannot import '{path}' ({err})") from err
-
-
 def _type_ok(value: Any, annotation: Any) -> bool:
     """Loose check of YAML/CLI scalars against a constructor annotation."""
     if annotation is inspect.Parameter.empty or annotation is Any:
@@ -350,8 +316,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
     try:
         if own_tasks or not mteb_tasks:
             # the data files of the evaluation and of train.select_metric's dev figures: nothing fails after training
-            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
-            check_eval_config(data_dir, tasks, **keywords)
+            data_dir, tasks, options, select_metric, device = eval_check_arguments(cfg, own_tasks)
+            check_eval_config(data_dir, tasks, options, select_metric, eval_device=device)
         if mteb_tasks:
             check_mteb_tasks(mteb_tasks)
     except ValueError as err:
@@ -647,8 +613,9 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     The training corpus (when it lies in the data root) and the evaluation's files: the final
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
+    from cl_bench.eval.options import EvalConfigError
     from cl_bench.eval.registry import split_tasks
-    from cl_bench.eval.tasks import EvalConfigError, dev_required_files, required_files, resolve_tasks
+    from cl_bench.eval.tasks import dev_required_files, required_files, resolve_tasks
     from cl_bench.flow_options import check_postprocess, fits_per_task
 
     root = Path(cfg.paths.data_dir).absolute()
@@ -945,7 +912,7 @@ def check_choices(cfg: DictConfig, overrides: Sequence[str] = (), before_torch: 
     check_overrides_act(cfg, overrides)
 
 
-def check_eval_options(cfg: DictConfig) -> None:
+def check_eval_options(cfg: DictConfig, before_torch: bool = False) -> None:
     """The ``eval.*`` values and ``train.select_metric`` (:func:`cl_bench.eval.check_eval_config` without its data
     files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
     :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
@@ -958,33 +925,37 @@ def check_eval_options(cfg: DictConfig) -> None:
     from cl_bench.eval.registry import split_tasks
 
     own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    device = str(cfg.train.device)  # where evaluation encodes: bf16 is judged there
     try:
+        data_dir, tasks, options, select_metric, device = eval_check_arguments(cfg, own_tasks)
         if own_tasks or not mteb_tasks:
-            check_eval_config = _import_target("cl_bench.eval.tasks.check_eval_config", "eval")
-            data_dir, tasks, keywords = eval_check_arguments(cfg, own_tasks)
-            check_eval_config(data_dir, tasks, files=False, **keywords)
+            from cl_bench.eval.tasks import check_eval_config
+
+            check_eval_config(data_dir, tasks, options, select_metric, eval_device=device, files=False,
+                              device_checks=not before_torch)
         else:
-            check_encoding_options = _import_target("cl_bench.models.inference.check_encoding_options", "eval")
-            check_encoding_options(cfg.eval.backend, cfg.eval.precision, cfg.eval.cache, cfg.eval.cache_dir,
-                                   cfg.eval.cache_size_gb, device)
+            check_backend_and_precision(options.backend, options.precision)
+            check_cache_options(options.cache, options.cache_dir, options.cache_size_gb)
+            if not before_torch:
+                from cl_bench.models.inference import check_inference_options
+
+                check_inference_options(options.backend, options.precision, device)
     except ValueError as err:
         raise ConfigError(str(err)) from err
 
 
-#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.cli.with_eval_pooler`), not
-#: how :func:`cl_bench.eval.evaluate` scores it: left out of the options handed to the evaluation code
-ENCODER_EVAL_KEYS = ("pooler",)
+def eval_check_arguments(
+    cfg: DictConfig, own_tasks: list[str]
+) -> tuple[str, list[str], EvalOptions, str | None, str]:
+    """The arguments of :func:`cl_bench.eval.check_eval_config` for this run, in its order: the data root, the
+    tasks, the ``eval.*`` options (:meth:`EvalOptions.from_config`), ``train.select_metric`` when training, and
+    ``train.device`` (where evaluation encodes: bf16 is judged there).
 
-
-def eval_check_arguments(cfg: DictConfig, own_tasks: list[str]) -> tuple[str, list[str], dict[str, Any]]:
-    """``(data_dir, tasks, keywords)`` of :func:`cl_bench.eval.check_eval_config` for this run: every ``eval.*``
-    option, ``train.select_metric`` when training, and ``train.device`` (where evaluation encodes)."""
-    options = {k: v for k, v in OmegaConf.to_container(cfg.eval, resolve=True).items()
-               if k not in ("tasks", *ENCODER_EVAL_KEYS)}
-    select_metric = cfg.train.select_metric if cfg.mode == "train" else None
-    return str(cfg.paths.data_dir), own_tasks, {**options, "select_metric": select_metric,
-                                                "eval_device": str(cfg.train.device)}
+    Raises:
+        EvalConfigError: an ``eval`` key that is no option.
+    """
+    select_metric = str(cfg.train.select_metric) if cfg.mode == "train" else None
+    return (str(cfg.paths.data_dir), own_tasks, EvalOptions.from_config(cfg.eval), select_metric,
+            str(cfg.train.device))
 
 
 

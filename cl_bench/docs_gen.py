@@ -275,7 +275,10 @@ def _docstring_attributes(cls: type) -> dict[str, str]:
 
 def _field_comments(cls: type) -> dict[str, str]:
     """``{field: its trailing # comment, else its entry under the docstring's Attributes:}``."""
-    source = textwrap.dedent(inspect.getsource(cls))
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # a generated dataclass (the eval node's, from EvalOptions): its docstring says all
+        return _docstring_attributes(cls)
     comments: dict[int, str] = {}
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:

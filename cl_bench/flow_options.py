@@ -59,14 +59,19 @@ class FlowOptions:
     @classmethod
     def from_mapping(cls, options: FlowOptions | Mapping[str, Any] | None) -> FlowOptions:
         """Build from the ``eval.flow`` node (or options), naming an unknown or invalid key."""
-        options = asdict(options) if isinstance(options, FlowOptions) else dict(options or {})
+        built = cls.from_values(asdict(options) if isinstance(options, FlowOptions) else options)
+        built.check()
+        return built
+
+    @classmethod
+    def from_values(cls, options: Mapping[str, Any] | None) -> FlowOptions:
+        """Build from the ``eval.flow`` node, naming an unknown key; the values are :meth:`check`'s."""
+        options = dict(options or {})
         known = {f.name for f in fields(cls)}
         for key in options:
             if key not in known:
                 raise ValueError(f"eval.flow.{key}: unknown key; valid: {', '.join(sorted(known))}")
-        built = cls(**options)
-        built.check()
-        return built
+        return cls(**options)
 
     def check(self) -> None:
         """Raise a one-line error naming the first invalid ``eval.flow.*`` value."""

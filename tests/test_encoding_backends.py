@@ -6,6 +6,7 @@ figures with both backends (slow)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import torch
 from conftest import WORDS, minilm_path
 
-from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
+from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.registry import TASKS, groups
 from cl_bench.models import encoder as encoder_module
 from cl_bench.models import inference
@@ -121,10 +122,10 @@ def test_bf16_is_refused_without_bf16_units(data_dir: Path, monkeypatch: pytest.
     monkeypatch.setattr(inference, "probable_eval_device", lambda: torch.device("cpu"))
     monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
     with pytest.raises(EvalConfigError, match=r"^eval\.precision: bf16 needs a CPU with avx512_bf16 or amx_bf16"):
-        check_eval_config(data_dir, ["stsb"], precision="bf16")
-    check_eval_config(data_dir, ["stsb"], precision="fp32")
+        check_eval_config(data_dir, ["stsb"], options=EvalOptions(precision="bf16"))
+    check_eval_config(data_dir, ["stsb"], options=EvalOptions(precision="fp32"))
     monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
-    check_eval_config(data_dir, ["stsb"], precision="bf16", backend="torch")
+    check_eval_config(data_dir, ["stsb"], options=EvalOptions(precision="bf16", backend="torch"))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     with pytest.raises(InferenceConfigError, match=r"^eval\.precision: bf16 needs CUDA compute capability >= 8\.0"):
         inference.check_bf16(torch.device("cuda"))
@@ -144,7 +145,7 @@ def test_bf16_is_refused_without_bf16_units(data_dir: Path, monkeypatch: pytest.
 )
 def test_bad_encoding_options_are_one_line_errors(options: dict, message: str, data_dir: Path) -> None:
     with pytest.raises(EvalConfigError, match=message):
-        check_eval_config(data_dir, ["stsb"], **options)
+        check_eval_config(data_dir, ["stsb"], EvalOptions(**options))
 
 
 def test_auto_picks_onnx_for_fp32_on_cpu_and_torch_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,16 +166,16 @@ def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, t
         (tmp_path / "data" / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / relative).write_text("".join(lines[:200]), encoding="utf-8")
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
-    options = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache_dir": str(tmp_path)}
-    torch_fp32 = evaluate(encoder, tmp_path / "data", backend="torch", **options)
+    options = EvalOptions(align_uniform=False, anisotropy=False, cache_dir=str(tmp_path))
+    torch_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="torch"))
     # auto measures both backends once per machine; make ONNX Runtime the faster one here
     monkeypatch.setattr(encoder_module, "time_backends", lambda encode: {"torch": 2.0, "onnx": 1.0,
                                                                          "max_cosine_distance": 0.0})
-    onnx_fp32 = evaluate(encoder, tmp_path / "data", backend="auto", **options)
+    onnx_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="auto"))
     assert "eval_onnx" not in torch_fp32 and onnx_fp32["eval_onnx"] == 1.0
     assert abs(onnx_fp32["stsb"] - torch_fp32["stsb"]) < 0.01
     monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))  # runs (slowly) anywhere
-    bf16 = evaluate(encoder, tmp_path / "data", backend="auto", precision="bf16", **options)
+    bf16 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="auto", precision="bf16"))
     assert bf16["eval_bf16"] == 1.0 and "eval_onnx" not in bf16  # auto: bf16 runs on torch
 
 
@@ -218,10 +219,9 @@ def test_auto_runs_the_backend_it_measured(tiny_bert: Path, tmp_path: Path, monk
 @pytest.mark.slow
 def test_minilm_onnx_sts_figures_equal_torch(data_dir: Path, tmp_path: Path) -> None:
     encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
-    options = {"tasks": ["sts"], "align_uniform": False, "anisotropy": False, "cache": False,
-               "cache_dir": str(tmp_path)}
-    torch_fp32 = evaluate(encoder, data_dir, backend="torch", **options)
-    onnx_fp32 = evaluate(encoder, data_dir, backend="onnx", **options)
+    options = EvalOptions(align_uniform=False, anisotropy=False, cache=False, cache_dir=str(tmp_path))
+    torch_fp32 = evaluate(encoder, data_dir, ["sts"], replace(options, backend="torch"))
+    onnx_fp32 = evaluate(encoder, data_dir, ["sts"], replace(options, backend="onnx"))
     differences = {task: abs(onnx_fp32[task] - torch_fp32[task]) for task in groups()["sts"]}
     assert max(differences.values()) <= 0.01, differences
     assert onnx_fp32["eval_onnx"] == 1.0

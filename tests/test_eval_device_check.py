@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.cli import CONF_DIR, preflight
 from cl_bench.config import ConfigError
-from cl_bench.eval import EvalConfigError, check_eval_config
+from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config
 from cl_bench.models import inference
 
 
@@ -26,13 +26,13 @@ def gpu_machine_without_cpu_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("gpu_machine_without_cpu_bf16")
 def test_bf16_is_checked_on_train_device(data_dir: Path) -> None:
-    check_eval_config(data_dir, ["stsb"], precision="bf16")  # auto: the GPU, which has bf16
-    check_eval_config(data_dir, ["stsb"], precision="bf16", eval_device="cuda")
+    check_eval_config(data_dir, ["stsb"], options=EvalOptions(precision="bf16"))  # auto: the GPU, which has bf16
+    check_eval_config(data_dir, ["stsb"], eval_device="cuda", options=EvalOptions(precision="bf16"))
     with pytest.raises(EvalConfigError, match=r"^eval\.precision: bf16 needs a CPU with avx512_bf16 or amx_bf16"):
-        check_eval_config(data_dir, ["stsb"], precision="bf16", eval_device="cpu")
-    check_eval_config(data_dir, ["stsb"], precision="fp32", eval_device="cpu")
+        check_eval_config(data_dir, ["stsb"], eval_device="cpu", options=EvalOptions(precision="bf16"))
+    check_eval_config(data_dir, ["stsb"], eval_device="cpu", options=EvalOptions(precision="fp32"))
     with pytest.raises(EvalConfigError, match=r"^eval\.precision: bf16 is supported on CPU and CUDA, not on mps"):
-        check_eval_config(data_dir, ["stsb"], precision="bf16", eval_device="mps")
+        check_eval_config(data_dir, ["stsb"], eval_device="mps", options=EvalOptions(precision="bf16"))
 
 
 @pytest.mark.usefixtures("gpu_machine_without_cpu_bf16")

@@ -20,9 +20,9 @@ import torch
 from conftest import cli_env, minilm_path
 from test_eval_sts import HashEncoder, write_sts_fixture
 
-from cl_bench.eval import check_eval_config, evaluate
+from cl_bench.eval import EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.flow import FittedFlow, FlowOptions, Glow, standard_normal_log_density
-from cl_bench.eval.tasks import EvalConfigError
+from cl_bench.eval.options import EvalConfigError
 
 
 def gaussian_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,7 +90,7 @@ def test_constant_channels_are_left_unscaled() -> None:
 
 def test_flow_options_are_validated(tmp_path: Path) -> None:
     root = write_sts_fixture(tmp_path / "sts")
-    check_eval_config(root, ["stsb"], postprocess="flow", flow={"levels": 2})
+    check_eval_config(root, ["stsb"], options=EvalOptions(postprocess="flow", flow={"levels": 2}))
     cases = [
         ({"postprocess": "pca"}, "eval.postprocess: unknown 'pca'"),
         ({"whitening": 8}, "eval.whitening: the kept dimensions act only with eval.postprocess=whitening"),
@@ -102,31 +102,33 @@ def test_flow_options_are_validated(tmp_path: Path) -> None:
     ]
     for options, message in cases:
         with pytest.raises(EvalConfigError, match=message):
-            check_eval_config(root, ["stsb"], **options)
+            check_eval_config(root, ["stsb"], EvalOptions(**options))
     with pytest.raises(ValueError, match="eval.flow.levels"):
         Glow(4, levels=3)  # 4 -> 2 -> 1 channel: too deep
 
 
 def test_flow_postprocess_changes_the_figures_it_labels(tmp_path: Path) -> None:
     root = write_sts_fixture(tmp_path / "sts", pairs_per_part=24)
-    common = {"tasks": ["stsb", "sts12"], "align_uniform": True, "anisotropy": False}
-    raw = evaluate(HashEncoder(), root, **common)
+    tasks, common = ["stsb", "sts12"], {"align_uniform": True, "anisotropy": False}
+    raw = evaluate(HashEncoder(), root, tasks, EvalOptions(**common))
     hashed = {"fit_mode": "eval", "pooler": "run"}  # HashEncoder has no dropout and no pooler
-    flow = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "epochs": 2, **hashed}, **common)
-    white = evaluate(HashEncoder(), root, postprocess="whitening", **common)
+    flow = evaluate(HashEncoder(), root, tasks,
+                    EvalOptions(postprocess="flow", flow={"levels": 2, "epochs": 2, **hashed}, **common))
+    white = evaluate(HashEncoder(), root, tasks, EvalOptions(postprocess="whitening", **common))
     for key in ("stsb", "sts12", "align", "uniform"):
         assert len({raw[key], flow[key], white[key]}) == 3, key
     # a named fitting corpus: one flow for every task
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"sentence number {i} about things" for i in range(100)) + "\n")
-    named = evaluate(HashEncoder(), root, postprocess="flow", flow={"levels": 2, "corpus": str(corpus), **hashed},
-                     **common)
+    named = evaluate(HashEncoder(), root, tasks,
+                     EvalOptions(postprocess="flow", flow={"levels": 2, "corpus": str(corpus), **hashed}, **common))
     assert named["stsb"] != flow["stsb"] and math.isfinite(named["sts12"])
     # the corpus flow reads no train split
     (root / "sts/STSBenchmark/sts-train.csv").unlink()
-    check_eval_config(root, ["stsb"], align_uniform_split="test", postprocess="flow", flow={"corpus": str(corpus)})
+    check_eval_config(root, ["stsb"], EvalOptions(align_uniform_split="test", postprocess="flow",
+                                                  flow={"corpus": str(corpus)}))
     with pytest.raises(EvalConfigError, match="sts-train.csv"):
-        check_eval_config(root, ["stsb"], align_uniform_split="test", postprocess="flow")
+        check_eval_config(root, ["stsb"], options=EvalOptions(align_uniform_split="test", postprocess="flow"))
 
 
 @pytest.mark.slow
@@ -274,20 +276,22 @@ def test_flow_fit_mode_fits_on_dropout_embeddings(tiny_bert: Path, tmp_path: Pat
 
 def test_flow_official_pooling_is_avg_last_2(tiny_bert: Path, tmp_path: Path) -> None:
     root = write_sts_fixture(tmp_path / "sts", pairs_per_part=12)
-    common = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "cache": False, "postprocess": "flow"}
+    common = {"align_uniform": False, "anisotropy": False, "cache": False, "postprocess": "flow"}
     fast = {"levels": 1, "depth": 1, "epochs": 0.5}
-    official = evaluate(_tiny_encoder(tiny_bert, "cls"), root, flow=fast, **common)
-    by_hand = evaluate(_tiny_encoder(tiny_bert, "avg_first_last", 1), root, flow={**fast, "pooler": "run"}, **common)
-    run_cls = evaluate(_tiny_encoder(tiny_bert, "cls"), root, flow={**fast, "pooler": "run"}, **common)
+    official = evaluate(_tiny_encoder(tiny_bert, "cls"), root, ["stsb"], EvalOptions(flow=fast, **common))
+    by_hand = evaluate(_tiny_encoder(tiny_bert, "avg_first_last", 1), root, ["stsb"],
+                       EvalOptions(flow={**fast, "pooler": "run"}, **common))
+    run_cls = evaluate(_tiny_encoder(tiny_bert, "cls"), root, ["stsb"],
+                       EvalOptions(flow={**fast, "pooler": "run"}, **common))
     assert official["stsb"] == pytest.approx(by_hand["stsb"], abs=1e-9)
     assert run_cls["stsb"] != official["stsb"]
     encoder = _tiny_encoder(tiny_bert, "cls")
-    evaluate(encoder, root, flow=fast, **common)
+    evaluate(encoder, root, ["stsb"], EvalOptions(flow=fast, **common))
     assert (encoder.pooler, encoder.first_layer) == ("cls", 1)  # restored
     with pytest.raises(EvalConfigError, match=r"eval.flow.pooler=official: needs a cl-bench SentenceEncoder"):
-        evaluate(HashEncoder(), root, flow={"fit_mode": "eval"}, **common)
+        evaluate(HashEncoder(), root, ["stsb"], EvalOptions(flow={"fit_mode": "eval"}, **common))
     with pytest.raises(EvalConfigError, match=r"eval.flow.fit_mode=train: needs a cl-bench SentenceEncoder"):
-        evaluate(HashEncoder(), root, flow={"pooler": "run"}, **common)
+        evaluate(HashEncoder(), root, ["stsb"], EvalOptions(flow={"pooler": "run"}, **common))
 
 
 def test_flow_new_keys_are_validated() -> None:
@@ -332,13 +336,12 @@ def test_flow_evaluation_caches_its_dropout_embeddings(tiny_bert: Path, tmp_path
     """Through ``evaluate`` (whose per-task fits run after its encoding context): the first flow evaluation
     stores the dropout embeddings with the scored ones, the second encodes nothing and gives the same figures."""
     root = write_sts_fixture(tmp_path / "sts", pairs_per_part=12)
-    common = {"tasks": ["stsb"], "align_uniform": False, "anisotropy": False, "postprocess": "flow",
-              "cache": True, "cache_dir": str(tmp_path / "cache"), "backend": "torch"}
-    fast = {"levels": 1, "depth": 1, "epochs": 0.5}
+    options = EvalOptions(align_uniform=False, anisotropy=False, postprocess="flow", cache=True,
+                          cache_dir=str(tmp_path / "cache"), backend="torch", flow={"levels": 1, "depth": 1, "epochs": 0.5})
     encoder = _tiny_encoder(tiny_bert, "avg")
-    first = evaluate(encoder, root, flow=fast, **common)
+    first = evaluate(encoder, root, ["stsb"], options)
     assert len(list((tmp_path / "cache" / "embeddings").glob("*.npy"))) == 2  # scored + dropout embeddings
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(encoder, "tokenize", lambda *a, **k: pytest.fail("dropout embeddings encoded although cached"))
-        second = evaluate(encoder, root, flow=fast, **common)
+        second = evaluate(encoder, root, ["stsb"], options)
     assert second["stsb"] == first["stsb"]

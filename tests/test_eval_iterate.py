@@ -3,6 +3,7 @@ says so (log line, ``eval_sample_pairs`` in the results), and ``eval.sample_pair
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.cli import CONF_DIR
 from cl_bench.data.senteval import ScoredPairs
-from cl_bench.eval import EvalConfigError, check_eval_config, evaluate
+from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.suite import sampled_pairs
 
 
@@ -29,8 +30,8 @@ def test_sample_is_fixed_ordered_and_only_cuts_sts_splits() -> None:
 def test_sample_pairs_is_checked(data_dir: Path) -> None:
     for bad in (5, True, "300"):
         with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be null \(every pair\) or a number"):
-            check_eval_config(data_dir, ["stsb"], sample_pairs=bad, files=False)
-    check_eval_config(data_dir, ["stsb"], sample_pairs=300, files=False)
+            check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=bad), files=False)
+    check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=300), files=False)
 
 
 def test_iterate_preset_is_quick_on_a_sample() -> None:
@@ -53,11 +54,11 @@ class CountingEncoder:
 
 
 def test_sampled_evaluation_encodes_a_fraction_and_says_so(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    options = {"tasks": ["stsb"], "align_uniform_split": "test", "cache": False}
+    options = EvalOptions(align_uniform_split="test", cache=False)
     full, quick = CountingEncoder(), CountingEncoder()
-    reference = evaluate(full, data_dir, **options)
+    reference = evaluate(full, data_dir, ["stsb"], options)
     with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"):
-        sampled = evaluate(quick, data_dir, sample_pairs=300, **options)
+        sampled = evaluate(quick, data_dir, ["stsb"], dataclasses.replace(options, sample_pairs=300))
     assert "eval_sample_pairs" not in reference and sampled["eval_sample_pairs"] == 300
     assert "the QUICK protocol for iterating" in caplog.text
     assert quick.encoded <= 0.25 * full.encoded and quick.encoded <= 2 * 2 * 300

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import minilm_path
 
-from cl_bench.eval import evaluate
+from cl_bench.eval import EvalOptions, evaluate
 from cl_bench.eval.embed import EmbeddingTable
 from cl_bench.eval.sts import load_sts_task
 from cl_bench.eval.transfer import load_transfer_task, run_transfer_task, task_sentences
@@ -64,7 +64,8 @@ def test_minilm_sts_equals_published_mteb_figures(data_dir: Path) -> None:
     from cl_bench.models.encoder import build_encoder
 
     encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
-    results = evaluate(encoder, data_dir, tasks=list(MTEB_MINILM_L6), align_uniform=False, anisotropy=False)
+    results = evaluate(encoder, data_dir, tasks=list(MTEB_MINILM_L6),
+                       options=EvalOptions(align_uniform=False, anisotropy=False))
     differences = {task: round(results[task] - published, 4) for task, published in MTEB_MINILM_L6.items()}
     assert all(abs(d) <= 0.01 for d in differences.values()), differences
 
@@ -116,8 +117,7 @@ def test_minilm_cr_accuracy_in_measured_band(data_dir: Path) -> None:
     from cl_bench.models.encoder import build_encoder
 
     encoder = build_encoder(str(minilm_path()), pooler="avg", fresh_mlp=False)
-    results = evaluate(
-        encoder, data_dir, tasks=["cr"], align_uniform=False, anisotropy=False, transfer_classifier="sklearn"
-    )
+    results = evaluate(encoder, data_dir, tasks=["cr"],
+                       options=EvalOptions(align_uniform=False, anisotropy=False, transfer_classifier="sklearn"))
     assert 82.0 <= results["cr"] <= 82.5, results
     assert 81.5 <= results["cr_dev"] <= 83.5, results

@@ -16,6 +16,7 @@ from test_eval_sts import HashEncoder, write_sts_fixture
 from cl_bench.data.download import load_manifest
 from cl_bench.eval import (
     EvalConfigError,
+    EvalOptions,
     check_eval_config,
     evaluate,
     evaluate_dev,
@@ -105,7 +106,8 @@ def test_a_task_registered_at_runtime_is_checked_scored_averaged_and_printed(
         check_eval_config(root, ["sts"])
     (root / "gold.bak").rename(root / gold)
 
-    results = evaluate(HashEncoder(), root, tasks=["sts"], align_uniform=False, anisotropy=False)
+    results = evaluate(HashEncoder(), root, tasks=["sts"],
+                       options=EvalOptions(align_uniform=False, anisotropy=False))
     assert results["toy"] == pytest.approx(toy_spearman()) and results["toy_toy"] == results["toy"]
     eight = [results[t] for t in ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "toy")]
     assert results["sts_avg"] == pytest.approx(np.mean(eight))
@@ -115,7 +117,8 @@ def test_a_task_registered_at_runtime_is_checked_scored_averaged_and_printed(
 
     # a task of its own group: its own row and average, the built-in averages untouched
     monkeypatch.setitem(TASKS, "toy", EvalTask(**{**toy.__dict__, "group": "mine", "averages": {"mine_avg": "toy"}}))
-    alone = evaluate(HashEncoder(), root, tasks=["mine", "stsb"], align_uniform=False, anisotropy=False)
+    alone = evaluate(HashEncoder(), root, tasks=["mine", "stsb"],
+                     options=EvalOptions(align_uniform=False, anisotropy=False))
     assert alone["mine_avg"] == pytest.approx(alone["toy"]) and "sts_avg" not in alone
     assert format_table(alone).splitlines()[-4].split() == ["|", "TOY", "|", "Avg.", "|"]
 

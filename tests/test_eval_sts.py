@@ -21,6 +21,7 @@ from cl_bench.data.senteval import (
 from cl_bench.data.text import DataFileError
 from cl_bench.eval import (
     EvalConfigError,
+    EvalOptions,
     check_eval_config,
     evaluate,
     evaluate_dev,
@@ -212,7 +213,8 @@ def test_evaluate_encodes_every_sentence_once_and_reports_all_keys(sts_root: Pat
 
 
 def test_evaluate_single_task_has_no_average_and_skips_geometry(sts_root: Path) -> None:
-    results = evaluate(HashEncoder(), sts_root, tasks=["sts13"], align_uniform=False, anisotropy=False)
+    results = evaluate(HashEncoder(), sts_root, tasks=["sts13"],
+                       options=EvalOptions(align_uniform=False, anisotropy=False))
     assert set(results) == {
         "sts13",
         "sts13_mean",
@@ -228,7 +230,7 @@ def test_evaluate_with_tiny_bert_and_dev_selection(sts_root: Path, tiny_bert: Pa
 
     torch.set_num_threads(1)
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
-    results = evaluate(encoder, sts_root, tasks=["stsb", "sickr"], batch_size=16)
+    results = evaluate(encoder, sts_root, tasks=["stsb", "sickr"], options=EvalOptions(batch_size=16))
     assert all(np.isfinite(results[k]) for k in ("stsb", "sickr", "align", "uniform"))
     assert 0.0 <= results["align"] <= 4.0 and results["uniform"] <= 0.0
     for metric in ("stsb_dev", "sts_dev_avg"):
@@ -249,14 +251,14 @@ def test_evaluate_dev_caches_parsed_data(tmp_path: Path) -> None:
 
 
 def test_whitening_changes_sts_scores(sts_root: Path) -> None:
-    raw = evaluate(HashEncoder(), sts_root, tasks=["stsb"], align_uniform=False, anisotropy=False)
-    white = evaluate(
-        HashEncoder(), sts_root, tasks=["stsb"], postprocess="whitening", whitening=8, align_uniform=False,
-        anisotropy=False,
-    )
+    raw = evaluate(HashEncoder(), sts_root, tasks=["stsb"],
+                   options=EvalOptions(align_uniform=False, anisotropy=False))
+    white = evaluate(HashEncoder(), sts_root, tasks=["stsb"],
+                     options=EvalOptions(postprocess="whitening", whitening=8, align_uniform=False, anisotropy=False))
     assert raw["stsb"] != white["stsb"]
     with pytest.raises(ValueError, match="eval.whitening: k=32"):
-        evaluate(HashEncoder(width=16), sts_root, tasks=["stsb"], postprocess="whitening", whitening=32)
+        evaluate(HashEncoder(width=16), sts_root, tasks=["stsb"],
+                 options=EvalOptions(postprocess="whitening", whitening=32))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -330,20 +332,21 @@ def test_check_eval_config_before_model_load(sts_root: Path, tmp_path: Path) -> 
     with pytest.raises(EvalConfigError, match="missing data root"):
         check_eval_config(tmp_path / "absent", ["sts"])
     with pytest.raises(EvalConfigError, match="eval.transfer_config: unknown 'slow'"):
-        check_eval_config(sts_root, ["sts"], transfer_config="slow")
+        check_eval_config(sts_root, ["sts"], options=EvalOptions(transfer_config="slow"))
     with pytest.raises(EvalConfigError, match="eval.whitening"):
-        check_eval_config(sts_root, ["sts"], whitening=0)
+        check_eval_config(sts_root, ["sts"], options=EvalOptions(whitening=0))
     with pytest.raises(EvalConfigError, match="train.select_metric: unknown 'stsb'"):
         check_eval_config(sts_root, ["sts"], select_metric="stsb")
     with pytest.raises(EvalConfigError, match="eval.tsks: unknown key"):
-        check_eval_config(sts_root, ["sts"], tsks=["sts"])
+        EvalOptions.from_config({"tsks": ["sts"]})
     partial = write_sts_fixture(tmp_path / "partial")
     (partial / "sts/STSBenchmark/sts-train.csv").unlink()
-    check_eval_config(partial, ["stsb"], align_uniform_split="test")  # train split not needed
+    check_eval_config(partial, ["stsb"], options=EvalOptions(align_uniform_split="test"))  # train split not needed
     with pytest.raises(EvalConfigError, match=r"sts-train\.csv: missing data file"):
         check_eval_config(partial, ["stsb"])  # default geometry split "all" needs it
     with pytest.raises(EvalConfigError, match=r"sts-train\.csv: missing data file"):
-        check_eval_config(partial, ["stsb"], align_uniform_split="test", postprocess="whitening")  # all splits
+        check_eval_config(partial, ["stsb"],
+                          options=EvalOptions(align_uniform_split="test", postprocess="whitening"))  # all splits
 
 
 def test_format_table_rows() -> None:

@@ -21,9 +21,10 @@ from cl_bench.data.senteval import (
     read_sst_split,
     read_trec_file,
 )
-from cl_bench.eval import evaluate, evaluate_dev
+from cl_bench.eval import EvalOptions, evaluate, evaluate_dev
+from cl_bench.eval.options import EvalConfigError
 from cl_bench.eval.postprocess import PostProcess
-from cl_bench.eval.tasks import EvalConfigError, check_eval_config
+from cl_bench.eval.tasks import check_eval_config
 from cl_bench.eval.transfer import (
     L2_GRID,
     fit_logistic_regression,
@@ -263,14 +264,8 @@ def test_evaluate_transfer_configs(
         lambda y, k, seed: folds_seen.append(k) or original(y, k, seed),
     )
     encoder = CueEncoder()
-    results = evaluate(
-        encoder,
-        transfer_root,
-        tasks=["transfer"],
-        align_uniform=False,
-        anisotropy=False,
-        transfer_config="fast",
-    )
+    results = evaluate(encoder, transfer_root, tasks=["transfer"],
+                       options=EvalOptions(align_uniform=False, anisotropy=False, transfer_config="fast"))
     assert encoder.calls == 1 and set(folds_seen) == {5}
     tasks = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
     assert {
@@ -287,7 +282,8 @@ def test_evaluate_transfer_configs(
     )  # 7 in 8 carry their cue word (chance: 50); SentEval's early-stopped Adam/RMSprop learns less than lbfgs
     assert results["trec"] > 75 and results["mrpc"] > 60 and 0 <= results["mrpc_f1"] <= 100
     folds_seen.clear()
-    full = evaluate(encoder, transfer_root, tasks=["trec"], align_uniform=False, anisotropy=False)
+    full = evaluate(encoder, transfer_root, tasks=["trec"],
+                    options=EvalOptions(align_uniform=False, anisotropy=False))
     assert set(folds_seen) == {10} and set(full) == {"trec", "trec_dev"}
 
 
@@ -310,4 +306,4 @@ def test_sklearn_classifier_is_selectable_and_bad_names_are_rejected(transfer_ro
     sklearn = run_transfer_task("trec", parts, encoder.encode, config="fast", classifier="sklearn")
     assert set(sklearn) == set(senteval) == {"trec", "trec_dev"} and sklearn != senteval
     with pytest.raises(EvalConfigError, match="^eval.transfer_classifier: unknown 'torch'; valid: senteval, sklearn$"):
-        check_eval_config(transfer_root, ["trec"], transfer_classifier="torch")
+        check_eval_config(transfer_root, ["trec"], options=EvalOptions(transfer_classifier="torch"))

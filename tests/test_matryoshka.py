@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
+from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.suite import evaluate
 from cl_bench.losses.cosent import cosent
 from cl_bench.losses.infonce import info_nce
@@ -114,7 +116,7 @@ def test_matryoshka_and_truncation_keys_act_or_are_rejected_before_model_load(
             validate(cfg, overrides)
             from cl_bench.eval.tasks import check_eval_config
 
-            check_eval_config(data_dir, **{k: v for k, v in cfg.eval.items()})
+            check_eval_config(data_dir, list(cfg.eval.tasks), EvalOptions.from_config(cfg.eval))
         assert "\n" not in str(err.value)
 
 
@@ -154,21 +156,22 @@ class FixedEncoder:
 
 def test_truncate_dim_scores_the_first_k_dimensions(data_dir: Path) -> None:
     encoder = FixedEncoder()
-    options = {"tasks": ["stsb"], "anisotropy": False, "cache": False, "backend": "torch", "align_uniform_split": "test"}
-    full = evaluate(encoder, data_dir, **options)
-    assert evaluate(encoder, data_dir, truncate_dim=12, **options) == full  # K = width: exactly the same
+    options = EvalOptions(anisotropy=False, cache=False, backend="torch", align_uniform_split="test")
+    full = evaluate(encoder, data_dir, ["stsb"], options)
+    assert evaluate(encoder, data_dir, ["stsb"],
+                    replace(options, truncate_dim=12)) == full  # K = width: exactly the same
 
     class Prefix:
         def encode(self, sentences, batch_size: int = 128) -> np.ndarray:
             return encoder.encode(sentences)[:, :4]
 
-    four = evaluate(encoder, data_dir, truncate_dim=4, **options)
-    assert four == evaluate(Prefix(), data_dir, **options) and four["stsb"] != full["stsb"]
+    four = evaluate(encoder, data_dir, ["stsb"], replace(options, truncate_dim=4))
+    assert four == evaluate(Prefix(), data_dir, ["stsb"], options) and four["stsb"] != full["stsb"]
     assert four["align"] != full["align"]  # alignment/uniformity are scored on the prefix too
-    from cl_bench.eval.tasks import EvalConfigError
+    from cl_bench.eval.options import EvalConfigError
 
     with pytest.raises(EvalConfigError, match="eval.truncate_dim: 13 exceeds the embedding width 12"):
-        evaluate(encoder, data_dir, truncate_dim=13, **options)
+        evaluate(encoder, data_dir, ["stsb"], replace(options, truncate_dim=13))
 
 
 def test_report_plots_score_against_dimension(tmp_path: Path) -> None:
@@ -197,8 +200,7 @@ def test_minilm_at_its_full_width_scores_exactly_as_untruncated(data_dir: Path) 
     from cl_bench.models.encoder import build_encoder
 
     encoder = build_encoder(str(data_dir.parent / "models" / "all-MiniLM-L6-v2"), pooler="avg", fresh_mlp=False)
-    options = {"tasks": ["stsb"], "anisotropy": False, "align_uniform_split": "test", "backend": "torch", "cache": True,
-               "cache_dir": None}
-    full = evaluate(encoder, data_dir, **options)
-    assert evaluate(encoder, data_dir, truncate_dim=384, **options)["stsb"] == full["stsb"]
-    assert evaluate(encoder, data_dir, truncate_dim=64, **options)["stsb"] < full["stsb"]
+    options = EvalOptions(anisotropy=False, align_uniform_split="test", backend="torch", cache=True, cache_dir=None)
+    full = evaluate(encoder, data_dir, ["stsb"], options)
+    assert evaluate(encoder, data_dir, ["stsb"], replace(options, truncate_dim=384))["stsb"] == full["stsb"]
+    assert evaluate(encoder, data_dir, ["stsb"], replace(options, truncate_dim=64))["stsb"] < full["stsb"]

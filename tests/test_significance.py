@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import bootstrap, ttest_ind
 
 from cl_bench import significance
-from cl_bench.eval import evaluate
+from cl_bench.eval import EvalOptions, evaluate
 from cl_bench.eval.sts import load_pair_scores, save_pair_scores, spearman100, task_figure
 from cl_bench.models.encoder import build_encoder
 from cl_bench.report import main as report_main
@@ -45,8 +45,8 @@ def gold() -> dict[str, dict[str, np.ndarray]]:
 def test_pair_scores_are_saved_and_give_back_the_figures(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     """The evaluation writes every STS test pair's similarity; rescoring them gives results.json's figures."""
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
-    results = evaluate(encoder, data_dir, tasks=["sts16"], out_dir=tmp_path, align_uniform=False,
-                       anisotropy=False, cache=False, backend="torch")
+    results = evaluate(encoder, data_dir, tasks=["sts16"], out_dir=tmp_path,
+                       options=EvalOptions(align_uniform=False, anisotropy=False, cache=False, backend="torch"))
     path = RunDir(tmp_path).pair_scores
     assert path.is_file() and path.stat().st_size < 100_000
     scores = load_pair_scores(path)

@@ -15,7 +15,8 @@ from cl_bench.eval.registry import TASKS, EvalTask, groups, register_task
 #: names re-exported from the submodules that load numpy/torch/scikit-learn, imported on first use so that
 #: ``cl_bench.eval.registry`` (``cl-bench list``, the checks before a model loads) imports none of them
 _LAZY = {"evaluate": "suite", "evaluate_dev": "suite", "format_table": "suite", "SELECT_METRICS": "tasks",
-         "EvalConfigError": "tasks", "check_eval_config": "tasks", "resolve_tasks": "tasks"}
+         "EvalConfigError": "tasks", "check_eval_config": "tasks", "resolve_tasks": "tasks",
+         "EvalOptions": "options"}
 
 
 def __getattr__(name: str) -> Any:
@@ -30,6 +31,7 @@ __all__ = [
     "SELECT_METRICS",
     "TASKS",
     "EvalConfigError",
+    "EvalOptions",
     "EvalTask",
     "check_eval_config",
     "evaluate",

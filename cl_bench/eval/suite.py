@@ -44,7 +44,6 @@ from cl_bench import interrupt
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.data.text import read_sentences
 from cl_bench.eval.embed import EmbeddingTable, Encoder
-from cl_bench.eval.flow import FlowOptions
 from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
 from cl_bench.eval.postprocess import (
     Transform,
@@ -71,10 +70,10 @@ from cl_bench.eval.tasks import (
     SELECT_METRICS,
     SIMILARITY_SELECT_METRICS,
     EvalConfigError,
+    EvalOptions,
     check_eval_config,
     dev_tasks,
 )
-from cl_bench.eval.transfer import SENTEVAL_SEED
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.rundir import RunDir
 
@@ -82,8 +81,8 @@ log = logging.getLogger(__name__)
 
 #: Alignment positives: STS-B pairs whose gold score exceeds this (SimCSE).
 POSITIVE_THRESHOLD = 4.0
-#: ``eval.flow``'s defaults (never mutated)
-DEFAULT_FLOW = FlowOptions()
+
+
 def _concat_pairs(parts: Iterable[ScoredPairs]) -> ScoredPairs:
     parts = list(parts)
     return ScoredPairs(
@@ -254,28 +253,19 @@ def announce_cost(
     return seconds
 
 
+def encoding_settings_of(options: EvalOptions) -> EncodingSettings:
+    """The encoding settings of ``options`` (``eval.backend``, ``precision``, ``cache*``): a new object each call,
+    as the encoders record in it what ran."""
+    return encoding_settings(options.backend, options.precision, options.cache, options.cache_dir,
+                             options.cache_size_gb)
+
+
 def evaluate(
     encoder: Encoder,
     data_dir: str | Path,
     tasks: str | Sequence[str] = ("sts",),
-    batch_size: int = 128,
-    align_uniform: bool = True,
+    options: EvalOptions | None = None,
     out_dir: str | Path | None = None,
-    transfer_config: str = "full",
-    transfer_classifier: str = "senteval",
-    seed: int = SENTEVAL_SEED,
-    whitening: int | None = None,
-    align_uniform_split: str = "all",
-    anisotropy: bool = True,
-    backend: str = "auto",
-    precision: str = "auto",
-    cache: bool = True,
-    cache_dir: str | None = None,
-    cache_size_gb: float = 20.0,
-    postprocess: str = "none",
-    flow: FlowOptions | Mapping[str, object] = DEFAULT_FLOW,
-    truncate_dim: int | None = None,
-    sample_pairs: int | None = None,
 ) -> dict[str, float]:
     """Final evaluation of an encoder on STS and/or transfer tasks (SentEval protocol).
 
@@ -283,24 +273,9 @@ def evaluate(
         encoder: anything with ``encode(sentences, batch_size) -> (N, H) float32``.
         data_dir: the data root (``sts/``, ``transfer/``).
         tasks: groups (``sts``, ``transfer``) and/or task names.
-        batch_size: encoding batch size.
-        align_uniform: compute alignment/uniformity on STS-B.
-        out_dir: folder for artifacts (the anisotropy plot); None writes nothing.
-        transfer_config: ``full`` (SentEval's ``test`` configuration, 10 folds) or ``fast`` (``fasttest``, 5 folds).
-        transfer_classifier: ``senteval`` (SentEval's algorithm) or ``sklearn`` (its approximation).
-        seed: transfer fold-shuffling seed (SentEval: 1111).
-        whitening: BERT-whitening's kept dimensions k (``postprocess=whitening``; None: all).
-        align_uniform_split: STS-B split(s) for the geometry metrics: ``all`` | ``train`` | ``dev`` | ``test``.
-        anisotropy: compute the anisotropy metrics and plot on the same STS-B sentences.
-        backend: forward pass of a :class:`~cl_bench.models.encoder.SentenceEncoder`: ``auto`` | ``torch`` | ``onnx``.
-        precision: ``auto`` (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | ``fp32`` | ``bf16`` | ``tf32`` (CUDA).
-        cache: reuse cached embeddings of the same weights, pooler, length, precision, backend, sentences.
-        cache_dir: the cache folder (None: ``$CL_BENCH_CACHE``, else ``~/.cache/cl-bench``).
-        cache_size_gb: prune the cache folder to this size.
-        postprocess: ``none`` | ``whitening`` | ``flow`` (:mod:`cl_bench.eval.postprocess`).
-        flow: BERT-flow's options (:class:`cl_bench.eval.flow.FlowOptions` fields).
-        truncate_dim: score only the first K coordinates of every embedding (a Matryoshka prefix), in every
-            task, the geometry metrics and any post-processing; None scores all.
+        options: how to encode and score (:class:`~cl_bench.eval.options.EvalOptions`, every ``eval.*`` option but
+            ``tasks`` and ``pooler``; a run builds it with ``EvalOptions.from_config(cfg.eval)``); None: the defaults.
+        out_dir: folder for artifacts (the anisotropy plot, the per-pair STS scores); None writes nothing.
 
     Returns:
         Flat ``{metric name: value}`` (see the module docstring for the names).
@@ -309,36 +284,20 @@ def evaluate(
         EvalConfigError: bad options or missing data files (checked before encoding).
     """
     started = time.perf_counter()
-    resolved = check_eval_config(
-        data_dir,
-        tasks,
-        batch_size=batch_size,
-        align_uniform=align_uniform,
-        transfer_config=transfer_config,
-        transfer_classifier=transfer_classifier,
-        seed=seed,
-        whitening=whitening,
-        align_uniform_split=align_uniform_split,
-        anisotropy=anisotropy,
-        backend=backend,
-        precision=precision,
-        cache=cache,
-        cache_dir=cache_dir,
-        cache_size_gb=cache_size_gb,
-        postprocess=postprocess,
-        flow=flow,
-        truncate_dim=truncate_dim,
-        sample_pairs=sample_pairs,
-    )
-    post = build_postprocess(postprocess, whitening, flow)
+    options = EvalOptions() if options is None else options
+    resolved = check_eval_config(data_dir, tasks, options)
+    # the options as the names the steps below read them
+    batch_size, align_uniform, anisotropy = options.batch_size, options.align_uniform, options.anisotropy
+    sample_pairs, align_uniform_split = options.sample_pairs, options.align_uniform_split
+    settings = encoding_settings_of(options)
+    post = build_postprocess(options.postprocess, options.whitening, options.flow)
     if post is not None and post.kind == "flow":
         try:
             check_flow_encoder(encoder, post.flow)
         except ValueError as error:
             raise EvalConfigError(str(error)) from None
         if post.flow.fit_mode == "train":
-            post.fit_embed = dropout_embedder(encoder, batch_size, post.flow.seed,
-                                              encoding_settings(backend, precision, cache, cache_dir, cache_size_gb))
+            post.fit_embed = dropout_embedder(encoder, batch_size, post.flow.seed, encoding_settings_of(options))
         log.info("BERT-flow: fitted on %s embeddings, pooled %s", "dropout (training-mode)"
                  if post.flow.fit_mode == "train" else "dropout-free", "as the official avg-last-2 "
                  "(avg_first_last, first_layer=1)" if post.flow.pooler == "official" else "with the run's pooler")
@@ -361,13 +320,12 @@ def evaluate(
         for parts in task_data.values():
             sentences += task_sentences(parts)
         sentences += task_sentences(geometry_parts) + task_sentences(fit_parts) + list(corpus)
-        settings = encoding_settings(backend, precision, cache, cache_dir, cache_size_gb)
         with encoding(settings):
             if sample_pairs is None:  # the quick path is short by construction: no timed estimate batches
                 announce_cost(encoder, sentences, batch_size, resolved)
             table = EmbeddingTable(encoder, sentences, batch_size)
             try:
-                table.truncate(truncate_dim)
+                table.truncate(options.truncate_dim)
             except ValueError as err:
                 raise EvalConfigError(str(err)) from err
             if post is not None:
@@ -377,12 +335,13 @@ def evaluate(
         if sample_pairs is not None:
             results["eval_sample_pairs"] = float(sample_pairs)
         pair_scores: dict = {}
-        options = ScoreOptions(post, transfer_config, seed, transfer_classifier, pair_scores)
+        scoring = ScoreOptions(post, options.transfer_config, options.seed, options.transfer_classifier,
+                               pair_scores)
         for task, parts in task_data.items():
             interrupt.check(results)  # a stop between tasks keeps the figures so far
             task_start = time.perf_counter()
             with classifier_device(torch_classifier_device(getattr(encoder, "device", None))):
-                results.update(score_task(task, parts, table, options))
+                results.update(score_task(task, parts, table, scoring))
             results.update(complete_averages(results))
             if get_task(task).kind == "transfer":  # the slow ones: say where the time goes
                 log.info("%s: %.2f (%.1f s)", task, results[task], time.perf_counter() - task_start)

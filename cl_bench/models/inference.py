@@ -25,15 +25,18 @@ import numpy as np
 import torch
 
 from cl_bench.cache_dirs import cache_root
+from cl_bench.models.encoding_options import (
+    InferenceConfigError,
+    check_backend_and_precision,
+    check_cache_options,
+)
 
 log = logging.getLogger(__name__)
 
-BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
 #: ``auto`` takes ONNX Runtime only if its probe embeddings are this close to torch's (cosine distance).
 AUTO_MAX_COSINE_DISTANCE = 1e-5
 #: Folder (under the cache folder) of the remembered ``auto`` measurements.
 AUTO_SUBDIR = "auto_backend"
-PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "tf32")
 #: What ``eval.precision=auto`` computes in on a CUDA GPU of compute capability >= 8.0 (bf16 matrix units).
 #: ``benchmarks/bench_suite_gpu.py`` prints a real model's STS figures in bf16, TF32 and fp32 side by side:
 #: the rule (issue 37) is bf16 while every figure is within :data:`AUTO_MAX_STS_DELTA` of fp32, else TF32.
@@ -44,10 +47,6 @@ AUTO_MAX_STS_DELTA = 0.05
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
 #: Environment variable naming the cache folder when ``eval.cache_dir`` is not set.
 
-
-
-class InferenceConfigError(ValueError):
-    """An ``eval.backend``/``eval.precision`` value this machine cannot honour (one line, names the key)."""
 
 
 @dataclass(frozen=True)
@@ -211,17 +210,9 @@ def check_inference_options(backend: str, precision: str, device: torch.device |
     Raises:
         InferenceConfigError: one line naming the key.
     """
-    if backend not in BACKENDS:
-        raise InferenceConfigError(f"eval.backend: unknown '{backend}'; valid: {', '.join(BACKENDS)}")
-    if precision not in PRECISIONS:
-        raise InferenceConfigError(f"eval.precision: unknown '{precision}'; valid: {', '.join(PRECISIONS)}")
+    check_backend_and_precision(backend, precision)
     if backend == "onnx" and not onnxruntime_available():
         raise InferenceConfigError("eval.backend: onnx needs the onnxruntime and onnx packages (pip install onnxruntime onnx)")
-    if backend == "onnx" and precision not in ("fp32", "auto"):
-        raise InferenceConfigError(
-            "eval.backend: onnx runs fp32 only (ONNX Runtime's CPU provider has no bf16 matrix kernels on x86); "
-            "use eval.backend=torch or auto with eval.precision=bf16"
-        )
     if precision == "bf16":
         check_bf16(eval_device(device))
     elif precision == "tf32":
@@ -239,12 +230,7 @@ def check_encoding_options(
         InferenceConfigError: one line naming the key.
     """
     check_inference_options(backend, precision, device)
-    if not isinstance(cache, bool):
-        raise InferenceConfigError(f"eval.cache: must be true or false, got {cache!r}")
-    if isinstance(cache_size_gb, bool) or not isinstance(cache_size_gb, int | float) or cache_size_gb <= 0:
-        raise InferenceConfigError(f"eval.cache_size_gb: must be > 0, got {cache_size_gb!r}")
-    if cache_dir is not None and Path(cache_dir).expanduser().is_file():
-        raise InferenceConfigError(f"eval.cache_dir: '{cache_dir}' is a file, not a folder")
+    check_cache_options(cache, cache_dir, cache_size_gb)
 
 
 def encoding_settings(
