@@ -41,7 +41,7 @@ def test_eval_options_are_the_eval_node_keys_but_tasks_and_the_encoders() -> Non
 def test_evaluate_takes_one_eval_options() -> None:
     assert list(inspect.signature(evaluate).parameters) == ["encoder", "data_dir", "tasks", "options", "out_dir"]
     assert list(inspect.signature(check_eval_config).parameters) == [
-        "data_dir", "tasks", "options", "select_metric", "eval_device", "files"]
+        "data_dir", "tasks", "options", "select_metric", "eval_device", "files", "device_checks"]
 
 
 def test_from_config_types_the_flow_and_names_an_unknown_key() -> None:
