@@ -506,7 +506,7 @@ def _train_and_evaluate(
     results.update(training)
     from cl_bench.provenance import run_provenance
 
-    device = str(next(encoder.parameters()).device) if any(True for _ in encoder.parameters()) else "cpu"
+    device = str(encoder.device)  # where the evaluation encoder runs (QuickThoughts' pair of encoders has no parameters)
     tracker.log_results({**results, "pooler": pooler}, state.step,
                         provenance=run_provenance(cfg, encoder, device, state.best_step))
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
