@@ -43,12 +43,12 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("cl-bench --help", ["-m", "cl_bench", "--help"]),
     ("cl-bench-report --help", ["-m", "cl_bench.report_cli", "--help"]),
     ("cl-bench list", ["-m", "cl_bench", "list"]),
-    # rejections decided by a method's or loss's declarations or signature (read from the source)
+    # rejections decided by a method's or loss's spec (its declarations and keys)
     ("cl-bench loss=sg_opt", ["-m", "cl_bench", "loss=sg_opt"]),
     ("cl-bench method=sbert augmentation=eda_delete", ["-m", "cl_bench", "method=sbert", "augmentation=eda_delete"]),
     ("cl-bench method.mlm_weight=abc", ["-m", "cl_bench", "method.mlm_weight=abc"]),
     ("cl-bench loss.hard_negative_alpha=0.5", ["-m", "cl_bench", "loss.hard_negative_alpha=0.5"]),
-    # rejections by a method's, loss's or augmentation's own checks, their modules light-loaded (cl_bench/light_load.py)
+    # rejections by a method's, loss's or augmentation's own rules (its spec's check, inert_keys, check_setting)
     ("cl-bench method=cert method.queue_size=0", ["-m", "cl_bench", "method=cert", "method.queue_size=0"]),
     ("cl-bench method=diffcse method.mask_ratio=2", ["-m", "cl_bench", "method=diffcse", "method.mask_ratio=2"]),
     ("cl-bench method=cert method.mochi_hardest=5", ["-m", "cl_bench", "method=cert", "method.mochi_hardest=5"]),

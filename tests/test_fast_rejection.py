@@ -109,7 +109,7 @@ def test_help_lists_the_groups_hydra_lists() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# `cl-bench list` and the declarations it reads: from the source, without torch
+# `cl-bench list` and the specs it reads, without torch
 # ------------------------------------------------------------------------------------------------
 _LIST_PROBE = """
 import contextlib, io, json, sys
@@ -137,10 +137,10 @@ def _targets(group: str) -> dict[str, str]:
     return {name: str(catalog.read_yaml(path).get("_target_")) for name, path in catalog.options(group).items()}
 
 
-def test_list_imports_no_heavy_module_and_says_what_the_imported_classes_say(tmp_path: Path) -> None:
+def test_list_imports_no_heavy_module_and_says_what_the_specs_say(tmp_path: Path) -> None:
     """``cl-bench list`` in a fresh interpreter imports none of torch, transformers, mlflow, scikit-learn, pandas,
-    and prints the same text as the listing made here after importing every method and loss (whose
-    declarations are then read from the classes and functions themselves)."""
+    and prints the same text as the listing made here after importing every method, loss and augmentation module
+    (the listing is the specs', whatever else is loaded)."""
     import importlib
 
     from cl_bench import catalog
@@ -200,7 +200,7 @@ def test_list_shows_a_users_own_method(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Rejections that depend on a method's or loss's declarations: before torch, with the job's own words
+# Rejections that depend on a method's or loss's spec: before torch, with the job's own words
 # ------------------------------------------------------------------------------------------------
 #: (overrides, the line expected); each is also what the job's validation (check_choices) says
 DECLARED_REJECTED = [
