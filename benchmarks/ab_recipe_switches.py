@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.eval import evaluate_dev
 from cl_bench.models.encoder import build_encoder

@@ -5,9 +5,9 @@ side (``--seeds`` more) scored on the seven STS test tasks at their real sizes (
 sub-datasets, STS-B and SICK-R test: 18,850 pairs), synthetic similarities, gold scores on STS's 0.2 grid
 (ties, as the real gold has), aggregation ``all``.
 
-* loop: what ``cl_bench.significance.paired_bootstrap`` did before issue 39's follow-up, the statistic one
+* loop: what ``cl_bench.reporting.significance.paired_bootstrap`` did before issue 39's follow-up, the statistic one
   resample at a time (``vectorized=False``; per task the average ranks of the resampled arrays);
-* vectorised: ``paired_bootstrap`` now (:class:`cl_bench.significance._ResampledSpearman`, batches of
+* vectorised: ``paired_bootstrap`` now (:class:`cl_bench.reporting.significance._ResampledSpearman`, batches of
   resamples as pair counts).
 
 The loop is timed on ``--loop-resamples`` (its time grows linearly with the resamples; the figure scaled to
@@ -32,7 +32,7 @@ from _common import print_machine
 from scipy.stats import bootstrap
 
 from cl_bench.eval.sts import PairScores
-from cl_bench.significance import BOOTSTRAP_BATCH, _figures, _flatten, _ResampledSpearman
+from cl_bench.reporting.significance import BOOTSTRAP_BATCH, _figures, _flatten, _ResampledSpearman
 
 #: the STS test tasks' sub-datasets and their pair counts (SentEval's files; STS-B and SICK-R test one part each)
 REAL_SIZES: dict[str, dict[str, int]] = {

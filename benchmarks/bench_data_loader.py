@@ -22,7 +22,7 @@ import torch
 from _common import print_machine
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.data.loader import BatchLoader
 from cl_bench.train.loop import build_method, make_optimizer, seed_everything
 

@@ -41,7 +41,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("cl-bench augmentation=eda_delete augmentation.p=2", ["-m", "cl_bench", "augmentation=eda_delete", "augmentation.p=2"]),
     ("cl-bench method=simcsee", ["-m", "cl_bench", "method=simcsee"]),
     ("cl-bench --help", ["-m", "cl_bench", "--help"]),
-    ("cl-bench-report --help", ["-m", "cl_bench.report_cli", "--help"]),
+    ("cl-bench-report --help", ["-m", "cl_bench.commands.report_cli", "--help"]),
     ("cl-bench list", ["-m", "cl_bench", "list"]),
     # rejections decided by a method's or loss's spec (its declarations and keys)
     ("cl-bench loss=sg_opt", ["-m", "cl_bench", "loss=sg_opt"]),

@@ -64,10 +64,10 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
-from cl_bench.optim import implementation
 from cl_bench.train.compile import PadToBucket, compile_encoder, compile_mode, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.step import TrainStep
+from cl_bench.utils.optim import implementation
 
 Step = Callable[[list[str]], float]
 #: runs one round: the step on every batch, in order

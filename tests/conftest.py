@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench.cache_dirs import data_dir_from_environment
+from cl_bench.utils.cache_dirs import data_dir_from_environment
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

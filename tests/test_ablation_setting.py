@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cl_bench.reference_results import load_ablations
-from cl_bench.report import ReportError, build_table, resolve_ablations, setting_lines
+from cl_bench.reporting.reference_results import load_ablations
+from cl_bench.reporting.report import ReportError, build_table, resolve_ablations, setting_lines
 
 
 def _runs(seeds: list[int], encoder: str = "/x/all-MiniLM-L6-v2", steps: int = 8, batch: int = 16) -> pd.DataFrame:

@@ -13,13 +13,13 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from cl_bench.augment.base import Dropout
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.models.encoder import build_encoder
-from cl_bench.reference_results import load_ablations
+from cl_bench.reporting.reference_results import load_ablations
 
 MINE = ("ablation_dropout", "ablation_batch_size", "ablation_pooling", "ablation_mlm_weight", "ablation_tau",
         "ablation_augmentation", "cpu_repro")

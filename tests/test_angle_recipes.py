@@ -12,7 +12,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses.angle import angle

@@ -15,9 +15,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from cl_bench import catalog
-from cl_bench.cli import CONF_DIR
-from cl_bench.config import validate
+from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config import catalog, validate
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.methods.specs import SimCSESpec

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hydra._internal.utils import get_args_parser
 
-from cl_bench.cli import flags_first
+from cl_bench.commands.cli import flags_first
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,9 +16,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from cl_bench.config import ConfigError, validate
-from cl_bench.early_checks import CONF_DIR, check_group_choices
+from cl_bench.config.early_checks import CONF_DIR, check_group_choices
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
-from cl_bench.network import PROBE_TIMEOUT
+from cl_bench.utils.network import PROBE_TIMEOUT
 
 
 def _compose(data_dir: Path, overrides: list[str]):
@@ -146,7 +146,7 @@ def test_hub_id_without_network_exits_2_with_one_line(corpus_root, tiny_bert, of
     """The console command, with and without HF_HUB_OFFLINE: exit 2, one line (before: 40 s and 102 lines)."""
     env = dict(os.environ, CL_BENCH_DATA=str(corpus_root), HF_HUB_OFFLINE=offline, TRANSFORMERS_OFFLINE=offline,
                HF_HOME=str(corpus_root / "empty_hf_home"), HF_ENDPOINT=_closed_port_url())
-    cmd = [sys.executable, "-m", "cl_bench.cli", *_ok(corpus_root, tiny_bert), "model.name_or_path=bert-base-uncased",
+    cmd = [sys.executable, "-m", "cl_bench.commands.cli", *_ok(corpus_root, tiny_bert), "model.name_or_path=bert-base-uncased",
            f"hydra.run.dir={corpus_root}/run", "logger.enabled=false"]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
@@ -209,7 +209,7 @@ def test_valid_keys_of_any_swept_option_pass() -> None:
 )
 def test_console_command_exits_nonzero_with_one_line(corpus_root, tiny_bert, args, message) -> None:
     env = dict(os.environ, CL_BENCH_DATA=str(corpus_root))
-    cmd = [sys.executable, "-m", "cl_bench.cli", *_ok(corpus_root, tiny_bert), *args,
+    cmd = [sys.executable, "-m", "cl_bench.commands.cli", *_ok(corpus_root, tiny_bert), *args,
            f"hydra.run.dir={corpus_root}/run", "logger.enabled=false"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2

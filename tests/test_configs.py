@@ -12,8 +12,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from cl_bench.catalog import CONF_DIR, GROUPS, options
-from cl_bench.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
+from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
+from cl_bench.config.catalog import CONF_DIR, GROUPS, options
 
 #: presets composed with `+experiment/points=NAME` (a sweep point added to a preset), the others with group=option
 POINTS = "points/"
@@ -81,7 +81,7 @@ def test_every_pooler_option_builds_an_encoder(training: bool, tiny_bert: Path, 
 def test_each_method_alone_gets_the_loss_its_yaml_names(data_dir: Path) -> None:
     """A method's default loss and augmentation are one mechanism: its YAML's ``override /GROUP@_group_: NAME``
     (conf/config.yaml lists both groups before the method); ``loss=NAME`` on the command line still wins."""
-    from cl_bench.catalog import default_loss
+    from cl_bench.config.catalog import default_loss
 
     os.environ["CL_BENCH_DATA"] = str(data_dir)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -400,7 +400,7 @@ def _main_job(tiny_bert: Path, *overrides: str):
     """The README's main job, ``cl-bench method=simcse loss.tau=0.05``, composed (the tiny BERT as encoder)."""
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.cli import CONF_DIR
+    from cl_bench.commands.cli import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("config", overrides=["method=simcse", "loss.tau=0.05", f"model.name_or_path={tiny_bert}",
@@ -420,7 +420,7 @@ def test_main_job_fetches_its_data_on_first_use(
     server: _Server, data_dir: Path, tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture,
 ) -> None:
-    from cl_bench.cli import preflight
+    from cl_bench.commands.cli import preflight
 
     server.files["/hub/senteval.tar"] = _senteval_tar(data_dir)
     corpus = b"".join(b"sentence %d of the corpus .\n" % i for i in range(1_000_000))  # wiki1m's line count
@@ -447,7 +447,7 @@ def test_main_job_fetches_its_data_on_first_use(
 def test_main_job_offline_fails_at_once_with_one_line(
     tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cl_bench.cli import preflight
+    from cl_bench.commands.cli import preflight
     from cl_bench.config import ConfigError
 
     dead = f"http://127.0.0.1:{_closed_port()}"

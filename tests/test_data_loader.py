@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.loader import BatchLoader
 from cl_bench.methods.base import Method

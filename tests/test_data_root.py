@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import data_root
 
-from cl_bench.cache_dirs import data_dir_from_environment, default_data_dir
+from cl_bench.utils.cache_dirs import data_dir_from_environment, default_data_dir
 
 
 def _relative_to_cwd(real: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

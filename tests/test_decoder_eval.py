@@ -19,7 +19,7 @@ from conftest import cli_env
 from hydra import compose, initialize_config_dir
 from tiny_decoders import build_tiny_decoder
 
-from cl_bench.cli import CONF_DIR, evaluate_encoder, preflight, use_recorded_pooling
+from cl_bench.commands.cli import CONF_DIR, evaluate_encoder, preflight, use_recorded_pooling
 from cl_bench.models.decoders import BackboneOptions
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 

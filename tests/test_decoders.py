@@ -192,7 +192,7 @@ def test_merged_lora_export_equals_the_adapter_model(model: str, tiny: dict[str,
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
-    from cl_bench import export as ex
+    from cl_bench.commands import export as ex
 
     path = tiny_bert if model == "bert" else tiny[model]
     pooler = "avg" if model == "bert" else "last_token"
@@ -286,7 +286,7 @@ def test_real_command_trains_evaluates_and_exports_each_family(
 ) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from cl_bench import export as ex
+    from cl_bench.commands import export as ex
 
     data = "data=wiki1m_head" if method == "simcse" else "data=nli_snli_devtest"
     lora = ["model.lora.r=4", "model.bidirectional=true"] if family in ("qwen2", "gpt2") else []

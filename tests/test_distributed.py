@@ -19,7 +19,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from hydra import compose, initialize_config_dir
 
-from cl_bench import distributed
 from cl_bench.augment.base import Dropout
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
@@ -30,6 +29,7 @@ from cl_bench.methods.simcse import SimCSE
 from cl_bench.methods.simcse_sup import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.gradcache import GradCache
+from cl_bench.utils import distributed
 
 WORLD = 2
 SENTENCES = [
@@ -152,7 +152,7 @@ def test_gradients_are_averaged_by_ddp_not_by_hand(two_process_results: list[dic
 
 def _trainer_config(tiny_bert: str, data_dir: str, *extra: str):  # noqa: ANN202
     os.environ["CL_BENCH_DATA"] = data_dir
-    from cl_bench.cli import CONF_DIR
+    from cl_bench.commands.cli import CONF_DIR
 
     overrides = [
         f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=64", "batch_size=8", "dropout=0.1",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cl_bench import docs_gen
+from cl_bench.commands import docs_gen
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
 
 def test_generated_reference_pages_equal_what_the_registry_gives_now() -> None:
     generated = docs_gen.generate()
-    assert docs_gen.stale(generated) == [], "run `python -m cl_bench.docs_gen` and commit the pages"
+    assert docs_gen.stale(generated) == [], "run `python -m cl_bench.commands.docs_gen` and commit the pages"
     methods = {row["method"] for row in docs_gen.catalog.method_rows()}
     pages = {p.stem for p in (REPO / "docs/methods").glob("*.md")} - {"index", "recipes"}
     assert pages == methods  # one page per method, and no page of a method that is gone

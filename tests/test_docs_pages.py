@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from cl_bench import catalog
-from cl_bench.docs_gen import REPO, method_title
+from cl_bench.commands.docs_gen import REPO, method_title
+from cl_bench.config import catalog
 
 
 def test_methods_menu_lists_names_not_identifiers() -> None:

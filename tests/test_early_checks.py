@@ -1,4 +1,4 @@
-"""cl-bench's checks before Hydra's job (cl_bench/early_checks.py) give the job's own first rejection, or none."""
+"""cl-bench's checks before Hydra's job (cl_bench/config/early_checks.py) give the job's own first rejection, or none."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench import catalog
-from cl_bench.catalog import CONF_DIR
-from cl_bench.config import ConfigError, register_schemas, use_recorded_pooling, validate
-from cl_bench.early_checks import check_declared_choices
-from cl_bench.rundir import ENCODER_META_FILE
+from cl_bench.config import ConfigError, catalog, register_schemas, use_recorded_pooling, validate
+from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.early_checks import check_declared_choices
+from cl_bench.utils.rundir import ENCODER_META_FILE
 
-register_schemas()  # as cl_bench.cli does on import: config.yaml extends the schema
+register_schemas()  # as cl_bench.commands.cli does on import: config.yaml extends the schema
 
 
 def _composed(argv: list[str]) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schemas
+from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schemas
 from cl_bench.train.eta import JobClock, format_seconds, job_bar
 
 

@@ -13,8 +13,8 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.config import EvalConfig, register_schemas
 from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
+from cl_bench.eval.flow_options import FlowOptions
 from cl_bench.eval.options import ENCODER_EVAL_KEYS, NODE_ONLY_KEYS
-from cl_bench.flow_options import FlowOptions
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 

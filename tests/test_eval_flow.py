@@ -153,7 +153,7 @@ def test_minilm_sts_with_flow_whitening_and_none(tmp_path: Path, data_dir: Path)
 def test_inert_post_processing_overrides_are_rejected(data_dir: Path) -> None:
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.cli import CONF_DIR
+    from cl_bench.commands.cli import CONF_DIR
     from cl_bench.config import ConfigError, inert_keys, validate
 
     def check(overrides: list[str]):
@@ -195,7 +195,7 @@ def _params(fitted: FittedFlow) -> torch.Tensor:
 
 def test_flow_optimiser_switch_acts(monkeypatch: pytest.MonkeyPatch) -> None:
     from cl_bench.eval import flow as flow_module
-    from cl_bench.optim import AdamWNoBiasCorrection
+    from cl_bench.utils.optim import AdamWNoBiasCorrection
 
     steps: list[str] = []
     for cls in (AdamWNoBiasCorrection, torch.optim.AdamW):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.suite import sampled_pairs

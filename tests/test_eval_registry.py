@@ -182,7 +182,7 @@ def test_a_user_task_from_their_own_folder_through_the_real_command(tiny_bert: P
     search = f"hydra.searchpath=[file://{folder}]"
 
     def cl_bench(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", "from cl_bench.cli import main; main()", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-c", "from cl_bench.commands.cli import main; main()", *args], cwd=tmp_path,
                               env=cli_env(root), capture_output=True, text=True, timeout=600)
 
     listing = cl_bench("list", search)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cl_bench import export as ex
+from cl_bench.commands import export as ex
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 
 SENTENCES = [

@@ -12,10 +12,10 @@ import pytest
 from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 
-from cl_bench.catalog import CONF_DIR
-from cl_bench.cli import app_help
+from cl_bench.commands.cli import app_help
 from cl_bench.config import ConfigError, check_values
-from cl_bench.early_checks import check_group_choices
+from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.early_checks import check_group_choices
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ REJECTED = [
 
 _PROBE = """
 import contextlib, io, json, sys
-from cl_bench import cli
+from cl_bench.commands import cli
 answers = []
 for argv in json.loads(sys.argv[1]):
     sys.argv = ["cl-bench", *argv]
@@ -113,7 +113,7 @@ def test_help_lists_the_groups_hydra_lists() -> None:
 # ------------------------------------------------------------------------------------------------
 _LIST_PROBE = """
 import contextlib, io, json, sys
-from cl_bench import cli
+from cl_bench.commands import cli
 sys.argv = ["cl-bench", "list", *json.loads(sys.argv[1])]
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
@@ -132,7 +132,7 @@ def _list_in_fresh_interpreter(cwd: Path, *args: str) -> dict:
 
 
 def _targets(group: str) -> dict[str, str]:
-    from cl_bench import catalog
+    from cl_bench.config import catalog
 
     return {name: str(catalog.read_yaml(path).get("_target_")) for name, path in catalog.options(group).items()}
 
@@ -143,7 +143,7 @@ def test_list_imports_no_heavy_module_and_says_what_the_specs_say(tmp_path: Path
     (the listing is the specs', whatever else is loaded)."""
     import importlib
 
-    from cl_bench import catalog
+    from cl_bench.config import catalog
 
     result = _list_in_fresh_interpreter(tmp_path)
     assert result["heavy"] == [], f"imported by cl-bench list: {result['heavy']}"
@@ -297,9 +297,9 @@ DECLARED_REJECTED += [
 
 
 def job_first_error(argv: list[str]) -> str:
-    """The job's own first rejection of ``argv`` (:func:`cl_bench.cli.run`'s checks: for ``mode=eval`` the recorded
+    """The job's own first rejection of ``argv`` (:func:`cl_bench.commands.cli.run`'s checks: for ``mode=eval`` the recorded
     pooling first, then :func:`cl_bench.config.validate`), as cl-bench prints it."""
-    from cl_bench.cli import use_recorded_pooling
+    from cl_bench.commands.cli import use_recorded_pooling
     from cl_bench.config import validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -354,7 +354,7 @@ def test_offline_missing_model_and_data_answer_before_torch_as_the_job(tmp_path:
 def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
     """A command whose first fault is none of the early checks' gets no early answer (a local model that loads and a
     corpus that is there: its backbone options and the rest are the job's)."""
-    from cl_bench.early_checks import check_declared_choices
+    from cl_bench.config.early_checks import check_declared_choices
 
     check_declared_choices([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
 
@@ -395,10 +395,10 @@ def test_a_users_own_method_checks_answer_before_hydras_job(tmp_path: Path, argv
 
 def test_report_help_and_a_wrong_argument_import_neither_pandas_nor_mlflow() -> None:
     """``cl-bench-report --help`` and an unknown argument answer from the argument parser alone
-    (:mod:`cl_bench.report_cli`): pandas, matplotlib, MLflow and torch stay unimported."""
+    (:mod:`cl_bench.commands.report_cli`): pandas, matplotlib, MLflow and torch stay unimported."""
     probe = """
 import contextlib, io, json, sys
-from cl_bench import report_cli
+from cl_bench.commands import report_cli
 codes = []
 for argv in (["--help"], ["--experiments", "x"]):
     with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:

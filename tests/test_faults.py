@@ -330,7 +330,7 @@ def test_a_killed_training_leaves_no_dataloader_worker(tiny_bert, data_dir, tmp_
 
 
 def test_a_stop_request_ends_only_evaluations() -> None:
-    from cl_bench import interrupt
+    from cl_bench.utils import interrupt
 
     interrupt.request_stop(signal.SIGINT)
     try:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
 from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.losses.infonce import info_nce

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from cl_bench.config import ConfigError, validate
+from cl_bench.config.early_checks import CONF_DIR, check_override_keys
 from cl_bench.data.download import ensure_data
-from cl_bench.early_checks import CONF_DIR, check_override_keys
 from cl_bench.models.hub import hub_hint, wants_decoder
 
 

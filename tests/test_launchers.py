@@ -16,7 +16,7 @@ import mlflow
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 
 
 def _cl_bench(args: list[str], cwd: Path, data_dir: Path, ok: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -97,7 +97,7 @@ def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: 
     assert parent.info.status == "FAILED"
     assert parent.data.tags["sweep.failed_children"] == failed.data.tags["mlflow.runName"]
     invalid = _cl_bench(["-m", *_tiny(tiny_bert), "loss.tau=0.05,0", "hydra.sweep.dir=sweep2"], tmp_path, data_dir, ok=False)
-    # a config-only value is checked on every grid point before Hydra starts (cl_bench.cli._check_override_values)
+    # a config-only value is checked on every grid point before Hydra starts (cl_bench.commands.cli._check_override_values)
     assert invalid.returncode == 2 and invalid.stderr == "cl-bench: error: loss.tau: must be > 0, got 0\n"
     assert not (tmp_path / "sweep2" / "0").exists()
 

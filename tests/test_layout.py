@@ -8,10 +8,26 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cl_bench"
+#: the layers, top first: a module imports only modules of its own layer or of a layer below (the packages are the
+#: layers: cl_bench/<package>/; ``specs`` is the one top-level module, the options' contract every layer reads)
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"__main__", "commands"}),   # the entry points (cl-bench, -report, -export, the sweep callback) and the run
+    frozenset({"reporting"}),              # cl-bench-report: reads runs
+    frozenset({"config"}),                 # schema, specs' checks, catalog, the checks before Hydra's job, seeds
+    frozenset({"train"}),                  # the trainer
+    frozenset({"methods"}),                # views, encoders, heads, hooks
+    frozenset({"losses", "augment", "models", "data", "eval", "tracking"}),
+    frozenset({"utils", "specs", "resources"}),
+)
 #: the command-line entry points and Hydra's sweep callback: the top layer, imported by no other module but __main__
-ENTRY = {"cl_bench.cli", "cl_bench.report_cli", "cl_bench.export", "cl_bench.sweep_callbacks", "cl_bench.__main__"}
-#: the reporting layer: imported only by the entry points (and within itself)
-REPORTING = {"cl_bench.report", "cl_bench.significance", "cl_bench.reference_results"}
+ENTRY = {"cl_bench.commands.cli", "cl_bench.commands.report_cli", "cl_bench.commands.export",
+         "cl_bench.commands.sweep_callbacks", "cl_bench.__main__"}
+
+
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of a ``cl_bench`` module (its package, or its own name at the top level)."""
+    part = module.split(".")[1]
+    return next(i for i, layer in enumerate(LAYERS) if part in layer)
 
 
 def _module_name(path: Path) -> str:
@@ -90,9 +106,17 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_module_imports_an_entry_point_or_the_reports_from_below() -> None:
-    """``tracking/`` used to reach into ``cli.preflight`` and ``report``, ``early_checks`` into ``cli``."""
-    upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items() for target in targets
-                    if target in ENTRY and module != "cl_bench.__main__"
-                    or target in REPORTING and module not in ENTRY | REPORTING)
+def test_no_module_imports_from_a_layer_above_or_an_entry_point() -> None:
+    """Each import goes to the module's own layer or one below (:data:`LAYERS`), and only ``__main__`` imports an entry
+    point (``tracking/`` used to reach into ``cli.preflight`` and ``report``, ``early_checks`` into ``cli``)."""
+    graph = import_graph()
+    assert all(any(module.split(".")[1] in layer for layer in LAYERS) for module in graph if module != "cl_bench")
+    upward = sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                    if module != "cl_bench" and (layer_of(target) < layer_of(module)
+                                                 or target in ENTRY and module != "cl_bench.__main__"))
     assert upward == []
+
+
+def test_the_top_level_holds_packages_and_the_specs_only() -> None:
+    """Entry points, configuration, reporting and leaf utilities each sit in a package of their own."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py", "specs.py"]

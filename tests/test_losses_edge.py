@@ -229,7 +229,7 @@ def test_bad_arguments_fail_with_one_line_naming_the_key(call, message: str) -> 
 
 def test_every_option_has_a_yaml_and_nothing_else() -> None:
     """The pair losses (the other kinds are their methods' objectives, tested with them)."""
-    from cl_bench import catalog
+    from cl_bench.config import catalog
 
     assert sorted(catalog.losses_of_kinds(("pair",))) == sorted(OPTIONS)
     assert all(f"name: {o}\n" in (CONF_LOSS / f"{o}.yaml").read_text() for o in OPTIONS)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
 from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.suite import evaluate
@@ -175,7 +175,7 @@ def test_truncate_dim_scores_the_first_k_dimensions(data_dir: Path) -> None:
 
 
 def test_report_plots_score_against_dimension(tmp_path: Path) -> None:
-    from cl_bench.report import write_report
+    from cl_bench.reporting.report import write_report
 
     rows = []
     for matryoshka in ("None", "[32, 16, 8]"):

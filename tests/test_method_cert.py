@@ -23,7 +23,7 @@ from cl_bench.augment.back_translation import BackTranslation, BackTranslationUn
 from cl_bench.augment.base import Augmentation, Dropout
 from cl_bench.augment.cutoff import TokenCutoff
 from cl_bench.augment.eda import RandomDeletion
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce

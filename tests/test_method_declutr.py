@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
 from cl_bench.augment.base import Dropout
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError

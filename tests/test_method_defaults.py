@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench import catalog
-from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schema
-from cl_bench.config import ConfigError, check_choices
+from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
+from cl_bench.config import ConfigError, catalog, check_choices
 
 #: the augmentation each method brings (None: the global default, dropout) — the official recipes'
 OFFICIAL = {"sncse": "negation", "esimcse": "word_repetition"}

@@ -12,7 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.jsd import jsd_mi_loss

@@ -15,7 +15,7 @@ from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.losses.barlow_twins import barlow_twins
 from cl_bench.losses.byol import byol

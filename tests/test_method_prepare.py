@@ -15,9 +15,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from cl_bench import catalog
-from cl_bench.cli import CONF_DIR
-from cl_bench.config import ConfigError, check_choices, validate
+from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config import ConfigError, catalog, check_choices, validate
 from cl_bench.data.loader import BatchLoader, batch_seed
 from cl_bench.methods.base import Prepared
 from cl_bench.train.loop import build_method

@@ -15,7 +15,7 @@ from conftest import minilm_path
 from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.losses.infonce import cosine_logits
 from cl_bench.losses.neighbour import neighbour_classification
@@ -28,7 +28,7 @@ from cl_bench.methods.quickthoughts import (
 )
 from cl_bench.methods.specs import QuickThoughtsSpec
 from cl_bench.models.encoder import build_encoder
-from cl_bench.rundir import ENCODER_META_FILE
+from cl_bench.utils.rundir import ENCODER_META_FILE
 
 SENTENCES = [
     "a man plays the guitar", "the dog runs in the park", "two children read a book",

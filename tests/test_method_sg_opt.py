@@ -12,7 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import build_spec, validate
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext

@@ -14,7 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.data.text import DataFileError

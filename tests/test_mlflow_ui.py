@@ -71,7 +71,7 @@ def test_printed_url_opens_on_the_runs_table(tmp_path: Path) -> None:
         run_page = _render(ui_url(base, experiment_id, run.info.run_id), tmp_path / "run.png")
         assert "dropout=0.1" in run_page and "best_stsb_dev" in run_page
         assert (tmp_path / "runs.png").stat().st_size > 10_000
-        # the compare view a sweep prints (cl_bench.sweep_callbacks): both runs, their param and metric
+        # the compare view a sweep prints (cl_bench.commands.sweep_callbacks): both runs, their param and metric
         compare = _render(compare_url(base, experiment_id, run_ids), tmp_path / "compare.png")
         text = compare.replace("<!-- -->", "")
         assert "Comparing 2 Runs" in text or "compare" in text.lower(), text[:2000]

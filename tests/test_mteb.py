@@ -143,7 +143,7 @@ def test_encoding_options_of_an_mteb_only_evaluation_are_checked_before_any_mode
 ) -> None:
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.cli import CONF_DIR, preflight
+    from cl_bench.commands.cli import CONF_DIR, preflight
     from cl_bench.config import ConfigError
 
     def check(*extra: str) -> None:

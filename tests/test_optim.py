@@ -95,7 +95,7 @@ def test_presets_reach_the_loop_optimiser(preset: str, eps: float, tiny_bert, da
 
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.cli import CONF_DIR
+    from cl_bench.commands.cli import CONF_DIR
     from cl_bench.train.loop import make_optimizer
 
     os.environ["CL_BENCH_DATA"] = str(data_dir)

@@ -21,9 +21,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 from transformers import BertConfig, BertForMaskedLM
 
-from cl_bench import catalog
-from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schema
-from cl_bench.config import ConfigError, acting_params, check_choices, inert_keys, validate
+from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
+from cl_bench.config import ConfigError, acting_params, catalog, check_choices, inert_keys, validate
 
 METHODS = sorted(catalog.options("method"))
 LOSSES = sorted(catalog.options("loss"))
@@ -422,7 +421,7 @@ def test_params_name_only_what_acted(tiny_bert: Path, data_dir: Path) -> None:
 
 def _cl_bench(args: list[str], cwd: Path, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-c", "from cl_bench.cli import main; main()", *args],
+        [sys.executable, "-c", "from cl_bench.commands.cli import main; main()", *args],
         cwd=cwd, env=cli_env(data_dir), capture_output=True, text=True, timeout=600,
     )
     if check:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from cl_bench.catalog import options
+from cl_bench.config.catalog import options
 from cl_bench.models.pooler_names import (
     AVERAGING_POOLERS,
     POOLERS,

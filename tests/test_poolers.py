@@ -119,7 +119,7 @@ def test_first_last_baseline_preset_averages_the_embedding_output(tiny_bert, dat
 
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.cli import CONF_DIR
+    from cl_bench.commands.cli import CONF_DIR
     from cl_bench.config import validate
 
     os.environ["CL_BENCH_DATA"] = str(data_dir)

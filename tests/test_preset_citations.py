@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from cl_bench.catalog import CONF_DIR
+from cl_bench.config.catalog import CONF_DIR
 
 ROOT = CONF_DIR.parent
 DOC = re.compile(r"(?<![\w./-])((?:\.\./)*[\w./-]*\w\.md)\b")

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from transformers import BertConfig, BertForMaskedLM
 
-from cl_bench.cli import CONF_DIR  # importing the CLI registers the config schema
+from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
 from cl_bench.config import acting_params, check_choices
 from cl_bench.models.encoder import build_encoder
 from cl_bench.models.prompts import template_mask_states
@@ -127,7 +127,7 @@ def test_unsupervised_promptbert_is_unchanged_by_the_new_keys(tiny_bert: Path, d
 
 
 def test_the_published_figure_and_its_row_in_the_report() -> None:
-    from cl_bench.reference_results import load_ablations
+    from cl_bench.reporting.reference_results import load_ablations
 
     spec = load_ablations()["prompt_methods"]
     assert {p.label: p.paper for p in spec.points} == {

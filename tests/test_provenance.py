@@ -13,15 +13,15 @@ import pytest
 from conftest import cli_env
 
 import cl_bench
-from cl_bench.provenance import FileHashes, data_digest, data_hashes, eval_settings, model_revision
+from cl_bench.commands.provenance import FileHashes, data_digest, data_hashes, eval_settings, model_revision
 from cl_bench.tracking.environment import git_commit
 
 
 def _compose(overrides: list[str]):  # noqa: ANN202 (a DictConfig)
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.catalog import CONF_DIR
     from cl_bench.config import register_schemas
+    from cl_bench.config.catalog import CONF_DIR
 
     register_schemas()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -14,8 +14,8 @@ import mlflow
 import pytest
 from tqdm import tqdm
 
+from cl_bench.commands.sweep_callbacks import log_sweep_outcome, sweep_outcome
 from cl_bench.models.encoder import build_encoder
-from cl_bench.sweep_callbacks import log_sweep_outcome, sweep_outcome
 from cl_bench.tracking.mlflow_logger import ensure_experiment, import_mlflow
 from cl_bench.tracking.names import RUN_NAME_CHARS, sweep_run_name
 from cl_bench.tracking.progress import PlainProgress, on_terminal, progress_bar

@@ -13,8 +13,8 @@ import mlflow
 import pandas as pd
 import pytest
 
-from cl_bench.reference_results import ReferenceDataError, load_ablations, parse_value, values_equal
-from cl_bench.report import main as report_main
+from cl_bench.reporting.reference_results import ReferenceDataError, load_ablations, parse_value, values_equal
+from cl_bench.reporting.report import main as report_main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -9,7 +9,7 @@ import pytest
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from cl_bench.cli import run_name
+from cl_bench.commands.cli import run_name
 from cl_bench.tracking.names import RUN_NAME_CHARS, fit_run_name
 
 
@@ -53,7 +53,7 @@ def test_a_sweep_childs_name_is_its_point_and_seed(tmp_path: Path) -> None:
     """``experiment=ablation_dropout seeds=3``: the point's choice and the seed, well inside the column."""
     import json
 
-    from cl_bench.rundir import SweepDir
+    from cl_bench.utils.rundir import SweepDir
 
     SweepDir(tmp_path).varied_keys_file.write_text(json.dumps(["experiment/points", "seed"]))
     cfg = OmegaConf.create({"mode": "train", "method": {"name": "simcse"}, "model": {"name_or_path": "x"}})

@@ -11,10 +11,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from test_method_objectives import build
 
-from cl_bench.cli import CONF_DIR
+from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
-from cl_bench.optim import AdamWNoBiasCorrection
 from cl_bench.train.loop import make_optimizer
+from cl_bench.utils.optim import AdamWNoBiasCorrection
 
 
 def _preset(data_dir: Path, tiny_bert: Path, overrides: list[str]):  # noqa: ANN202

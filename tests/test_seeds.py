@@ -11,9 +11,9 @@ import pytest
 from conftest import cli_env
 from test_ablations import job_config, sweep_jobs
 
-from cl_bench.catalog import CONF_DIR
 from cl_bench.config import ConfigError, validate
-from cl_bench.seeds import expand_seeds
+from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.seeds import expand_seeds
 
 #: every preset that launches a grid by itself (the ablation_* presets, augmentation_comparison, cpu_repro)
 ABLATIONS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")
@@ -67,7 +67,7 @@ def test_rejected_where_it_cannot_act(data_dir: Path, tiny_bert: Path) -> None:
     job = ["mode=eval", f"model.name_or_path={tiny_bert}", "seeds=3", "seed=42"]
     with pytest.raises(ConfigError, match=r"^seeds: has no effect on this run: mode=eval"):
         validate(job_config(job, data_dir, tiny_bert), job)
-    result = subprocess.run([sys.executable, "-m", "cl_bench.cli", *argv, "logger.enabled=false"],
+    result = subprocess.run([sys.executable, "-m", "cl_bench.commands.cli", *argv, "logger.enabled=false"],
                             capture_output=True, text=True, env=cli_env(data_dir), timeout=300)
     assert result.returncode != 0
     assert "seeds: has no effect on this run" in result.stderr

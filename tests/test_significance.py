@@ -11,14 +11,13 @@ import pandas as pd
 import pytest
 from scipy.stats import bootstrap, ttest_ind
 
-from cl_bench import significance
 from cl_bench.eval import EvalOptions, evaluate
 from cl_bench.eval.sts import load_pair_scores, save_pair_scores, spearman100, task_figure
 from cl_bench.models.encoder import build_encoder
-from cl_bench.report import main as report_main
-from cl_bench.report import t_interval
-from cl_bench.rundir import RunDir
-from cl_bench.significance import (
+from cl_bench.reporting import significance
+from cl_bench.reporting.report import main as report_main
+from cl_bench.reporting.report import t_interval
+from cl_bench.reporting.significance import (
     ZERO_VARIANCE,
     against_reference,
     bootstrap_p,
@@ -29,6 +28,7 @@ from cl_bench.significance import (
     paired_bootstrap,
     seed_test,
 )
+from cl_bench.utils.rundir import RunDir
 
 
 def _synthetic(rng: np.random.Generator, noise: float, gold: dict[str, dict[str, np.ndarray]]) -> dict:

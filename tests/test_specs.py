@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cl_bench import catalog
 from cl_bench.augment.base import rewrites_text
+from cl_bench.config import catalog
 from cl_bench.specs import AugmentationSpec, LossSpec, MethodSpec, registered, spec_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,14 @@ import pandas as pd
 import pytest
 from conftest import cli_env
 
-from cl_bench.report import build_sweep_table, load_run_dirs, main, reference_point, sweep_summary, swept_keys
+from cl_bench.reporting.report import (
+    build_sweep_table,
+    load_run_dirs,
+    main,
+    reference_point,
+    sweep_summary,
+    swept_keys,
+)
 
 
 def _job(sweep: Path, number: int, params: dict, results: dict, status: str = "FINISHED",

@@ -34,8 +34,8 @@ import torch
 from cl_bench.augment.base import Augmentation
 from cl_bench.augment.specs import BACK_TRANSLATION_SOURCES as SOURCES
 from cl_bench.augment.specs import translates_corpus_once
-from cl_bench.cache_dirs import cache_root
 from cl_bench.data.text import DataFileError, iter_lines, read_sentences
+from cl_bench.utils.cache_dirs import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ def write_paraphrase_file(
 
 
 def default_cache_dir() -> Path:
-    """``back_translation/`` in cl-bench's cache folder (:func:`cl_bench.cache_dirs.cache_root`)."""
+    """``back_translation/`` in cl-bench's cache folder (:func:`cl_bench.utils.cache_dirs.cache_root`)."""
     return cache_root() / "back_translation"
 
 

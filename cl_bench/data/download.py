@@ -46,7 +46,6 @@ from typing import IO, Any
 import pooch
 from filelock import FileLock
 
-from cl_bench.cache_dirs import default_data_dir
 from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's API)
     CHUNK,
     ChecksumError,
@@ -57,6 +56,7 @@ from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's AP
     sha256_file,
 )
 from cl_bench.data.fetch import quiet_pooch as _quiet_pooch
+from cl_bench.utils.cache_dirs import default_data_dir
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 #: Per-root record of checksums measured at download time (for files without a published one).
@@ -654,7 +654,7 @@ def ensure_data(
         DataDownloadError: one line starting with the config key: the missing file, the
             ``cl-bench-data download --only …`` command, and what to do offline.
     """
-    from cl_bench.network import host_reachable
+    from cl_bench.utils.network import host_reachable
 
     root = Path(root)
     manifest = manifest or load_manifest()

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from cl_bench import distributed
+from cl_bench.utils import distributed
 
 BatchFn = Callable[[Sequence[Any], int, torch.Generator], Iterator[list[Any]]]
 PrepareFn = Callable[[list[Any], random.Random], Any]

@@ -24,7 +24,7 @@ Fitting follows the official run (``run_siamese.py`` with ``--flow=1 --flow_loss
   transformer layer's and the last layer's token averages, ``pooler=avg_first_last
   pooler.first_layer=1``) whatever the run's pooler; ``run``: the run's pooler.
 * ``adam_bias_correction=false``: the official ``AdamWeightDecayOptimizer`` has no bias correction
-  (:class:`cl_bench.optim.AdamWNoBiasCorrection`); ``true``: torch's AdamW. Both: decoupled weight
+  (:class:`cl_bench.utils.optim.AdamWNoBiasCorrection`); ``true``: torch's AdamW. Both: decoupled weight
   decay 0.01, ε 1e-6, lr 1e-3 (``--flow_learning_rate``), no warm-up.
 * ``loss=bits_pair_sum``: the official objective is in bits per dimension and sums the two sides
   of a pair (each side a mean over 32 sentences), i.e. 2/ln 2 ≈ 2.885 × the nats mean; Adam is
@@ -48,8 +48,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from cl_bench.flow_options import FIT_MODES, FLOW_LOSSES, FLOW_POOLERS, FlowOptions  # noqa: F401 (the schema lives torch-free)
-from cl_bench.optim import AdamWNoBiasCorrection
+from cl_bench.eval.flow_options import FIT_MODES, FLOW_LOSSES, FLOW_POOLERS, FlowOptions  # noqa: F401 (the schema lives torch-free)
+from cl_bench.utils.optim import AdamWNoBiasCorrection
 
 #: official ``logscale_factor`` of actnorm and of the coupling network's output scale
 LOGSCALE_FACTOR = 3.0

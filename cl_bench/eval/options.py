@@ -2,7 +2,7 @@
 :func:`cl_bench.eval.evaluate` scores an encoder) and the Hydra schema of the node built from it,
 :data:`EvalConfig` (``tasks``, the options, and ``pooler``, which acts on the encoder).
 
-Torch-free and light (dataclasses and :mod:`cl_bench.flow_options`; not even omegaconf, which the GPU image
+Torch-free and light (dataclasses and :mod:`cl_bench.eval.flow_options`; not even omegaconf, which the GPU image
 lacks, though ``benchmarks/`` import the evaluation there): the config schema
 (:mod:`cl_bench.config`) and the checks that run before torch is imported read it. The value rules
 that need no file of the data root are :meth:`EvalOptions.check`'s; the encoding options' hardware
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cl_bench.flow_options import FlowOptions, check_postprocess
+from cl_bench.eval.flow_options import FlowOptions, check_postprocess
 
 #: The two SentEval classifier configurations (SimCSE ``--mode test`` / ``fasttest``): number of folds.
 TRANSFER_CONFIGS: dict[str, int] = {"full": 10, "fast": 5}
@@ -32,7 +32,7 @@ GEOMETRY_SPLITS: dict[str, tuple[str, ...]] = {
     "dev": ("dev",),
     "test": ("test",),
 }
-#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.cli.with_eval_pooler`), not
+#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.commands.cli.with_eval_pooler`), not
 #: how :func:`cl_bench.eval.evaluate` scores it: not an :class:`EvalOptions` field
 ENCODER_EVAL_KEYS: tuple[str, ...] = ("pooler",)
 #: the ``eval`` node's keys that are not :class:`EvalOptions` fields: the tasks (an argument of their own, split

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from cl_bench.eval.flow import OFFICIAL_POOLER, FittedFlow, FlowOptions
+from cl_bench.eval.flow_options import check_postprocess, fits_per_task
 from cl_bench.eval.geometry import Whitening
-from cl_bench.flow_options import check_postprocess, fits_per_task
 from cl_bench.models.embedding_cache import EmbeddingCache, cache_key
 from cl_bench.models.inference import EncodingSettings, current_settings
 

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from cl_bench import interrupt
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.data.text import read_sentences
 from cl_bench.eval.embed import EmbeddingTable, Encoder
@@ -75,7 +74,8 @@ from cl_bench.eval.tasks import (
     dev_tasks,
 )
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
-from cl_bench.rundir import RunDir
+from cl_bench.utils import interrupt
+from cl_bench.utils.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from cl_bench.eval.flow_options import fits_per_task
 from cl_bench.eval.options import (
     GEOMETRY_SPLITS,
     EvalConfigError,
     EvalOptions,
 )
 from cl_bench.eval.registry import BUILTIN, TASKS, get_task, groups, tasks_in_average
-from cl_bench.flow_options import fits_per_task
 from cl_bench.models.encoding_options import (
     InferenceConfigError,
     check_backend_and_precision,

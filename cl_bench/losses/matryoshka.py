@@ -50,7 +50,7 @@ class MatryoshkaLoss:
         self.loss = loss
         self.dims = [int(d) for d in dims]
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.dims)
-        # what methods and cl_bench.distributed read from a configured loss: its function and hyperparameters
+        # what methods and cl_bench.utils.distributed read from a configured loss: its function and hyperparameters
         self.func = getattr(loss, "func", loss)
         self.keywords = dict(getattr(loss, "keywords", {}))
 

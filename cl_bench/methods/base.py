@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cl_bench import distributed
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.data.text import read_sentences
 from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.utils import distributed
 
 LossFn = Callable[..., torch.Tensor]
 

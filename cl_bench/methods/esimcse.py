@@ -34,7 +34,6 @@ import random
 
 import torch
 
-from cl_bench import distributed
 from cl_bench.methods.base import (
     MethodContext,
     MomentumMethod,
@@ -44,6 +43,7 @@ from cl_bench.methods.base import (
 )
 from cl_bench.methods.specs import ESimCSESpec
 from cl_bench.models.poolers import needs_hidden_states
+from cl_bench.utils import distributed
 
 
 class ESimCSE(MomentumMethod):

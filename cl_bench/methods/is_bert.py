@@ -35,7 +35,7 @@ from cl_bench.methods.base import Method, MethodContext, Tokenized
 from cl_bench.methods.specs import ACTIVATIONS
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
-from cl_bench.rundir import ENCODER_META_FILE
+from cl_bench.utils.rundir import ENCODER_META_FILE
 
 CNN_WEIGHTS_FILE = "is_bert_cnn.pt"
 

@@ -39,7 +39,7 @@ from cl_bench.methods.specs import PromptBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.hub import ModelLoadError
 from cl_bench.models.prompts import template_mask_states
-from cl_bench.rundir import ENCODER_META_FILE
+from cl_bench.utils.rundir import ENCODER_META_FILE
 
 #: the evaluation head's weights beside a saved checkpoint
 HEAD_WEIGHTS_FILE = "promptbert_head.pt"

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import torch
 
-from cl_bench import distributed
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.methods.base import (
@@ -41,6 +40,7 @@ from cl_bench.methods.base import (
 )
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 from cl_bench.specs import loss_spec_of
+from cl_bench.utils import distributed
 
 
 @dataclass

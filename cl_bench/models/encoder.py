@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from cl_bench import interrupt
 from cl_bench.models.decoders import (
     BackboneOptions,
     apply_lora,
@@ -65,7 +64,8 @@ from cl_bench.models.prompts import (
     with_offsets,
     with_period,
 )
-from cl_bench.rundir import ENCODER_META_FILE
+from cl_bench.utils import interrupt
+from cl_bench.utils.rundir import ENCODER_META_FILE
 
 log = logging.getLogger(__name__)
 # Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.

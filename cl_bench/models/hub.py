@@ -1,7 +1,7 @@
 """Whether a model can be loaded at all, decided before any weights load and before torch is imported.
 
 A local folder needs its ``config.json``; a hub id needs a cached copy or the hub (one quick probe). Torch-free, so
-``cl-bench`` gives these answers before the job starts (:mod:`cl_bench.early_checks`).
+``cl-bench`` gives these answers before the job starts (:mod:`cl_bench.config.early_checks`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
     """Fail fast, before any weights load, when the model can obviously not be loaded.
 
     A local path needs its ``config.json``. A hub id needs a cached copy or the hub: one quick
-    probe (:func:`cl_bench.network.host_reachable`) replaces the HTTP client's retries. When the hub
+    probe (:func:`cl_bench.utils.network.host_reachable`) replaces the HTTP client's retries. When the hub
     cannot be reached but the model is cached, offline mode is switched on so the cached copy
     loads at once.
 
@@ -117,7 +117,7 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
         if not cached:
             raise ModelLoadError(hub_hint(name_or_path, decoder))
         return
-    from cl_bench.network import host_reachable
+    from cl_bench.utils.network import host_reachable
 
     if host_reachable(constants.ENDPOINT):
         return

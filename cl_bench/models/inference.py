@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cl_bench.cache_dirs import cache_root
 from cl_bench.models.encoding_options import (
     InferenceConfigError,
     check_backend_and_precision,
     check_cache_options,
 )
+from cl_bench.utils.cache_dirs import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ _SETTINGS: contextvars.ContextVar[EncodingSettings | None] = contextvars.Context
 
 
 def default_cache_dir() -> Path:
-    """cl-bench's cache folder (:func:`cl_bench.cache_dirs.cache_root`)."""
+    """cl-bench's cache folder (:func:`cl_bench.utils.cache_dirs.cache_root`)."""
     return cache_root()
 
 

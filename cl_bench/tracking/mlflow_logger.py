@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from cl_bench.rundir import RunDir
+from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
+from cl_bench.utils.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class RunTracker:
         A text entry (the ``pooler`` an evaluation used) goes to results.json and becomes the tag
         ``eval.<key>`` (``eval.pooler``): the bare ``pooler`` tag is the config group's, absent where
         the group cannot act (IS-BERT pools with its own CNN).
-        ``provenance`` (what the figures were measured with, :mod:`cl_bench.provenance`) goes into
+        ``provenance`` (what the figures were measured with, :mod:`cl_bench.commands.provenance`) goes into
         results.json under ``provenance`` and to MLflow as tags ``provenance.<field>``.
         """
         path = self.files.results
@@ -232,7 +233,7 @@ class RunTracker:
         self.log_metrics({k: v for k, v in results.items() if k not in texts}, step)
         self.set_tags({f"eval.{k}": v for k, v in texts.items()})
         if provenance:  # a mapping (data_sha256, packages) as JSON text: a tag holds text (cut at 5000 characters)
-            self.set_tags({f"provenance.{k}": v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+            self.set_tags({f"{PROVENANCE_TAG_PREFIX}{k}": v if isinstance(v, str) else json.dumps(v, sort_keys=True)
                            for k, v in provenance.items()})
         self.log_artifact(path)
         return path

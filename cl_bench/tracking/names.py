@@ -96,3 +96,11 @@ def sweep_run_name(keys: Sequence[str], fallback: str, limit: int = RUN_NAME_CHA
         if len(name) <= limit:
             return name
     return f"sweep: {len(short)} keys"
+
+#: the provenance fields shown per point (text values), in the order tables show them
+PROVENANCE_FIELDS = ("aggregation", "eval_pooler", "eval_mlp", "mlp_dropped", "dev_selected_step", "dev_metric", "global_batch",
+          "processes", "gathered_negatives", "train_precision", "eval_precision", "eval_truncate_dim", "eval_postprocess",
+          "eval_backend", "torch", "transformers", "cuda", "device_name", "cl_bench_commit", "model_revision",
+          "data_digest")
+#: the MLflow tag prefix of a run's provenance fields (results.json ``provenance``: cl_bench.commands.provenance)
+PROVENANCE_TAG_PREFIX = "provenance."

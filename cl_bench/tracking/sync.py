@@ -12,13 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-from cl_bench.rundir import RunDir
 from cl_bench.tracking.mlflow_logger import (
     default_tracking_uri,
     ensure_experiment,
     import_mlflow,
     metric_batch,
 )
+from cl_bench.utils.rundir import RunDir
 
 
 def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_name: str = "cl-bench") -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_bench.rundir import RunDir
+from cl_bench.utils.rundir import RunDir
 
 
 def atomic_save(obj: Any, path: Path) -> None:

@@ -23,7 +23,7 @@ Enable with ``train.gradcache_chunk=N`` (chunk size; 0 = off). A method supports
 
 and optionally ``gradcache_blocker() -> str | None`` naming a setting that rules it out.
 
-Under DDP (``model``: the :func:`cl_bench.distributed.data_parallel` wrapper) pass 3 runs every
+Under DDP (``model``: the :func:`cl_bench.utils.distributed.data_parallel` wrapper) pass 3 runs every
 chunk but the last inside ``no_sync``, so the gradients are all-reduced once per step, with the last
 chunk's backward, as with one forward pass.
 """
@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from cl_bench import distributed
+from cl_bench.utils import distributed
 
 
 @dataclass

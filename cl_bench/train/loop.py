@@ -26,11 +26,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from cl_bench import distributed  # torchrun (no-ops in one process)
 from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
-from cl_bench.rundir import RunDir
 from cl_bench.specs import spec_for
 from cl_bench.train.checkpoint import (
     atomic_save,
@@ -51,6 +49,8 @@ from cl_bench.train.optim import build_optimizer
 from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
 from cl_bench.train.step import NonFiniteReport, TrainStep, scaler_step
+from cl_bench.utils import distributed  # torchrun (no-ops in one process)
+from cl_bench.utils.rundir import RunDir
 
 __all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState", "compile_encoder", "scaler_step",
            "train"]
@@ -154,7 +154,7 @@ class Trainer:
     repeats :meth:`step`, :meth:`evaluate` and :meth:`checkpoint` and ends with the best weights loaded.
 
     Under torchrun the method runs inside torch's ``DistributedDataParallel``
-    (:func:`cl_bench.distributed.data_parallel`); only rank 0 evaluates, logs and writes files.
+    (:func:`cl_bench.utils.distributed.data_parallel`); only rank 0 evaluates, logs and writes files.
 
     Args:
         cfg: the composed, validated config.

@@ -4,7 +4,7 @@
 Trainer behind SimCSE uses. ``false`` is Hugging Face transformers' old ``AdamW(correct_bias=False)``
 (removed from transformers since), which IS-BERT's ``SentenceTransformer.fit`` (its default
 ``optimizer_params``) and DeCLUTR's AllenNLP configs (``huggingface_adamw``, ``correct_bias: false``)
-trained with: :class:`cl_bench.optim.AdamWNoBiasCorrection` (shared with BERT-flow's fit in ``cl_bench.eval``).
+trained with: :class:`cl_bench.utils.optim.AdamWNoBiasCorrection` (shared with BERT-flow's fit in ``cl_bench.eval``).
 
 torch's AdamW runs its fused kernel on CUDA (one launch per group of tensors instead of a dozen per
 parameter, and it honours the ``found_inf`` flag that the sync-free non-finite guard of
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import torch
 from omegaconf import DictConfig
 
-from cl_bench.optim import AdamWNoBiasCorrection, implementation
+from cl_bench.utils.optim import AdamWNoBiasCorrection, implementation
 
 __all__ = ["AdamWNoBiasCorrection", "build_optimizer", "implementation", "parameter_groups"]
 

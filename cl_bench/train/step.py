@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from cl_bench import distributed
+from cl_bench.utils import distributed
 
 
 @dataclass

@@ -21,7 +21,7 @@ import yaml
 from cl_bench.specs import spec_for
 
 #: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
-CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[1] / "conf"))
+CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[2] / "conf"))
 #: groups a user chooses with ``group=option``
 GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
 #: subfolders that hold building blocks of other options, not options of their own
@@ -57,7 +57,7 @@ def use_search_path(entries: Iterable[str]) -> None:
 
 def search_path_from_argv(argv: Sequence[str]) -> list[str]:
     """The entries of a ``hydra.searchpath=[a,b]`` command-line override."""
-    from cl_bench.overrides import parsed_overrides
+    from cl_bench.utils.overrides import parsed_overrides
 
     for _, override in parsed_overrides(argv):
         if override.key_or_group == "hydra.searchpath":

@@ -8,7 +8,7 @@ The report always holds the sweep itself: the swept keys are found as the params
 differ among the runs (seed aside: the runs of a point are its seeds; keys that split the runs the
 same way, like ``dropout`` and ``model.dropout``, count once), and ``sweep.csv`` / ``sweep.png`` give
 the compared metric per point, mean ± std over seeds — a grid in ``report.md`` for two keys. For
-every ablation table of :mod:`cl_bench.reference_results` the runs belong to (their ``experiment``
+every ablation table of :mod:`cl_bench.reporting.reference_results` the runs belong to (their ``experiment``
 tag, or ``--ablation``), it adds the paper's table: reproduced figure, the paper's and the
 difference, ``<table>.csv`` and ``<table>.png``. Every run of the sweep is a row of ``runs.csv`` and a
 point of ``align_uniform.png`` (SimCSE's Figure 2 axes); a run that could not be placed (failed,
@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from cl_bench.reference_results import (
+from cl_bench.reporting.reference_results import (
     AblationSpec,
     ReferenceDataError,
     load_ablations,
@@ -38,9 +38,9 @@ from cl_bench.reference_results import (
     specs_for,
     values_equal,
 )
-from cl_bench.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
+from cl_bench.reporting.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
 
-log = logging.getLogger("cl_bench.report")
+log = logging.getLogger("cl_bench.reporting.report")
 
 PARENT_TAG = "tags.mlflow.parentRunId"
 RUN_NAME_TAG = "tags.mlflow.runName"
@@ -590,8 +590,8 @@ def default_values(experiment: str | None) -> dict[str, Any]:
         from hydra import compose, initialize_config_dir
         from omegaconf import OmegaConf
 
-        from cl_bench.catalog import CONF_DIR
         from cl_bench.config import register_schemas
+        from cl_bench.config.catalog import CONF_DIR
 
         register_schemas()
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -639,9 +639,9 @@ def reference_point(sweep: SweepTable, runs: pd.DataFrame, given: str | None = N
 def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str | None, resamples: int,
                            controls: pd.DataFrame | None = None, resample_seed: int = 0) -> pd.DataFrame:
     """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, p_holm_ref, test_ref, kind_ref, significant, vs_reference`` to
-    ``sweep.points`` (:func:`cl_bench.significance.against_reference`) and return those rows, followed by
+    ``sweep.points`` (:func:`cl_bench.reporting.significance.against_reference`) and return those rows, followed by
     one row per control run (:func:`load_controls`)."""
-    from cl_bench.significance import METRIC_TASKS, against_reference, mark
+    from cl_bench.reporting.significance import METRIC_TASKS, against_reference, mark
 
     placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
     if controls is not None and len(controls):
@@ -735,7 +735,8 @@ def markdown_controls(controls: pd.DataFrame, marks: pd.DataFrame | None) -> str
 
 def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
     """Per point (or control), each ``provenance.*`` field's value over its runs (``a | b`` when they differ)."""
-    from cl_bench.provenance import FIELDS, TAG_PREFIX
+    from cl_bench.tracking.names import PROVENANCE_FIELDS as FIELDS
+    from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX as TAG_PREFIX
 
     rows = []
     for point in dict.fromkeys(frame[label]):
@@ -752,7 +753,7 @@ def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
 def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
     """The significance table: each point's difference to the reference, its CI, p, Holm-adjusted p and the test,
     seed-based and one-seed (test-set only) marks in separate columns."""
-    from cl_bench.significance import ZERO_VARIANCE
+    from cl_bench.reporting.significance import ZERO_VARIANCE
 
     def pvalue(p: float) -> str:
         return "—" if math.isnan(p) else f"{p:.3g}"
@@ -1114,7 +1115,7 @@ def run_pair_scores(tracking_uri: str, run_id: str) -> Any:
     import mlflow
 
     from cl_bench.eval.sts import load_pair_scores
-    from cl_bench.rundir import RunDir
+    from cl_bench.utils.rundir import RunDir
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     run = client.get_run(run_id)
@@ -1138,7 +1139,7 @@ def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tupl
         (label, one pair-scores dict per run, the runs' names).
     """
     from cl_bench.eval.sts import load_pair_scores
-    from cl_bench.rundir import RunDir
+    from cl_bench.utils.rundir import RunDir
 
     if RunDir(ref).pair_scores.is_file():
         return Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref]
@@ -1212,7 +1213,7 @@ def _slug(label: str) -> str:
 def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path) -> list[Path]:
     """``compare_<A>_vs_<B>.csv`` and ``.md`` (the table, how it was computed, its warnings) in ``out_dir``: one
     pair of files per comparison, so comparing other runs does not overwrite an earlier answer."""
-    from cl_bench.significance import compare_notes, markdown_compare
+    from cl_bench.reporting.significance import compare_notes, markdown_compare
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1235,7 +1236,7 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.report_args`)."""
+    """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.reporting.report_args`)."""
     from cl_bench.tracking.mlflow_logger import default_tracking_uri
 
     args = build_parser().parse_args(argv)
@@ -1243,7 +1244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
     if args.compare:
-        from cl_bench.significance import compare, compare_notes, markdown_compare
+        from cl_bench.reporting.significance import compare, compare_notes, markdown_compare
 
         try:
             if args.sweep_dir:
@@ -1398,7 +1399,7 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
     """
     import json
 
-    from cl_bench.rundir import RunDir
+    from cl_bench.utils.rundir import RunDir
 
     rows = []
     jobs = [p for p in Path(sweep_dir).iterdir() if p.is_dir() and RunDir(p).params.is_file()] \

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from cl_bench.eval.sts import PairScores, task_figure
-from cl_bench.report_args import DEFAULT_RESAMPLES
+from cl_bench.reporting.report_args import DEFAULT_RESAMPLES
 
 AVERAGE = "avg"
 #: the resampling's default random seed (recorded with every interval)

@@ -1,6 +1,6 @@
 """Multi-process training under ``torchrun``: process group, DDP, rank-0 guards, sharding, gathering.
 
-    torchrun --nproc_per_node=4 -m cl_bench.cli method=simcse batch_size=512   # 4 x 128 per process
+    torchrun --nproc_per_node=4 -m cl_bench.commands.cli method=simcse batch_size=512   # 4 x 128 per process
 
 ``batch_size`` stays the *global* batch: each process encodes its contiguous slice of every batch
 (rank r takes rows ``r*n .. (r+1)*n``), the configured loss sees the whole global batch, and
@@ -174,7 +174,7 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
         return []
     if any(arg in ("-m", "--multirun") for arg in argv):
         raise ValueError("torchrun runs one training job: drop -m (use a Hydra launcher for sweeps)")
-    from cl_bench.overrides import parsed_overrides
+    from cl_bench.utils.overrides import parsed_overrides
 
     device = next((override.get_value_element_as_str() for _, override in parsed_overrides(argv)
                    if override.key_or_group == "train.device"), "auto")

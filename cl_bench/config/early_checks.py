@@ -25,10 +25,9 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from cl_bench import catalog
-from cl_bench.catalog import CONF_DIR, GROUPS
-from cl_bench.config import ConfigError, check_values
-from cl_bench.overrides import is_override, override_parser, parsed_overrides
+from cl_bench.config import ConfigError, catalog, check_values
+from cl_bench.config.catalog import CONF_DIR, GROUPS
+from cl_bench.utils.overrides import is_override, override_parser, parsed_overrides
 
 
 def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:

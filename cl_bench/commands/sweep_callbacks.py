@@ -24,7 +24,6 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.rundir import SweepDir
 from cl_bench.tracking.mlflow_logger import (
     compare_url,
     default_tracking_uri,
@@ -34,6 +33,7 @@ from cl_bench.tracking.mlflow_logger import (
     ui_url,
 )
 from cl_bench.tracking.names import sweep_run_name
+from cl_bench.utils.rundir import SweepDir
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class MLflowSweepCallback(Callback):
         """End the sweep with its answer: the grid of headline figures (read from the jobs' run
         directories, so ``logger=none`` gets it too), the parent run, its MLflow URL and the report
         command; the parent run carries the table (its description and ``sweep_table.md``)."""
-        from cl_bench.report import ReportError, sweep_summary
+        from cl_bench.reporting.report import ReportError, sweep_summary
 
         url = compare = None
         if self.parent_run_id is not None:
@@ -149,7 +149,7 @@ def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], di
     """
     import math
 
-    from cl_bench.report import build_sweep_table, load_run_dirs
+    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
 
     table = build_sweep_table(load_run_dirs(sweep_dir))
     points = table.points

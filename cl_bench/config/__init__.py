@@ -24,9 +24,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from cl_bench.eval.options import EvalConfig, EvalOptions
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
-from cl_bench.overrides import override_key
 from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, spec_for
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
+from cl_bench.utils.overrides import override_key
 
 log = logging.getLogger("cl_bench")
 
@@ -130,7 +130,7 @@ class PathsConfig:
 class CLBenchConfig:
     mode: str = "train"  # train (then evaluate) | eval (evaluate model.name_or_path)
     seed: int = 42  # seeds torch, numpy, random and the data order
-    seeds: int = 1  # replicates per grid point (cl_bench/seeds.py expands it into a seed list)
+    seeds: int = 1  # replicates per grid point (cl_bench/config/seeds.py expands it into a seed list)
     dropout: float = 0.1  # shortcut: hidden and attention dropout of the encoder
     batch_size: int = 64  # shortcut: train.batch_size
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -148,14 +148,14 @@ class CLBenchConfig:
 def register_schemas() -> None:
     """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
     ``cl_bench.data_dir`` resolver: the default data root, defined once in
-    :func:`cl_bench.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    :func:`cl_bench.utils.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
     ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
 
 
 def _default_data_dir() -> str:
     # imported when the path is resolved: a command rejected before that loads no download code
-    from cl_bench.cache_dirs import default_data_dir
+    from cl_bench.utils.cache_dirs import default_data_dir
 
     return str(default_data_dir())
 
@@ -250,7 +250,7 @@ def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:
 def check_local_paths(cfg: DictConfig) -> None:
     """The files and folders the run names outside the data root, which nothing downloads: a training corpus
     outside ``paths.data_dir`` and a ``train.resume`` run directory must exist. The job's first file check,
-    torch-free, so ``cl-bench`` gives it before torch (:func:`cl_bench.early_checks.check_model_and_data`).
+    torch-free, so ``cl-bench`` gives it before torch (:func:`cl_bench.config.early_checks.check_model_and_data`).
 
     Raises:
         ConfigError: one line naming the key and the path.
@@ -338,7 +338,7 @@ def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
     the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
     model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
     """
-    from cl_bench.rundir import ENCODER_META_FILE
+    from cl_bench.utils.rundir import ENCODER_META_FILE
 
     meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
@@ -613,10 +613,10 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str]]:
     The training corpus (when it lies in the data root) and the evaluation's files: the final
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
+    from cl_bench.eval.flow_options import check_postprocess, fits_per_task
     from cl_bench.eval.options import EvalConfigError
     from cl_bench.eval.registry import split_tasks
     from cl_bench.eval.tasks import dev_required_files, required_files, resolve_tasks
-    from cl_bench.flow_options import check_postprocess, fits_per_task
 
     root = Path(cfg.paths.data_dir).absolute()
     wanted: list[tuple[str, str]] = []
@@ -916,7 +916,7 @@ def check_eval_options(cfg: DictConfig, before_torch: bool = False) -> None:
     """The ``eval.*`` values and ``train.select_metric`` (:func:`cl_bench.eval.check_eval_config` without its data
     files; for ``mteb:`` tasks alone, the encoding options they use), the part of :func:`validate` after
     :func:`check_choices`: before the model and the data are looked for, so ``cl-bench`` gives it before torch
-    (:mod:`cl_bench.early_checks`). The data files and the ``mteb:`` task names are
+    (:mod:`cl_bench.config.early_checks`). The data files and the ``mteb:`` task names are
     checked after the data is there (:func:`preflight`).
 
     Raises:
@@ -1004,7 +1004,7 @@ def check_loss_kind(cfg: DictConfig) -> None:
     method = spec_class(cfg, "method")
     kind = spec_class(cfg, "loss").kind
     if kind not in method.loss_kinds:
-        from cl_bench.catalog import losses_of_kinds
+        from cl_bench.config.catalog import losses_of_kinds
 
         fits = ", ".join(losses_of_kinds(method.loss_kinds)) or "none found"
         raise ConfigError(

@@ -128,7 +128,7 @@ def point_overrides(name: str) -> dict[str, Any]:
     """
     import pandas as pd
 
-    from cl_bench import catalog
+    from cl_bench.config import catalog
 
     path = catalog.options("experiment", internal=True).get(f"points/{name}")
     if path is None:

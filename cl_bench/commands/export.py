@@ -39,7 +39,7 @@ import numpy as np
 from cl_bench import __version__
 from cl_bench.models.decoders import is_lora_dir
 from cl_bench.models.poolers import POOLERS
-from cl_bench.rundir import ENCODER_META_FILE, RunDir
+from cl_bench.utils.rundir import ENCODER_META_FILE, RunDir
 
 #: Sentences the export check encodes with both cl-bench and sentence-transformers.
 CHECK_SENTENCES = (

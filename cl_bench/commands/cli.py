@@ -22,18 +22,19 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from cl_bench import catalog, interrupt
-from cl_bench.catalog import CONF_DIR
 from cl_bench.config import (
     ConfigError,
+    catalog,
     preflight,
     register_schemas,
     use_recorded_pooling,
 )
-from cl_bench.early_checks import is_group
-from cl_bench.overrides import is_override, parsed_overrides
-from cl_bench.rundir import RunDir
+from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.early_checks import is_group
 from cl_bench.tracking.names import RUN_NAME_CHARS
+from cl_bench.utils import interrupt
+from cl_bench.utils.overrides import is_override, parsed_overrides
+from cl_bench.utils.rundir import RunDir
 
 log = logging.getLogger("cl_bench")
 
@@ -82,17 +83,17 @@ def main() -> None:
         print(app_help(sys.argv[1:]))
         return
     try:
-        from cl_bench.seeds import expand_seeds
+        from cl_bench.config.seeds import expand_seeds
 
         sys.argv[1:] = expand_seeds(sys.argv[1:])  # seeds=N: N replicates per point (a seed list, multirun)
-        from cl_bench.early_checks import check_command
+        from cl_bench.config.early_checks import check_command
 
         check_command(sys.argv[1:])  # every check that needs no model, before torch loads
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     if "WORLD_SIZE" in os.environ:  # under torchrun, join the process group and agree on one run dir
-        from cl_bench import distributed  # torch: only a launched job loads it before Hydra's run
+        from cl_bench.utils import distributed  # torch: only a launched job loads it before Hydra's run
 
         try:
             sys.argv += distributed.setup_torchrun(sys.argv[1:])
@@ -191,8 +192,8 @@ def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = (), limit
     Shortened to ``limit`` characters, the width MLflow's runs table shows (:func:`fit_run_name`).
     """
     from cl_bench.config import override_keys
-    from cl_bench.rundir import SweepDir
     from cl_bench.tracking.names import HOUSEKEEPING, fit_run_name
+    from cl_bench.utils.rundir import SweepDir
 
     head = str(cfg.method.get("name", "")) if cfg.mode == "train" else f"eval {Path(str(cfg.model.name_or_path)).name}"
     overrides = {str(override.key_or_group): override.get_value_string()
@@ -214,7 +215,7 @@ def run_name(cfg: DictConfig, hydra_cfg: Any, exclude: Sequence[str] = (), limit
 
 
 def _parent_run_id(hydra_cfg: Any) -> str | None:
-    from cl_bench.rundir import SweepDir
+    from cl_bench.utils.rundir import SweepDir
 
     if hydra_cfg.mode != RunMode.MULTIRUN:
         return None
@@ -353,7 +354,7 @@ def run(cfg: DictConfig) -> float | None:
         tracker.finish("FAILED", error=str(err))
         raise  # Hydra records the job as failed; the other jobs of the sweep go on
     # torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes
-    from cl_bench import distributed
+    from cl_bench.utils import distributed
 
     if distributed.is_distributed():
         if multirun:
@@ -370,7 +371,7 @@ def run(cfg: DictConfig) -> float | None:
 
     params = acting_params(cfg)
     if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
-        from cl_bench.rundir import INERT_VALUE, SweepDir
+        from cl_bench.utils.rundir import INERT_VALUE, SweepDir
 
         params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
     tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
@@ -408,8 +409,8 @@ def run(cfg: DictConfig) -> float | None:
     if headline:  # the run page's description, above its (alphabetical) metrics: the figures compared first
         tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
+    from cl_bench.commands.provenance import eval_settings_line
     from cl_bench.eval import format_table
-    from cl_bench.provenance import eval_settings_line
     from cl_bench.train.loop import resolve_device
 
     print(format_table(results))
@@ -459,8 +460,8 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
+    from cl_bench.commands.provenance import run_provenance
     from cl_bench.models.encoder import encoder_from_config
-    from cl_bench.provenance import run_provenance
     from cl_bench.train.loop import resolve_device
 
     device = resolve_device(cfg.train.device)
@@ -504,7 +505,7 @@ def _train_and_evaluate(
         stopped.partial = {**training, **stopped.partial}
         raise
     results.update(training)
-    from cl_bench.provenance import run_provenance
+    from cl_bench.commands.provenance import run_provenance
 
     device = str(encoder.device)  # where the evaluation encoder runs (QuickThoughts' pair of encoders has no parameters)
     tracker.log_results({**results, "pooler": pooler}, state.step,

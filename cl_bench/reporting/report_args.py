@@ -1,5 +1,5 @@
 """``cl-bench-report``'s arguments: argparse only, so that ``--help`` and a wrong argument answer without pandas,
-matplotlib or MLflow (:mod:`cl_bench.report_cli` parses them, :mod:`cl_bench.report` reads them)."""
+matplotlib or MLflow (:mod:`cl_bench.commands.report_cli` parses them, :mod:`cl_bench.reporting.report` reads them)."""
 
 from __future__ import annotations
 

@@ -23,12 +23,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-#: the provenance fields shown per point (text values), in the order tables show them
-FIELDS = ("aggregation", "eval_pooler", "eval_mlp", "mlp_dropped", "dev_selected_step", "dev_metric", "global_batch",
-          "processes", "gathered_negatives", "train_precision", "eval_precision", "eval_truncate_dim", "eval_postprocess",
-          "eval_backend", "torch", "transformers", "cuda", "device_name", "cl_bench_commit", "model_revision",
-          "data_digest")
-TAG_PREFIX = "provenance."
 #: the distributions whose versions a run records (those installed): everything on a run's path that can move a figure
 PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "peft", "onnxruntime", "optimum",
             "numpy", "scipy", "scikit-learn", "pandas", "sentence-transformers", "mteb", "hydra-core", "omegaconf",
@@ -57,7 +51,7 @@ class FileHashes:
     once costs a ``stat`` the next time; an edit (size or mtime changes) is hashed again."""
 
     def __init__(self, cache_file: Path | None = None) -> None:
-        from cl_bench.cache_dirs import cache_root
+        from cl_bench.utils.cache_dirs import cache_root
 
         self.path = cache_file or cache_root() / HASH_CACHE
         try:
@@ -212,7 +206,7 @@ def _gathered(cfg: DictConfig, processes: int) -> str:
     if processes < 2:
         return "n/a (one process)"
     from cl_bench.config import spec_class
-    from cl_bench.distributed import LOCAL_LOSS_KINDS
+    from cl_bench.utils.distributed import LOCAL_LOSS_KINDS
 
     if "loss" not in spec_class(cfg, "method").uses:
         return "no (the method has no loss group)"
@@ -233,7 +227,7 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
     import torch
     import transformers
 
-    from cl_bench import distributed
+    from cl_bench.utils import distributed
 
     processes = distributed.world_size() if cfg.mode == "train" else 1
     mlp = eval_mlp(encoder)

@@ -1,8 +1,8 @@
-"""``cl-bench-report``'s entry point: the command line parsed (:mod:`cl_bench.report_args`) before the report's
+"""``cl-bench-report``'s entry point: the command line parsed (:mod:`cl_bench.reporting.report_args`) before the report's
 libraries load.
 
 ``--help`` and a wrong argument answer from here, without importing pandas, matplotlib or MLflow
-(:mod:`cl_bench.report` does the work once the arguments are valid).
+(:mod:`cl_bench.reporting.report` does the work once the arguments are valid).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from cl_bench.report_args import build_parser
+from cl_bench.reporting.report_args import build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point: parse (``--help`` and errors end here), then make the report."""
     build_parser().parse_args(argv)
-    from cl_bench.report import main as make_report
+    from cl_bench.reporting.report import main as make_report
 
     return make_report(argv)
 
