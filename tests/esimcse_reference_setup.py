@@ -1,4 +1,4 @@
-"""The fixed set-up of tests/test_esimcse_reference.py, shared with the scratch script that saved the start
+"""The fixed set-up of tests/methods/test_esimcse_reference.py, shared with the scratch script that saved the start
 weights for the official code: a tiny float64 BERT without dropout, cl-bench's ESimCSE on it, a momentum
 encoder that starts either apart from the backbone (``random``: a second tiny BERT, as the official run's
 random start) or as its copy (``pretrained``: the queue's keys then weigh in the loss), and three batches

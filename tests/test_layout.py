@@ -120,3 +120,14 @@ def test_no_module_imports_from_a_layer_above_or_an_entry_point() -> None:
 def test_the_top_level_holds_packages_and_the_specs_only() -> None:
     """Entry points, configuration, reporting and leaf utilities each sit in a package of their own."""
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py", "specs.py"]
+
+
+def test_the_test_folders_mirror_the_packages() -> None:
+    """``tests/<package>/`` for each package of cl_bench that has tests; the cross-cutting ones (layout, benchmarks)
+    and the shared helpers stay at the top."""
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("reference_data", "__pycache__")}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders and folders <= packages, folders - packages
+    assert sorted(p.name for p in tests.glob("test_*.py")) == ["test_bench_flops.py", "test_benchmarks_gpu_script.py",
+                                                               "test_layout.py"]

@@ -1,5 +1,5 @@
 """Tiny random decoder language models (Llama, Qwen2, Mistral, GPT-2) with byte-level BPE tokenizers,
-built and saved locally (no download), for the decoder tests (tests/test_decoders.py)."""
+built and saved locally (no download), for the decoder tests (tests/models/test_decoders.py)."""
 
 from __future__ import annotations
 

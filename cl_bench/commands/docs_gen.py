@@ -6,7 +6,7 @@
 The tables of methods, losses, augmentations, poolers, evaluation tasks and presets come from
 :mod:`cl_bench.config.catalog` (the same functions as ``cl-bench list``) and the configuration reference
 from the structured-config schemas in :mod:`cl_bench.config` (field types, defaults and their
-comments). Nothing here is hand-copied: ``tests/test_docs.py`` fails when a committed page differs
+comments). Nothing here is hand-copied: ``tests/commands/test_docs.py`` fails when a committed page differs
 from this module's output, so a new method, loss or key shows up in the docs or fails the suite.
 """
 

@@ -729,7 +729,7 @@ def local_model_type(name_or_path: str) -> str | None:
 
 
 #: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
-#: ``model_type``; tests/test_early_checks.py checks each against transformers' own config classes
+#: ``model_type``; tests/config/test_early_checks.py checks each against transformers' own config classes
 WIDTH_KEYS = {**dict.fromkeys(("bert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta", "deberta-v2", "albert",
                                "camembert", "modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
                                "gpt_neox", "opt"), "hidden_size"),

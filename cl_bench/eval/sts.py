@@ -76,7 +76,7 @@ def spearman100(system: np.ndarray, gold: np.ndarray) -> float:
     """Spearman rank correlation x 100 (NaN when either side is constant).
 
     Pearson's r of the average ranks, which is what ``scipy.stats.spearmanr`` computes (equal to it within
-    1e-12, tests/test_significance.py), without its per-call overhead: the paired bootstrap of
+    1e-12, tests/reporting/test_significance.py), without its per-call overhead: the paired bootstrap of
     ``cl-bench-report --compare`` calls this hundreds of thousands of times.
     """
     if len(gold) < 2 or np.ptp(system) == 0 or np.ptp(gold) == 0:

@@ -9,7 +9,7 @@ Two ways to use the guide, both with ``method=simcse_sup method.guide=<encoder>`
   defaults: temperature 0.01; the candidates of anchor i are the positives, the other anchors
   (``contrast_anchors``), the other positives (``contrast_positives``) and the hard negatives, each block masked by
   the guide against the anchor's guide similarity to its positive; a candidate whose guide similarity *ties* the
-  positive's stays (the reference's ``>``; ``drop_ties=true`` drops it). ``tests/test_losses_sentence_transformers.py``
+  positive's stays (the reference's ``>``; ``drop_ties=true`` drops it). ``tests/losses/test_losses_sentence_transformers.py``
   checks it against ``GISTEmbedLoss`` itself (float64, loss and gradients). The reference's ``margin`` /
   ``margin_strategy`` are not offered (its default, margin 0, is what this computes).
 * ``loss=infonce`` (simcse_sup's default loss) is *guided supervised SimCSE*, cl-bench's own variant: InfoNCE at

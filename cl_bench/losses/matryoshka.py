@@ -10,7 +10,7 @@ The normalisation is sentence-transformers' ``MatryoshkaLoss`` (its ``shrink``: 
 full size included. It changes nothing for a loss that only reads cosines (InfoNCE, CoSENT, ...), and it changes the
 value of every loss that reads lengths or distances (``sbert_triplet``, ``triplet``, ``contrastive``, ``npair``,
 ``mixcse``, ...): the Matryoshka loss of those is the loss of unit-length prefixes, as sentence-transformers
-trains it (tests/test_matryoshka.py checks it against ``MatryoshkaLoss`` over ``MultipleNegativesRankingLoss`` and
+trains it (tests/losses/test_matryoshka.py checks it against ``MatryoshkaLoss`` over ``MultipleNegativesRankingLoss`` and
 ``TripletLoss``, float64, loss and gradients).
 
 The wrapper is a pure function of its inputs like the loss it wraps; it keeps the wrapped loss's kind and

@@ -3,7 +3,7 @@ momentum-encoder queue of extra negatives.
 
 The official code's training step (caskcsg/sentemb ESimCSE at 5eeec55: train.py ``prepare_features``,
 esimcse/models.py ``cl_forward`` l. 96-293, esimcse/trainers.py ``compute_loss`` l. 613-636), which
-tests/test_esimcse_reference.py checks in loss, gradients and queue against outputs of the official
+tests/methods/test_esimcse_reference.py checks in loss, gradients and queue against outputs of the official
 functions:
 
 * the two views are the sentence (first) and its word repetition (second; ``augmentation=word_repetition``,

@@ -629,7 +629,7 @@ class SentenceEncoder(nn.Module):
         # weight matrix on every batch (issue 37: bf16 evaluation measured slower than fp32 on an H200)
         # ... and for bf16, grad mode off instead of inference mode: under torch.inference_mode autocast caches
         # no weight copy at all (torch 2.11/2.13: every linear re-casts its weight on every call), under no_grad
-        # it keeps one per weight for the block (tests/test_eval_precision_auto.py counts the casts)
+        # it keeps one per weight for the block (tests/eval/test_eval_precision_auto.py counts the casts)
         cast_once = precision == "bf16" and onnx is None
         with torch.inference_mode(False) if cast_once else contextlib.nullcontext(), \
                 torch.no_grad() if cast_once else contextlib.nullcontext(), matmul_precision(precision, device):

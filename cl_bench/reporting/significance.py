@@ -251,7 +251,7 @@ class _ResampledSpearman:
     A resample is a row of pair indices; what a Spearman of its pairs depends on is how many times each pair
     was drawn, so each batch becomes a count matrix and every Spearman the count-weighted Pearson correlation of
     the average ranks (:func:`_doubled_centred_ranks`). That is what ranking the resampled arrays
-    gives (:func:`_figures`; equal in tests/test_significance.py), NaN where a slice has fewer than two drawn
+    gives (:func:`_figures`; equal in tests/reporting/test_significance.py), NaN where a slice has fewer than two drawn
     pairs or a constant side, as :func:`cl_bench.eval.sts.spearman100`.
     """
 

@@ -54,7 +54,7 @@ def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> 
     A server URI is its own UI; a local store is what ``mlflow ui`` (default port 5000) serves.
     ``workflowType=machine_learning`` switches MLflow 3's UI to "Model training" (its runs table): in a
     fresh browser it opens every experiment on the GenAI "Overview: Traces 0" page, whatever the
-    experiment's tags (checked in headless Chromium, ``tests/test_mlflow_ui.py``).
+    experiment's tags (checked in headless Chromium, ``tests/commands/test_mlflow_ui.py``).
     """
     base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     page = f"runs/{run_id}" if run_id else "runs"

@@ -2,7 +2,7 @@
 
 MLflow 3's runs table gives the Run Name column room for about 22 characters at its default width
 (measured in headless Chromium at 1400 px, MLflow 3.17: ``abcdefghijabcdefg020`` whole, 24 letters cut
-with "…"; ``tests/test_mlflow_ui.py`` keeps the screenshot), so a name is built to fit that:
+with "…"; ``tests/commands/test_mlflow_ui.py`` keeps the screenshot), so a name is built to fit that:
 
 1. every part in full: ``simcse tau=0.1 lr=1e-4``, ``dropout=0.1 seed=43``;
 2. a sweep's child, too long: the values alone (the parent run's name, ``sweep: dropout × tau``, and the

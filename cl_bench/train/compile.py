@@ -5,7 +5,7 @@ length almost every step, so the prepared batches are padded further, to the sma
 buckets* (:func:`length_buckets`: four lengths up to ``model.max_length``, multiples of 8), and the backbone
 is compiled for static shapes: one graph per bucket (and per last partial batch), compiled once each. The
 padding is masked as before (attention mask 0, pad token ids), so a bucketed batch encodes as the unpadded
-one up to floating-point rounding (``tests/test_train_compile.py``).
+one up to floating-point rounding (``tests/train/test_train_compile.py``).
 
 On CUDA the mode is ``reduce-overhead``: inductor's kernels replayed as CUDA graphs (the forward and the
 backward pass each become one launch), which removes the per-kernel launch cost that bounds a bert-base step

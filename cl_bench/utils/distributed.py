@@ -13,7 +13,7 @@ all-gathers the per-sample embeddings with torch's autograd-aware
 copy into the owner's rows. Every rank computes the same global loss ``L``, so the owner of rows
 ``z_r`` receives ``W * dL/dz_r``; DDP's average of the parameter gradients over the ``W`` ranks
 then gives exactly ``sum_r dL/dz_r * dz_r/dθ = dL/dθ``, the single-process gradient of the big
-batch (tests/test_distributed.py checks it on 2 gloo processes). Gathering rows as well as columns
+batch (tests/utils/test_distributed.py checks it on 2 gloo processes). Gathering rows as well as columns
 (rather than sentence-transformers' local rows against global columns, which is equally exact) lets
 every ``pair`` loss work unchanged: one-sided InfoNCE, symmetric NT-Xent, labelled (supervised)
 losses and hard negatives with their weight α; the extra cost is the (W·n)² similarity matrix,

@@ -544,7 +544,7 @@ def test_a_user_method_from_their_own_folder(tiny_bert: Path, data_dir: Path, tm
 def test_readme_option_tables_match_cl_bench_list() -> None:
     import re
 
-    section = (Path(__file__).resolve().parents[1] / "docs" / "losses-augmentations.md").read_text()
+    section = (Path(__file__).resolve().parents[2] / "docs" / "losses-augmentations.md").read_text()
     cell = r"(?:[^|\\]|\\\|)+"  # a table cell; `\|` is an escaped pipe inside it
     rows = {m.group(1): m for m in re.finditer(rf"^\| `(\w+)` \| {cell} \| ({cell}) \| `(\w+)` \|", section, re.M)}
     assert sorted(rows) == METHODS

@@ -28,7 +28,7 @@ from cl_bench.augment.lexicon import WORDNET_ENV, LexiconUnavailable, find_wordn
 from cl_bench.augment.words import Crop, DeleteOneWord, WordDeletion, split_affixes
 from cl_bench.config import build_spec
 
-CONF_AUG = Path(__file__).resolve().parents[1] / "conf" / "augmentation"
+CONF_AUG = Path(__file__).resolve().parents[2] / "conf" / "augmentation"
 OPTIONS = {
     "dropout": "dropout",
     "eda_synonym": "eda_synonym",

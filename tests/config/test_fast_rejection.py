@@ -17,7 +17,7 @@ from cl_bench.config import ConfigError, check_values
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.config.early_checks import check_group_choices
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: (command-line overrides, the one line expected on stderr); each is rejected with exit status 2
 REJECTED = [

@@ -16,7 +16,7 @@ from cl_bench.augment.base import rewrites_text
 from cl_bench.config import catalog
 from cl_bench.specs import AugmentationSpec, LossSpec, MethodSpec, registered, spec_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: YAML keys that are Hydra's or a label, not an option's setting
 NOT_SETTINGS = ("_target_", "_partial_", "defaults", "name")
 

@@ -78,7 +78,7 @@ def test_sweep_with_submitit_local_launcher(tiny_bert: Path, data_dir: Path, tmp
 @pytest.mark.slow
 def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     """A job that fails while running (τ = 1e-39 overflows the logits at step 1) fails alone; an invalid
-    value (τ = 0) stops the whole sweep before any job starts (tests/test_options_act.py)."""
+    value (τ = 0) stops the whole sweep before any job starts (tests/config/test_options_act.py)."""
     proc = _cl_bench(
         ["-m", *_tiny(tiny_bert), "loss.tau=0.05,1e-39", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
          "hydra.sweep.dir=sweep",

@@ -24,7 +24,7 @@ from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import build_loss
 
 AUGMENTATIONS = sorted(p.stem for p in (CONF_DIR / "augmentation").glob("*.yaml"))
-#: the losses SimCSE calls (pair losses); the others are rejected for it (tests/test_options_act.py)
+#: the losses SimCSE calls (pair losses); the others are rejected for it (tests/config/test_options_act.py)
 LOSSES = sorted(catalog.losses_of_kinds(SimCSESpec.loss_kinds))
 BATCH = [
     "a man plays the guitar in the street",

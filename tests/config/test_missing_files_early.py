@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import data_root, minilm_path
 from test_fast_rejection import _PROBE, job_first_error
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_missing_files_answer_before_torch_as_the_job(tmp_path: Path) -> None:

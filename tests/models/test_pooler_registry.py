@@ -20,7 +20,7 @@ from cl_bench.models.pooler_names import (
 )
 from cl_bench.models.poolers import masked_mean, pool
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_pooler_option_names_a_registered_pooler_and_back() -> None:

@@ -17,7 +17,7 @@ from tiny_decoders import build_tiny_decoder
 from cl_bench.models.decoders import BackboneOptions, window_rejection
 from cl_bench.models.encoder import build_encoder
 
-REFERENCE = json.loads((Path(__file__).parent / "reference_data" / "llm2vec_bidirectional_mistral.json").read_text())
+REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "reference_data" / "llm2vec_bidirectional_mistral.json").read_text())
 
 
 def _states(model_dir: Path, attn: str, bidirectional: bool = True) -> torch.Tensor:

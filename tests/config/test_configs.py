@@ -1,5 +1,5 @@
 """Every option of every config group composes, and every loss, augmentation and pooler option builds its object
-through the route the job takes (issue 36, item 3; the methods: tests/test_options_act.py trains each one a step)."""
+through the route the job takes (issue 36, item 3; the methods: tests/config/test_options_act.py trains each one a step)."""
 
 from __future__ import annotations
 

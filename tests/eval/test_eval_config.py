@@ -16,7 +16,7 @@ from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evalu
 from cl_bench.eval.flow_options import FlowOptions
 from cl_bench.eval.options import ENCODER_EVAL_KEYS, NODE_ONLY_KEYS
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _composed(*overrides: str):  # noqa: ANN202 (a DictConfig)

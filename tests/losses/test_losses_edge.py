@@ -28,7 +28,7 @@ from cl_bench.losses.supcon import supcon
 from cl_bench.losses.triplet import triplet
 from cl_bench.train.loop import build_loss
 
-CONF_LOSS = Path(__file__).resolve().parents[1] / "conf" / "loss"
+CONF_LOSS = Path(__file__).resolve().parents[2] / "conf" / "loss"
 ALL_LOSSES = [
     info_nce,
     ntxent,

@@ -13,7 +13,7 @@ import pytest
 
 from cl_bench.commands import docs_gen
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:

@@ -32,7 +32,7 @@ def test_a_value_of_the_wrong_type_is_one_line(arg: str) -> None:
 
 
 def test_console_exit_2_and_help() -> None:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.run([sys.executable, "-m", "cl_bench", "train.lr=abc"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [

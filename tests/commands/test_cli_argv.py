@@ -12,7 +12,7 @@ from hydra._internal.utils import get_args_parser
 
 from cl_bench.commands.cli import flags_first
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("argv", [

@@ -18,7 +18,7 @@ from esimcse_reference_setup import BATCHES, LR, STARTS, attention, build, state
 
 from cl_bench.methods.base import TextViews
 
-REFERENCE = json.loads((Path(__file__).parent / "reference_data" / "esimcse_steps.json").read_text())
+REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "reference_data" / "esimcse_steps.json").read_text())
 TOLERANCE = 1e-10
 
 

@@ -16,7 +16,7 @@ from tiny_decoders import PROMPT_TOKENIZERS, build_prompt_tokenizer
 
 from cl_bench.models.prompts import PROMPTEOL_TEMPLATE, PromptLayout, tokenize_with_prompts, with_period
 
-REFERENCE = json.loads((Path(__file__).parent / "reference_data" / "prompteol_ids.json").read_text())
+REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "reference_data" / "prompteol_ids.json").read_text())
 
 
 @pytest.fixture(scope="module", params=PROMPT_TOKENIZERS)

@@ -1,7 +1,7 @@
 """GISTEmbed's guided negatives: the guide masks exactly the false negatives of a hand-made batch, the loss then
 equals the pair loss with those columns removed (guided supervised SimCSE, loss=infonce), loss=gist gets the guide's
 embeddings, GradCache gives the uncached loss and gradients, and the keys act or are rejected before any model loads.
-GISTEmbed's loss against sentence-transformers' GISTEmbedLoss: tests/test_losses_sentence_transformers.py."""
+GISTEmbed's loss against sentence-transformers' GISTEmbedLoss: tests/losses/test_losses_sentence_transformers.py."""
 
 from __future__ import annotations
 

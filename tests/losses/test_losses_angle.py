@@ -182,7 +182,7 @@ def test_angle_edges() -> None:
     assert angle(u, u.flip(0), torch.zeros(3), angle_w=0).item() == 0.0
 
 
-ANGLE_REFERENCE = Path(__file__).parent / "reference_data" / "angle_ibn.json"
+ANGLE_REFERENCE = Path(__file__).resolve().parents[1] / "reference_data" / "angle_ibn.json"
 
 
 def angle_reference_cases() -> list[dict]:
