@@ -28,8 +28,6 @@ SIMILARITIES: tuple[str, ...] = ("dot", "cosine")
 #: The SG objectives of the paper's loss ablation, in the order they were introduced (``loss.objective``).
 SG_OBJECTIVES: tuple[str, ...] = ("base", "opt1", "opt2", "opt3")
 
-#: the keyword inputs a pair loss takes from a method besides the views
-_PAIR_INPUTS: frozenset[str] = frozenset({"labels"})
 
 
 def check_tau(tau: float) -> None:
@@ -81,11 +79,18 @@ def check_debiasing(tau_plus: float, beta: float) -> None:
 # kind ``pair``: loss(anchors, positives, hard_negatives=None, *, labels=None, ...)
 # ------------------------------------------------------------------------------------------------
 @dataclass(kw_only=True)
-class InfoNCESpec(LossSpec):
+class _PairLossSpec(LossSpec):
+    """A ``pair`` loss: ``loss(anchors, positives, hard_negatives=None, *, labels=None, ...)``."""
+
+    kind: ClassVar[str] = "pair"
+    inputs: ClassVar[frozenset[str]] = frozenset({"labels"})
+
+
+@dataclass(kw_only=True)
+class InfoNCESpec(_PairLossSpec):
     """InfoNCE with in-batch negatives (:func:`cl_bench.losses.infonce.info_nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.infonce.info_nce"
-    kind: ClassVar[str] = "pair"
     needs: ClassVar[Mapping[str, str]] = {"hard_negative_alpha": "hard_negatives"}
     inputs: ClassVar[frozenset[str]] = frozenset({"labels", "ignore"})
 
@@ -97,12 +102,10 @@ class InfoNCESpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class NTXentSpec(LossSpec):
+class NTXentSpec(_PairLossSpec):
     """NT-Xent, SimCLR's symmetric InfoNCE (:func:`cl_bench.losses.ntxent.ntxent`)."""
 
     target: ClassVar[str] = "cl_bench.losses.ntxent.ntxent"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
 
@@ -111,12 +114,10 @@ class NTXentSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class SupConSpec(LossSpec):
+class SupConSpec(_PairLossSpec):
     """Supervised contrastive loss, L_out (:func:`cl_bench.losses.supcon.supcon`)."""
 
     target: ClassVar[str] = "cl_bench.losses.supcon.supcon"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     contrast_mode: str
@@ -130,12 +131,10 @@ class SupConSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class DebiasedSpec(LossSpec):
+class DebiasedSpec(_PairLossSpec):
     """Debiased contrastive loss (:func:`cl_bench.losses.debiased.debiased`)."""
 
     target: ClassVar[str] = "cl_bench.losses.debiased.debiased"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     tau_plus: float
@@ -147,12 +146,10 @@ class DebiasedSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class HardNegativeSpec(LossSpec):
+class HardNegativeSpec(_PairLossSpec):
     """Hard-negative-weighted contrastive loss (:func:`cl_bench.losses.hard_negative.hard_negative`)."""
 
     target: ClassVar[str] = "cl_bench.losses.hard_negative.hard_negative"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     beta: float
@@ -165,12 +162,10 @@ class HardNegativeSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class NCESpec(LossSpec):
+class NCESpec(_PairLossSpec):
     """Noise-contrastive estimation over in-batch noise (:func:`cl_bench.losses.nce.nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.nce.nce"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     noise_prob: float | None
@@ -182,12 +177,10 @@ class NCESpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class NPairSpec(LossSpec):
+class NPairSpec(_PairLossSpec):
     """Multi-class N-pair loss (:func:`cl_bench.losses.npair.npair`)."""
 
     target: ClassVar[str] = "cl_bench.losses.npair.npair"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     l2_reg: float
@@ -199,12 +192,10 @@ class NPairSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class SNNSpec(LossSpec):
+class SNNSpec(_PairLossSpec):
     """Soft nearest-neighbour loss (:func:`cl_bench.losses.snn.snn`)."""
 
     target: ClassVar[str] = "cl_bench.losses.snn.snn"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     normalize: bool
@@ -214,12 +205,10 @@ class SNNSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class MixCSESpec(LossSpec):
+class MixCSESpec(_PairLossSpec):
     """MixCSE: InfoNCE with mixed hard negatives (:func:`cl_bench.losses.mixcse.mixcse`)."""
 
     target: ClassVar[str] = "cl_bench.losses.mixcse.mixcse"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     tau: float
     lambd: float
@@ -231,12 +220,10 @@ class MixCSESpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class ContrastiveSpec(LossSpec):
+class ContrastiveSpec(_PairLossSpec):
     """Contrastive loss with a margin (:func:`cl_bench.losses.contrastive.contrastive`)."""
 
     target: ClassVar[str] = "cl_bench.losses.contrastive.contrastive"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     margin: float
     normalize: bool
@@ -246,12 +233,10 @@ class ContrastiveSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class LiftedSpec(LossSpec):
+class LiftedSpec(_PairLossSpec):
     """Lifted structured loss, smooth version (:func:`cl_bench.losses.lifted.lifted`)."""
 
     target: ClassVar[str] = "cl_bench.losses.lifted.lifted"
-    kind: ClassVar[str] = "pair"
-    inputs: ClassVar[frozenset[str]] = _PAIR_INPUTS
 
     margin: float
     normalize: bool
