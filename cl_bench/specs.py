@@ -62,21 +62,12 @@ class Spec:
         return {name: hints[name] for name in cls.keys()}
 
     @classmethod
-    def from_arguments(cls, **values: Any) -> Spec:
-        """The spec of some of the keys' values, the others at their target's defaults (None where it has none), for
-        a target used directly from Python rather than built from a checked config."""
-        import inspect
-
-        module, _, name = cls.target.rpartition(".")
-        parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters.values()
-        defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-        return cls(**{key: values.get(key, defaults.get(key)) for key in cls.keys()})
-
-    @classmethod
-    def check_arguments(cls, **values: Any) -> None:
-        """:meth:`check` on :meth:`from_arguments`: a target called directly from Python checks its arguments with the
-        same rules as a config."""
-        cls.from_arguments(**values).check()
+    def from_config(cls, node: Mapping[str, Any], **changes: Any) -> Spec:
+        """The spec of an option's config values (a YAML's keys, ``changes`` applied); the node's ``_target_``,
+        ``_partial_`` and ``defaults`` are not settings and are left out. Values are not checked here:
+        :func:`cl_bench.config.build_spec` checks a run's, :meth:`check` checks any."""
+        values = {**node, **changes}
+        return cls(**{key: values[key] for key in cls.keys()})
 
     def values(self) -> dict[str, Any]:
         """The option's values by key (what its target is built with)."""
@@ -239,6 +230,17 @@ def loss_spec_of(loss_fn: Any) -> type[LossSpec] | None:
     fn = getattr(loss_fn, "func", loss_fn)
     spec = spec_for(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}", import_target=False)
     return spec if spec is not None and issubclass(spec, LossSpec) else None
+
+
+def build(node: Mapping[str, Any], *args: Any) -> Any:
+    """The object a ``method`` or ``augmentation`` config node describes: its target class called with ``args`` and the
+    node's spec (``SimCSE(context, SimCSESpec(...))``, ``RandomDeletion(RandomDeletionSpec(alpha=0.1))``), the one
+    route from such a node to its object. The node's values are plain (``OmegaConf.to_container``) and checked."""
+    spec = spec_for(str(node["_target_"]))
+    if spec is None:
+        raise ValueError(f"no spec describes '{node['_target_']}'")
+    module, _, name = spec.target.rpartition(".")
+    return getattr(importlib.import_module(module), name)(*args, spec.from_config(node))
 
 
 def registered() -> dict[str, type[Spec]]:

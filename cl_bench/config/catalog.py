@@ -110,6 +110,19 @@ def import_target(target: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def yaml_spec(group: str, name: str, **changes: Any) -> Any:
+    """The spec of ``conf/<group>/<name>.yaml`` with ``changes`` applied, checked: an option built from Python with
+    its YAML's values, e.g. ``SimCSE(context, yaml_spec("method", "simcse", mlm_weight=0.1))``.
+
+    Raises:
+        ValueError: one line naming the key whose value cannot work.
+    """
+    values = read_yaml(options(group, internal=True)[name])
+    spec = spec_for(str(values["_target_"])).from_config(values, **changes)
+    spec.check()
+    return spec
+
+
 def loss_kind_of(path: Path) -> str | None:
     """The kind of a loss option (:attr:`cl_bench.specs.LossSpec.kind`; None when its spec cannot be found)."""
     spec = _spec(read_yaml(path).get("_target_"))
