@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -56,18 +55,22 @@ class Spec:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def types(cls) -> dict[str, Any]:
-        """Each key's declared type (annotations resolved)."""
-        hints = typing.get_type_hints(cls)
-        return {name: hints[name] for name in cls.keys()}
-
-    @classmethod
     def from_config(cls, node: Mapping[str, Any], **changes: Any) -> Spec:
         """The spec of an option's config values (a YAML's keys, ``changes`` applied); the node's ``_target_``,
         ``_partial_`` and ``defaults`` are not settings and are left out. Values are not checked here:
         :func:`cl_bench.config.build_spec` checks a run's, :meth:`check` checks any."""
         values = {**node, **changes}
         return cls(**{key: values[key] for key in cls.keys()})
+
+    @classmethod
+    def schema(cls) -> type:
+        """The spec as the structured config its YAML extends (``defaults: [/schema/<group>/<SpecClass>@_here_]``):
+        its fields and the YAML's ``_target_`` (and a loss's ``_partial_``), so Hydra's composition rejects an unknown
+        key and a value of the wrong type (:func:`cl_bench.config.register_schemas` stores it)."""
+        extra: list[tuple[str, type, Any]] = [("_target_", str, dataclasses.field(default=cls.target))]
+        if cls.group == "loss":
+            extra.append(("_partial_", bool, dataclasses.field(default=True)))
+        return dataclasses.make_dataclass(cls.__name__, extra, bases=(cls,), kw_only=True)
 
     def values(self) -> dict[str, Any]:
         """The option's values by key (what its target is built with)."""

@@ -7,12 +7,10 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
 import re
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +22,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from cl_bench.eval.options import EvalConfig, EvalOptions
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
-from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, spec_for
+from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, registered, spec_for
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 from cl_bench.utils.overrides import override_key
 
@@ -146,10 +144,14 @@ class CLBenchConfig:
 
 
 def register_schemas() -> None:
-    """Register the schemas with Hydra's ConfigStore (``conf/config.yaml`` extends them), and the
-    ``cl_bench.data_dir`` resolver: the default data root, defined once in
-    :func:`cl_bench.utils.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
-    ConfigStore.instance().store(name="cl_bench_schema", node=CLBenchConfig)
+    """Register the schemas with Hydra's ConfigStore: the run's (``conf/config.yaml`` extends it) and each option's
+    spec as ``schema/<group>/<SpecClass>`` (its YAML extends it: composition then rejects a key the option does not
+    take and a value of the wrong type); and the ``cl_bench.data_dir`` resolver: the default data root, defined once
+    in :func:`cl_bench.utils.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    store = ConfigStore.instance()
+    store.store(name="cl_bench_schema", node=CLBenchConfig)
+    for spec in registered().values():
+        store.store(group=f"schema/{spec.group}", name=spec.__name__, node=spec.schema())
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
 
 
@@ -163,28 +165,6 @@ def _default_data_dir() -> str:
 # ------------------------------------------------------------------------------------------------
 # Validation
 # ------------------------------------------------------------------------------------------------
-def _type_ok(value: Any, annotation: Any) -> bool:
-    """Loose check of YAML/CLI scalars against a constructor annotation."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        return any(_type_ok(value, arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (str, bool):
-        return isinstance(value, annotation)
-    if origin in (list, tuple) or annotation in (list, tuple):
-        return isinstance(value, (list, tuple))
-    if origin is typing.Literal:
-        return value in typing.get_args(annotation)
-    return True
-
-
 def option_spec(cfg: DictConfig, group: str) -> Spec:
     """The spec of the run's ``group`` option (``method``, ``loss``, ``augmentation``), checked and built
     (:func:`build_spec`)."""
@@ -193,40 +173,34 @@ def option_spec(cfg: DictConfig, group: str) -> Spec:
 
 
 def build_spec(node: DictConfig, group: str) -> Spec:
-    """The spec of an option's config node, built from its values after its keys and value types are checked against
-    the spec's fields (:mod:`cl_bench.specs`).
+    """The spec of an option's config node, its keys and value types checked against the spec's fields by OmegaConf,
+    as composition checks a YAML that extends the spec's schema (:mod:`cl_bench.specs`); this check also covers a
+    user's YAML that does not extend one and a key added with ``+``.
 
     Raises:
         ConfigError: one line naming the key (an unknown key, a wrong type, a missing key, no spec for the target).
     """
+    from omegaconf.errors import OmegaConfBaseException
+
     target = node.get("_target_")
     cls = _spec_of(target, group)
-    check_node_against(node, group, ("name",), cls.keys(), False, cls.types())  # name: a label, not a setting
-    values = _values(node)
+    values = {k: v for k, v in _values(node).items() if k in cls.keys() or k != "name"}  # name: a label, not a setting
+    unknown = [key for key in values if key not in cls.keys()]
+    if unknown:
+        raise ConfigError(f"{group}.{unknown[0]}: unknown key for {target}; valid keys: "
+                          f"{', '.join(k for k in cls.keys() if k != 'name') or 'none'}")
     missing = [key for key in cls.keys() if key not in values]
     if missing:
         raise ConfigError(f"{group}.{missing[0]}: missing; {group}={node.get('name', target)} takes "
                           f"{', '.join(cls.keys())}")
-    return cls(**values)
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(cls.schema()), values)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{group}.{err.key}: {str(err).splitlines()[0].rstrip('.')}") from None
+    return cls.from_config(OmegaConf.to_container(typed))
 
 
 _SPEC_BASES = {"method": MethodSpec.__name__, "loss": LossSpec.__name__, "augmentation": AugmentationSpec.__name__}
-
-
-def check_node_against(node: DictConfig, key: str, skip: tuple[str, ...], params: tuple[str, ...], accepts_kwargs: bool,
-                       hints: dict[str, Any]) -> None:
-    """A node's keys and value types against the parameters (``accepts_kwargs``: any other key too) and type hints
-    of what reads it (a spec's fields, a function's keywords)."""
-    target_path = node.get("_target_")
-    values = OmegaConf.to_container(node, resolve=True)
-    for name, value in values.items():
-        if name.startswith("_") or name in skip:
-            continue
-        if name not in params and not accepts_kwargs:
-            valid = [p for p in params if p not in ("self", "context") and p not in skip]
-            raise ConfigError(f"{key}.{name}: unknown key for {target_path}; valid keys: {', '.join(valid) or 'none'}")
-        if name in hints and not _type_ok(value, hints[name]):
-            raise ConfigError(f"{key}.{name}: expected {hints[name]}, got {value!r}")
 
 
 def validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> None:

@@ -39,8 +39,10 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     argv = list(argv)
     check_group_choices(argv)
     cfg = None if any(arg.startswith("-") for arg in argv) else _composed(argv, conf_dir)
-    if cfg is None or "MULTIRUN" in str(cfg.hydra.get("mode")):
+    if not isinstance(cfg, DictConfig) or "MULTIRUN" in str(cfg.hydra.get("mode")):
         check_override_keys(argv, conf_dir)  # names the key Hydra could not compose; tries each swept value
+        if isinstance(cfg, Exception):
+            raise_keyed_composition_error(cfg)
         return
     check_values(cfg)
     check_composed(cfg)
@@ -56,19 +58,49 @@ def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> No
     if any(arg.startswith("-") for arg in argv):
         return
     cfg = _composed(list(argv), conf_dir)
-    if cfg is not None and "MULTIRUN" not in str(cfg.hydra.get("mode")):
+    if isinstance(cfg, DictConfig) and "MULTIRUN" not in str(cfg.hydra.get("mode")):
         check_composed(cfg)
 
 
-def _composed(argv: list[str], conf_dir: Path) -> DictConfig | None:
-    """The job's config (with its ``hydra`` node), or None when it does not compose (a sweep's values, a bad key)."""
+def _composed(argv: list[str], conf_dir: Path) -> DictConfig | Exception:
+    """The job's config (with its ``hydra`` node), or why it does not compose (a sweep's values, a bad key)."""
     from hydra import compose, initialize_config_dir
 
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             return compose("config", overrides=[arg for arg in argv if is_override(arg)], return_hydra_config=True)
-    except Exception:  # noqa: BLE001 (what does not compose: check_override_keys names it, else Hydra)
-        return None
+    except Exception as err:  # noqa: BLE001 (what does not compose: check_override_keys names it, else Hydra)
+        return err
+
+
+def raise_keyed_composition_error(err: Exception) -> None:
+    """Hydra's composition error about one key, e.g. a preset setting a key its option's schema (its spec) does not
+    have, as one line naming the key and the file: ``method.mlm_wieght: unknown key (set in experiment/typo); closest
+    valid key: method.mlm_weight``. Any other composition error is left to Hydra's own message.
+
+    Raises:
+        ConfigError: the one line.
+    """
+    import re
+
+    from cl_bench.specs import registered
+
+    text = str(err)
+    key = re.search(r"full_key: (\S+)", text)
+    if key is None:
+        return
+    key = key.group(1)
+    where = re.match(r"In '([^']+)'", text)
+    source = f" (set in {where.group(1)})" if where else ""
+    reason = next((line for line in text.splitlines()[1:] if line.strip() and not line.startswith(" ")), "")
+    unknown = re.match(r"Key '[^']+' not in '(\w+)'", reason)
+    spec = next((s for s in registered().values() if unknown and s.__name__ == unknown.group(1)), None)
+    if spec is None:
+        raise ConfigError(f"{key}: {reason.rstrip('.')}{source}")
+    group = key.split(".")[0]
+    valid = {f"{group}.{name}" for name in spec.keys()}
+    hint = _closest_key_hint(key, valid) or f"; valid keys: {', '.join(sorted(valid))}"
+    raise ConfigError(f"{key}: unknown key{source}{hint}")
 
 
 @contextlib.contextmanager
@@ -233,7 +265,8 @@ def check_override_keys(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
             for overrides in variants:
                 composed.append(compose("config", overrides=overrides))
                 valid |= _dotted_keys(OmegaConf.to_container(composed[-1], resolve=False))
-    except Exception:  # noqa: BLE001 (a config that does not compose gets Hydra's own message)
+    except Exception as err:  # noqa: BLE001 (a config that does not compose gets Hydra's own message, or one line)
+        raise_keyed_composition_error(err)
         return
     for key in keys:
         if key in valid or any(key.startswith(f"{leaf[:-2]}.") for leaf in valid if leaf.endswith("[]")):

@@ -36,6 +36,11 @@ REJECTED = [
     (["train.precision=fp16", "train.device=cpu"], "cl-bench: error: train.precision: fp16 needs a CUDA device (loss "
                                                    "scaling), got train.device=cpu; use bf16 or fp32"),
     (["train.device=cpu:0x"], "cl-bench: error: train.device: 'cpu:0x' is not a device; e.g. auto, cpu, cuda, cuda:1, mps"),
+    # an option's key of the wrong type: its YAML extends its spec's schema, so composition types it
+    (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: Value 'abc' of type 'str' could not be converted "
+                                "to Float"),
+    (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: Value 'x' of type 'str' could "
+                                                   "not be converted to Float"),
     (["train.matryoshka_dims=64"],  # a list key whose default is null
      "cl-bench: error: train.matryoshka_dims: must be a list, e.g. train.matryoshka_dims=[64]; got 64"),
 ]
@@ -75,6 +80,28 @@ def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tm
     assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt." in help_text
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
     assert not (tmp_path / "outputs").exists()  # no run directory for a rejected command
+
+
+def test_a_presets_unknown_or_wrongly_typed_option_key_is_one_line_before_torch(tmp_path: Path) -> None:
+    """A preset in a user's folder that sets a key its option's spec lacks, or a value of the wrong type, is rejected by
+    composition (the option's schema); ``cl-bench`` says it in one line naming the key and the file, exit 2, single
+    run or sweep, before torch."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "typo.yaml").write_text("# @package _global_\nmethod:\n  mlm_wieght: 0.1\n")
+    (tmp_path / "conf" / "experiment" / "wrong.yaml").write_text("# @package _global_\nloss:\n  tau: warm\n")
+    search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    cases = [([search, "experiment=typo"], "cl-bench: error: method.mlm_wieght: unknown key (set in experiment/typo); "
+                                           "closest valid key: method.mlm_weight"),
+             (["-m", search, "experiment=typo", "seed=1,2"], "cl-bench: error: method.mlm_wieght: unknown key"),
+             ([search, "experiment=wrong"], "cl-bench: error: loss.tau: Value 'warm' of type 'str' could not be "
+                                            "converted to Float (set in experiment/wrong)")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([argv for argv, _ in cases])], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (argv, expected), (code, stderr, _) in zip(cases, result["answers"], strict=True):
+        assert code == 2 and stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), stderr
+    assert result["heavy"] == []
 
 
 @pytest.mark.parametrize("argv", [["train.max_steps=-1"], ["train.max_steps=5", "train.epochs=0"],
@@ -218,10 +245,8 @@ DECLARED_REJECTED = [
                                                  "pooler=avg_first_last averages a first layer (pooler=cls)"),
     (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
                         "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask, select_with_mlp"),
-    (["method.mlm_weight=abc"], "cl-bench: error: method.mlm_weight: expected <class 'float'>, got 'abc'"),
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: none"),
-    (["augmentation=crop", "augmentation.rate=x"], "cl-bench: error: augmentation.rate: expected <class 'float'>, got 'x'"),
     (["pooler=mask", "model.prompt=foo"], "cl-bench: error: model.prompt: pooler=mask reads the state at [MASK], "
                                           "and 'foo' has none"),
     (["method=esimcse", "pooler=mask"], "cl-bench: error: pooler=mask: method=esimcse builds its views from token ids, "
@@ -236,7 +261,7 @@ DECLARED_REJECTED = [
                                                         "method=promptbert sets its own templates (method.* keys) and [MASK] pooler"),
     # the method's, loss's and augmentation's own checks (their specs: cl_bench/*/specs.py)
     (["method=cert", "method.queue_size=0"], "cl-bench: error: method.queue_size: must be >= 1, got 0"),
-    (["method=diffcse", "method.mask_ratio=2"], "cl-bench: error: method.mask_ratio: must be in (0, 1), got 2"),
+    (["method=diffcse", "method.mask_ratio=2"], "cl-bench: error: method.mask_ratio: must be in (0, 1), got 2.0"),  # typed by the spec: 2 is a float
     (["method=promptbert", "method.head=foo"], "cl-bench: error: method.head: unknown value 'foo'; valid: mlp, mlm_transform"),
     (["method=diffcse", "method.generator=null", "pooler.mlp_only_train=false"],
      "cl-bench: error: pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only (official "

@@ -97,9 +97,10 @@ def _method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path, d
 
 
 def _with_option(cfg: Any, group: str, option: str) -> Any:
-    """``cfg`` with ``group`` switched to ``option`` (the option YAMLs are plain nodes: no defaults list)."""
+    """``cfg`` with ``group`` switched to ``option`` (its YAML's values; its defaults list names its schema)."""
     cfg = cfg.copy()
-    node = OmegaConf.create(catalog.read_yaml(catalog.options(group)[option]))
+    values = catalog.read_yaml(catalog.options(group)[option])
+    node = OmegaConf.create({key: value for key, value in values.items() if key != "defaults"})
     with open_dict(cfg):
         if group == "pooler":  # a structured node (PoolerConfig): set its fields
             for key, value in node.items():
