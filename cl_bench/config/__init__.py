@@ -22,7 +22,16 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from cl_bench.eval.options import EvalConfig, EvalOptions
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
-from cl_bench.specs import METHOD_GROUPS, AugmentationSpec, LossSpec, MethodSpec, RunSetting, Spec, registered, spec_for
+from cl_bench.specs import (
+    METHOD_GROUPS,
+    AugmentationSpec,
+    LossSpec,
+    MethodSpec,
+    RunSetting,
+    Spec,
+    registered,
+    spec_for,
+)
 from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
 from cl_bench.utils.overrides import override_key
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import data_root
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 from cl_bench.config import ConfigError, validate
 from cl_bench.config.early_checks import CONF_DIR, check_group_choices

@@ -99,7 +99,7 @@ def test_a_presets_unknown_or_wrongly_typed_option_key_is_one_line_before_torch(
     proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([argv for argv, _ in cases])], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    for (argv, expected), (code, stderr, _) in zip(cases, result["answers"], strict=True):
+    for (_argv, expected), (code, stderr, _) in zip(cases, result["answers"], strict=True):
         assert code == 2 and stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), stderr
     assert result["heavy"] == []
 
