@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import check_rate
+from cl_bench.augment.specs import CropSpec, DeleteOneWordSpec, WordDeletionSpec
 
 _AFFIXES = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)
 
@@ -84,43 +84,27 @@ class WordAugmentation(Augmentation, abc.ABC):
 
 
 class Crop(WordAugmentation):
-    """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words.
+    """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words (keys: ``conf/augmentation/crop.yaml``)."""
 
-    Args:
-        rate: k, the fraction of words cut off (Table 1: 0.1, 0.2, 0.3).
-    """
-
-    name = "crop"
-
-    def __init__(self, rate: float = 0.1) -> None:
-        check_rate(rate)
-        self.rate = float(rate)
+    spec: CropSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return crop_words(words, self.rate, rng)
+        return crop_words(words, self.spec.rate, rng)
 
 
 class WordDeletion(WordAugmentation):
-    """SimCSE "word deletion k%": delete k% of the words at random positions.
+    """SimCSE "word deletion k%": delete k% of the words at random positions (keys: ``conf/augmentation/word_deletion.yaml``)."""
 
-    Args:
-        rate: k, the fraction of words deleted (Table 1: 0.1, 0.2, 0.3).
-    """
-
-    name = "word_deletion"
-
-    def __init__(self, rate: float = 0.1) -> None:
-        check_rate(rate)
-        self.rate = float(rate)
+    spec: WordDeletionSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return delete_words(words, self.rate, rng)
+        return delete_words(words, self.spec.rate, rng)
 
 
 class DeleteOneWord(WordAugmentation):
     """SimCSE "delete one word" (Tables 1 and 2): remove one random word."""
 
-    name = "delete_one_word"
+    spec: DeleteOneWordSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
         return delete_one_word(words, rng)
