@@ -84,7 +84,10 @@ class WordAugmentation(Augmentation, abc.ABC):
 
 
 class Crop(WordAugmentation):
-    """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words (keys: ``conf/augmentation/crop.yaml``)."""
+    """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words.
+
+    Keys: ``conf/augmentation/crop.yaml`` (spec: :class:`~cl_bench.augment.specs.CropSpec`).
+    """
 
     spec: CropSpec
 
@@ -93,7 +96,10 @@ class Crop(WordAugmentation):
 
 
 class WordDeletion(WordAugmentation):
-    """SimCSE "word deletion k%": delete k% of the words at random positions (keys: ``conf/augmentation/word_deletion.yaml``)."""
+    """SimCSE "word deletion k%": delete k% of the words at random positions.
+
+    Keys: ``conf/augmentation/word_deletion.yaml`` (spec: :class:`~cl_bench.augment.specs.WordDeletionSpec`).
+    """
 
     spec: WordDeletionSpec
 
