@@ -16,15 +16,14 @@ from collections.abc import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
+from cl_bench.augment.lexicon import WordNetLexicon
 from cl_bench.augment.specs import (
-    EDASpec,
     RandomDeletionSpec,
     RandomInsertionSpec,
     RandomSwapSpec,
     SynonymReplacementSpec,
 )
-from cl_bench.augment.words import WordAugmentation, split_affixes, with_case_of
+from cl_bench.augment.words import WordAugmentation, WordNetAugmentation, split_affixes, with_case_of
 
 # EDA retries: up to 10 random words to find one with synonyms (insertion), 3 draws for a distinct swap partner.
 _INSERT_TRIES = 10
@@ -100,25 +99,7 @@ def random_deletion(words: Sequence[str], p: float, rng: random.Random) -> list[
     return kept if kept else [words[rng.randrange(len(words))]]
 
 
-class _SynonymOperation(WordAugmentation):
-    """EDA operations that need WordNet; it is loaded in :meth:`setup` (or on first use)."""
-
-    def __init__(self, spec: EDASpec) -> None:
-        super().__init__(spec)
-        self._lexicon: WordNetLexicon | None = None
-
-    def setup(self, encoder: object, model_name_or_path: str) -> None:
-        """Load WordNet before training starts (fails early with install instructions)."""
-        self._lexicon = load_lexicon()
-
-    @property
-    def lexicon(self) -> WordNetLexicon:
-        if self._lexicon is None:
-            self._lexicon = load_lexicon()
-        return self._lexicon
-
-
-class SynonymReplacement(_SynonymOperation):
+class SynonymReplacement(WordNetAugmentation):
     """EDA SR: replace ``max(1, floor(α l))`` non-stop words by WordNet synonyms.
 
     ``alpha=0`` replaces exactly one word. SimCSE Table 1's row is ``augmentation=synonym`` (nlpaug's rule).
@@ -132,7 +113,7 @@ class SynonymReplacement(_SynonymOperation):
         )
 
 
-class RandomInsertion(_SynonymOperation):
+class RandomInsertion(WordNetAugmentation):
     """EDA RI: insert ``max(1, floor(α l))`` synonyms of random words at random positions."""
 
     spec: RandomInsertionSpec

@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 import random
 
-from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
 from cl_bench.augment.specs import SynonymSubstitutionSpec
-from cl_bench.augment.words import WordAugmentation, split_affixes, with_case_of
+from cl_bench.augment.words import WordNetAugmentation, split_affixes, with_case_of
 
 
 def nlpaug_count(aug_p: float, aug_min: int, aug_max: int, length: int) -> int:
@@ -35,27 +34,13 @@ def nlpaug_count(aug_p: float, aug_min: int, aug_max: int, length: int) -> int:
     return count
 
 
-class SynonymSubstitution(WordAugmentation):
+class SynonymSubstitution(WordNetAugmentation):
     """Replace ``clamp(ceil(aug_p * words), aug_min, aug_max)`` random words that have WordNet synonyms.
 
     Keys: ``conf/augmentation/synonym.yaml`` (spec: :class:`~cl_bench.augment.specs.SynonymSubstitutionSpec`).
     """
 
     spec: SynonymSubstitutionSpec
-
-    def __init__(self, spec: SynonymSubstitutionSpec) -> None:
-        super().__init__(spec)
-        self._lexicon: WordNetLexicon | None = None
-
-    def setup(self, encoder: object, model_name_or_path: str) -> None:
-        """Load WordNet before training starts (fails early with install instructions)."""
-        self._lexicon = load_lexicon()
-
-    @property
-    def lexicon(self) -> WordNetLexicon:
-        if self._lexicon is None:
-            self._lexicon = load_lexicon()
-        return self._lexicon
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
         count = nlpaug_count(self.spec.aug_p, self.spec.aug_min, self.spec.aug_max, len(words))

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
 from cl_bench.augment.specs import CropSpec, DeleteOneWordSpec, WordDeletionSpec
 
 _AFFIXES = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)
@@ -81,6 +82,23 @@ class WordAugmentation(Augmentation, abc.ABC):
             words = split_words(sentence)
             out.append(" ".join(self.augment_words(words, rng)) if words else sentence)
         return out
+
+
+class WordNetAugmentation(WordAugmentation, abc.ABC):
+    """A word augmentation that needs WordNet (EDA's synonym operations, nlpaug's synonym rule): it is loaded in
+    :meth:`setup`, or on first use."""
+
+    _lexicon: WordNetLexicon | None = None
+
+    def setup(self, encoder: object, model_name_or_path: str) -> None:
+        """Load WordNet before training starts (fails early with install instructions)."""
+        self._lexicon = load_lexicon()
+
+    @property
+    def lexicon(self) -> WordNetLexicon:
+        if self._lexicon is None:
+            self._lexicon = load_lexicon()
+        return self._lexicon
 
 
 class Crop(WordAugmentation):
