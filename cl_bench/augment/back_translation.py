@@ -27,13 +27,12 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import BACK_TRANSLATION_SOURCES as SOURCES
-from cl_bench.augment.specs import translates_corpus_once
+from cl_bench.augment.specs import BackTranslationSpec
 from cl_bench.data.text import DataFileError, iter_lines, read_sentences
 from cl_bench.utils.cache_dirs import cache_root
 
@@ -305,87 +304,43 @@ def cached_back_translations(
 class BackTranslation(Augmentation):
     """Back-translated views: MarianMT round trip when the models load, else a paraphrase file.
 
-    Args:
-        pivot_lang: pivot language code (OPUS-MT naming, e.g. ``de``, ``fr``).
-        source_lang: language of the corpus.
-        forward_model: model id/path for source -> pivot (default OPUS-MT).
-        backward_model: model id/path for pivot -> source (default OPUS-MT).
-        paraphrase_file: precomputed paraphrases, one per line of ``corpus_file``.
-        corpus_file: the corpus the paraphrase file is aligned with (``${data.train_file}``).
-        source: ``auto`` (models, else file), ``models`` or ``file``.
-        num_beams: beam size of the translations.
-        do_sample: sample translations (seeded by the run) for different views of one sentence.
-        max_length: longest translation, in tokens.
-        batch_size: sentences per generation call.
-        cache: with beam search and a ``corpus_file``, back-translate the corpus once into
-            ``cache_dir`` and reuse it (False: translate every batch during training).
-        cache_dir: where cached corpora go (default :func:`default_cache_dir`).
-        limit: translate only the first ``limit`` sentences of the corpus (``${data.limit}``: the
-            ones training reads).
+    Keys: ``conf/augmentation/back_translation.yaml`` (spec: :class:`~cl_bench.augment.specs.BackTranslationSpec`).
     """
 
-    name = "back_translation"
+    spec: BackTranslationSpec
 
-    def __init__(
-        self,
-        pivot_lang: str = "de",
-        source_lang: str = "en",
-        forward_model: str | None = None,
-        backward_model: str | None = None,
-        paraphrase_file: str | None = None,
-        corpus_file: str | None = None,
-        source: Literal["auto", "models", "file"] = "auto",
-        num_beams: int = 4,
-        do_sample: bool = False,
-        max_length: int = 128,
-        batch_size: int = 32,
-        cache: bool = True,
-        cache_dir: str | None = None,
-        limit: int | None = None,
-    ) -> None:
-        if source not in SOURCES:
-            raise ValueError(f"augmentation.source: must be one of {', '.join(SOURCES)}, got '{source}'")
-        self.pivot_lang, self.source_lang = pivot_lang, source_lang
-        self.forward_model, self.backward_model = forward_model, backward_model
-        self.paraphrase_file, self.corpus_file = paraphrase_file, corpus_file
-        self.source = source
-        self.generation = {
-            "num_beams": num_beams,
-            "do_sample": do_sample,
-            "max_length": max_length,
-            "batch_size": batch_size,
-        }
-        self.cache, self.cache_dir, self.limit = cache, cache_dir, limit
+    def __init__(self, spec: BackTranslationSpec) -> None:
+        super().__init__(spec)
+        # the generation settings, as the translator and the cache key take them
+        self.generation = {key: getattr(spec, key) for key in ("num_beams", "do_sample", "max_length", "batch_size")}
         self.translator: BackTranslator | None = None
         self.table: ParaphraseTable | None = None
         self._encoder: Any = None
 
     def model_ids(self) -> tuple[str, str]:
         """The forward and backward translation models' ids or paths."""
+        spec = self.spec
         return (
-            self.forward_model or marian_model_id(self.source_lang, self.pivot_lang),
-            self.backward_model or marian_model_id(self.pivot_lang, self.source_lang),
+            spec.forward_model or marian_model_id(spec.source_lang, spec.pivot_lang),
+            spec.backward_model or marian_model_id(spec.pivot_lang, spec.source_lang),
         )
 
     def load_translator(self) -> BackTranslator:
         """Load the two translation models (raises BackTranslationUnavailable)."""
+        spec = self.spec
         return BackTranslator.from_pretrained(
-            self.source_lang, self.pivot_lang, self.forward_model, self.backward_model, **self.generation
+            spec.source_lang, spec.pivot_lang, spec.forward_model, spec.backward_model, **self.generation
         )
-
-    def uses_cache(self) -> bool:
-        """True when the corpus is translated once (beam search, a corpus file, ``cache`` on)."""
-        return translates_corpus_once({"cache": self.cache, "corpus_file": self.corpus_file, **self.generation})
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Load the translation models, or the paraphrase table when they cannot be loaded."""
-        self._encoder = encoder
-        if self.source in ("auto", "models"):
+        self._encoder, spec = encoder, self.spec
+        if spec.source in ("auto", "models"):
             try:
-                if self.uses_cache():
-                    sentences = read_sentences(str(self.corpus_file), limit=self.limit)
+                if spec.translates_corpus_once():
+                    sentences = read_sentences(str(spec.corpus_file), limit=spec.limit)
                     paraphrases = cached_back_translations(
-                        sentences, self.model_ids(), self.generation, self.cache_dir or default_cache_dir(),
+                        sentences, self.model_ids(), self.generation, spec.cache_dir or default_cache_dir(),
                         self.load_translator,
                     )
                     self.table = ParaphraseTable(dict(zip(sentences, paraphrases, strict=True)))
@@ -393,17 +348,17 @@ class BackTranslation(Augmentation):
                     self.translator = self.load_translator()
                 return
             except BackTranslationUnavailable as err:
-                if self.source == "models" or not self.paraphrase_file:
+                if spec.source == "models" or not spec.paraphrase_file:
                     raise BackTranslationUnavailable(
                         f"augmentation=back_translation: {err}; set augmentation.paraphrase_file to precomputed "
                         "back-translations (python -m cl_bench.augment.back_translation CORPUS OUT on a machine with the models)"
                     ) from err
-                log.warning("back-translation models unavailable (%s); using %s", err, self.paraphrase_file)
-        if not self.paraphrase_file or not self.corpus_file:
+                log.warning("back-translation models unavailable (%s); using %s", err, spec.paraphrase_file)
+        if not spec.paraphrase_file or not spec.corpus_file:
             raise BackTranslationUnavailable(
                 "augmentation=back_translation with source=file needs augmentation.paraphrase_file and augmentation.corpus_file"
             )
-        self.table = ParaphraseTable.from_files(self.corpus_file, self.paraphrase_file)
+        self.table = ParaphraseTable.from_files(spec.corpus_file, spec.paraphrase_file)
 
     def augment_text(self, sentences: Sequence[str], rng: random.Random) -> list[str]:
         """Back-translations of the sentences (sampling, if on, is seeded from ``rng``)."""

@@ -16,21 +16,33 @@ from typing import Any
 
 import torch
 
+from cl_bench.augment.specs import DropoutSpec
+from cl_bench.specs import AugmentationSpec
+
 log = logging.getLogger(__name__)
 
 
 class Augmentation:
-    """Identity augmentation (option ``none``); subclasses override one of the two hooks.
+    """Identity augmentation; subclasses override one of the hooks and receive their option's spec.
 
-    Attributes:
-        name: option name in ``conf/augmentation/``.
-        embedding_level: True when :meth:`augment_embeddings` does the work (the method must then
-            run the encoder from ``inputs_embeds``, or through
-            :func:`cl_bench.augment.cutoff.encode_with_embedding_augmentation`).
+    An option's keys, its name and what it does (rewrites text, edits embeddings) are its spec's
+    (:class:`cl_bench.specs.AugmentationSpec`; the values from ``conf/augmentation/<name>.yaml``), built and
+    checked by :func:`cl_bench.specs.build` or, from Python, :func:`cl_bench.config.catalog.yaml_spec`.
     """
 
-    name: str = "none"
-    embedding_level: bool = False
+    def __init__(self, spec: AugmentationSpec) -> None:
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        """The option's name in ``conf/augmentation/``, for messages."""
+        return self.spec.name
+
+    @property
+    def embedding_level(self) -> bool:
+        """True when :meth:`augment_inputs` does the work (the method must then run the encoder from
+        ``inputs_embeds``, or through :func:`cl_bench.augment.cutoff.encode_with_embedding_augmentation`)."""
+        return self.spec.embedding_level
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Called once by the training loop before training (e.g. to load an MLM head)."""
@@ -66,18 +78,10 @@ class Augmentation:
         ), attention_mask
 
 
-def rewrites_text(augmentation: type[Augmentation]) -> bool:
-    """True when an augmentation class changes sentences (overrides :meth:`Augmentation.augment_text`).
-
-    Dropout and the embedding-level cutoffs leave the text as it is.
-    """
-    return getattr(augmentation, "augment_text", None) is not Augmentation.augment_text
-
-
 class Dropout(Augmentation):
     """SimCSE's default: no text change; the two views differ only by the encoder's dropout masks."""
 
-    name = "dropout"
+    spec: DropoutSpec
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Warn when the encoder has no dropout: the two views would then be identical."""

@@ -26,24 +26,16 @@ from typing import Any
 import torch
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import check_rate
+from cl_bench.augment.specs import CutoffSpec, FeatureCutoffSpec, SpanCutoffSpec, TokenCutoffSpec
 from cl_bench.models.encoder import special_tokens_mask as find_special_tokens
 
 
 class Cutoff(Augmentation, abc.ABC):
-    """Base of the three cutoffs: samples which tokens and features to keep, then applies it.
+    """Base of the three cutoffs: samples which tokens and features to keep, then applies it."""
 
-    Args:
-        rate: fraction of the sentence's tokens (token/span) or of the hidden features (feature)
-            that are erased, in [0, 1) (the authors' run_glue.sh uses 0.1).
-    """
-
-    embedding_level = True
+    spec: CutoffSpec
+    #: whether erased tokens also leave the attention mask (False for feature cutoff, which erases no token)
     erases_tokens = True
-
-    def __init__(self, rate: float = 0.1) -> None:
-        check_rate(rate)
-        self.rate = float(rate)
 
     @abc.abstractmethod
     def sample_row(
@@ -102,20 +94,20 @@ class Cutoff(Augmentation, abc.ABC):
 class TokenCutoff(Cutoff):
     """Erase ``int(L * rate)`` random tokens (rows of the embedding matrix)."""
 
-    name = "token_cutoff"
+    spec: TokenCutoffSpec
 
     def sample_row(self, content, hidden_size, generator):
-        count = int(len(content) * self.rate)
+        count = int(len(content) * self.spec.rate)
         return content[torch.randperm(len(content), generator=generator)[:count]], None
 
 
 class SpanCutoff(Cutoff):
     """Erase one contiguous span of ``int(L * rate)`` tokens."""
 
-    name = "span_cutoff"
+    spec: SpanCutoffSpec
 
     def sample_row(self, content, hidden_size, generator):
-        count = int(len(content) * self.rate)
+        count = int(len(content) * self.spec.rate)
         start = int(torch.rand(1, generator=generator).item() * (len(content) - count))
         return content[start : start + count], None
 
@@ -123,11 +115,11 @@ class SpanCutoff(Cutoff):
 class FeatureCutoff(Cutoff):
     """Erase ``int(H * rate)`` random hidden dimensions (columns) in every content token."""
 
-    name = "feature_cutoff"
+    spec: FeatureCutoffSpec
     erases_tokens = False
 
     def sample_row(self, content, hidden_size, generator):
-        count = int(hidden_size * self.rate)
+        count = int(hidden_size * self.spec.rate)
         return content[:0], torch.randperm(hidden_size, generator=generator)[:count]
 
 

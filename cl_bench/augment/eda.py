@@ -16,9 +16,14 @@ from collections.abc import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
-from cl_bench.augment.specs import check_rate
-from cl_bench.augment.words import WordAugmentation, split_affixes, with_case_of
+from cl_bench.augment.lexicon import WordNetLexicon
+from cl_bench.augment.specs import (
+    RandomDeletionSpec,
+    RandomInsertionSpec,
+    RandomSwapSpec,
+    SynonymReplacementSpec,
+)
+from cl_bench.augment.words import WordAugmentation, WordNetAugmentation, split_affixes, with_case_of
 
 # EDA retries: up to 10 random words to find one with synonyms (insertion), 3 draws for a distinct swap partner.
 _INSERT_TRIES = 10
@@ -94,68 +99,42 @@ def random_deletion(words: Sequence[str], p: float, rng: random.Random) -> list[
     return kept if kept else [words[rng.randrange(len(words))]]
 
 
-class _EDAOperation(WordAugmentation):
-    """Common α handling of the four EDA options."""
-
-    def __init__(self, alpha: float = 0.1) -> None:
-        check_rate(alpha, "augmentation.alpha")
-        self.alpha = float(alpha)
-
-
-class _SynonymOperation(_EDAOperation):
-    """EDA operations that need WordNet; it is loaded in :meth:`setup` (or on first use)."""
-
-    def __init__(self, alpha: float = 0.1) -> None:
-        super().__init__(alpha)
-        self._lexicon: WordNetLexicon | None = None
-
-    def setup(self, encoder: object, model_name_or_path: str) -> None:
-        """Load WordNet before training starts (fails early with install instructions)."""
-        self._lexicon = load_lexicon()
-
-    @property
-    def lexicon(self) -> WordNetLexicon:
-        if self._lexicon is None:
-            self._lexicon = load_lexicon()
-        return self._lexicon
-
-
-class SynonymReplacement(_SynonymOperation):
+class SynonymReplacement(WordNetAugmentation):
     """EDA SR: replace ``max(1, floor(α l))`` non-stop words by WordNet synonyms.
 
     ``alpha=0`` replaces exactly one word. SimCSE Table 1's row is ``augmentation=synonym`` (nlpaug's rule).
     """
 
-    name = "eda_synonym"
+    spec: SynonymReplacementSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
         return synonym_replacement(
-            words, eda_count(self.alpha, len(words)), rng, self.lexicon, ENGLISH_STOP_WORDS
+            words, eda_count(self.spec.alpha, len(words)), rng, self.lexicon, ENGLISH_STOP_WORDS
         )
 
 
-class RandomInsertion(_SynonymOperation):
+class RandomInsertion(WordNetAugmentation):
     """EDA RI: insert ``max(1, floor(α l))`` synonyms of random words at random positions."""
 
-    name = "eda_insert"
+    spec: RandomInsertionSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return random_insertion(words, eda_count(self.alpha, len(words)), rng, self.lexicon)
+        return random_insertion(words, eda_count(self.spec.alpha, len(words)), rng, self.lexicon)
 
 
-class RandomSwap(_EDAOperation):
+class RandomSwap(WordAugmentation):
     """EDA RS: swap two random words, ``max(1, floor(α l))`` times."""
 
-    name = "eda_swap"
+    spec: RandomSwapSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return random_swap(words, eda_count(self.alpha, len(words)), rng)
+        return random_swap(words, eda_count(self.spec.alpha, len(words)), rng)
 
 
-class RandomDeletion(_EDAOperation):
+class RandomDeletion(WordAugmentation):
     """EDA RD: delete each word with probability α (one word always survives)."""
 
-    name = "eda_delete"
+    spec: RandomDeletionSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return random_deletion(words, self.alpha, rng)
+        return random_deletion(words, self.spec.alpha, rng)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from cl_bench.augment.base import Augmentation
+from cl_bench.augment.specs import MLMReplaceSpec
 from cl_bench.augment.words import rounded_count, split_affixes, split_words
 
 
@@ -59,28 +60,13 @@ def load_masked_lm(name_or_path: str, device: torch.device | str = "cpu") -> tup
 class MLMReplace(Augmentation):
     """Replace ``round(probability * l)`` words (at least one) by masked-LM predictions.
 
-    Args:
-        probability: fraction of the words replaced (SimCSE: 0.15).
-        mlm_model: masked LM to use; None = the encoder's own checkpoint (``model.name_or_path``).
-        top_k: sample among this many most likely tokens (1 = the most likely other token).
-        batch_size: sentences per masked-LM forward pass.
+    Keys: ``conf/augmentation/mlm_replace.yaml`` (spec: :class:`~cl_bench.augment.specs.MLMReplaceSpec`).
     """
 
-    name = "mlm_replace"
+    spec: MLMReplaceSpec
 
-    def __init__(
-        self, probability: float = 0.15, mlm_model: str | None = None, top_k: int = 100, batch_size: int = 64
-    ) -> None:
-        if not 0.0 < probability <= 1.0:
-            raise ValueError(f"augmentation.probability: must be in (0, 1], got {probability}")
-        if top_k < 1:
-            raise ValueError(f"augmentation.top_k: must be >= 1, got {top_k}")
-        if batch_size < 1:
-            raise ValueError(f"augmentation.batch_size: must be >= 1, got {batch_size}")
-        self.probability = float(probability)
-        self.mlm_model = mlm_model
-        self.top_k = int(top_k)
-        self.batch_size = int(batch_size)
+    def __init__(self, spec: MLMReplaceSpec) -> None:
+        super().__init__(spec)
         self.model: Any = None
         self.tokenizer: Any = None
         self._encoder: Any = None
@@ -89,11 +75,11 @@ class MLMReplace(Augmentation):
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Load the masked LM (the encoder's checkpoint unless ``mlm_model`` is set)."""
         self._encoder = encoder
-        self.model, self.tokenizer = load_masked_lm(self.mlm_model or model_name_or_path)
+        self.model, self.tokenizer = load_masked_lm(self.spec.mlm_model or model_name_or_path)
         self._allowed = self._replacement_vocabulary()
         if not self._allowed.any():
             raise MLMHeadMissing(
-                f"augmentation.mlm_model: '{self.mlm_model or model_name_or_path}' has no whole-word tokens to predict"
+                f"augmentation.mlm_model: '{self.spec.mlm_model or model_name_or_path}' has no whole-word tokens to predict"
             )
 
     def _replacement_vocabulary(self) -> torch.Tensor:
@@ -123,8 +109,8 @@ class MLMReplace(Augmentation):
         if self.model is None:
             raise RuntimeError("augmentation=mlm_replace: setup(encoder, model_name_or_path) was not called")
         out: list[str] = []
-        for start in range(0, len(sentences), self.batch_size):
-            out.extend(self._augment_batch(list(sentences[start : start + self.batch_size]), rng))
+        for start in range(0, len(sentences), self.spec.batch_size):
+            out.extend(self._augment_batch(list(sentences[start : start + self.spec.batch_size]), rng))
         return out
 
     def _augment_batch(self, sentences: list[str], rng: random.Random) -> list[str]:
@@ -135,7 +121,7 @@ class MLMReplace(Augmentation):
             words = split_words(sentence)
             candidates = [i for i, word in enumerate(words) if split_affixes(word)[1]]
             count = (
-                min(len(candidates), max(1, rounded_count(self.probability, len(words)))) if candidates else 0
+                min(len(candidates), max(1, rounded_count(self.spec.probability, len(words)))) if candidates else 0
             )
             chosen = sorted(rng.sample(candidates, count))
             masked = [
@@ -172,7 +158,7 @@ class MLMReplace(Augmentation):
         if len(original_ids) == 1:
             allowed[original_ids[0]] = False
         scores = logits[: allowed.shape[0]].masked_fill(~allowed, float("-inf"))
-        top = torch.topk(scores, min(self.top_k, int(allowed.sum())))
+        top = torch.topk(scores, min(self.spec.top_k, int(allowed.sum())))
         choice = torch.multinomial(torch.softmax(top.values, dim=0), 1, generator=generator).item()
         token = self.tokenizer.convert_ids_to_tokens(int(top.indices[choice]))
         return self.tokenizer.convert_tokens_to_string([token]).strip()

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import check_negation
+from cl_bench.augment.specs import NegationSpec
 
 #: SNCSE's ``special_words``: a ROOT among them takes `` not`` directly
 SPECIAL_WORDS = frozenset({"am", "is", "was", "are", "were", "can", "could", "will", "would", "shall", "should",
@@ -74,20 +74,17 @@ def read_negations(path: str | Path) -> dict[str, str]:
 class Negation(Augmentation):
     """Each sentence's negation: rule-based (``source=rules``) or read from ``file`` (``source=file``).
 
-    Args:
-        source: ``rules`` or ``file``.
-        file: precomputed negations (JSON ``[sentence, negation]`` lines) for ``source=file``.
+    Keys: ``conf/augmentation/negation.yaml`` (spec: :class:`~cl_bench.augment.specs.NegationSpec`).
     """
 
-    name = "negation"
+    spec: NegationSpec
 
-    def __init__(self, source: str = "rules", file: str | None = None) -> None:
-        check_negation(source, file)
-        self.source = source
-        self.table = read_negations(file) if source == "file" and file else {}
+    def __init__(self, spec: NegationSpec) -> None:
+        super().__init__(spec)
+        self.table = read_negations(spec.file) if spec.source == "file" and spec.file else {}
 
     def augment_text(self, sentences: Sequence[str], rng: random.Random) -> list[str]:
         """The negation of each sentence (deterministic: ``rng`` is not used)."""
-        if self.source == "file":
+        if self.spec.source == "file":
             return [self.table.get(s, "Not " + s) for s in sentences]
         return [negate(s) for s in sentences]

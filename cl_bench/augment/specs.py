@@ -1,17 +1,15 @@
 """The augmentations' specs: each ``augmentation=`` option's keys with their types, what it does to a view
 (rewrites text, edits embeddings, runs a model) and its rules.
 
-Torch-free (see :mod:`cl_bench.specs`). A spec's :meth:`~cl_bench.specs.Spec.check` holds the value rules its
-augmentation's constructor applies (the constructor keeps them too), so a bad value is rejected before any
-model loads.
+Torch-free (see :mod:`cl_bench.specs`). An augmentation receives its spec (:func:`cl_bench.specs.build`); a spec's
+:meth:`~cl_bench.specs.Spec.check` holds the value rules, run on the config before any model loads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from cl_bench.specs import AugmentationSpec
 
@@ -29,30 +27,6 @@ def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) 
         raise ValueError(f"{key}: must be in [0, {upper:g}), got {rate}")
 
 
-def check_word_repetition(dup_rate: Any, dup_type: Any) -> None:
-    """Word repetition's keys: ``dup_rate`` in [0, 1], a known ``dup_type``."""
-    if not 0.0 <= float(dup_rate) <= 1.0:
-        raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {dup_rate}")
-    if dup_type not in DUP_TYPES:
-        raise ValueError(f"augmentation.dup_type: unknown '{dup_type}'; valid: {', '.join(DUP_TYPES)}")
-
-
-def check_negation(source: Any, file: Any) -> None:
-    """The negation's keys: a known ``source``; ``file`` an existing file with ``source=file`` and unset otherwise."""
-    if source not in NEGATION_SOURCES:
-        raise ValueError(f"augmentation.source: unknown '{source}'; valid: {', '.join(NEGATION_SOURCES)}")
-    if source == "file" and not (file and Path(file).is_file()):
-        raise ValueError(f"augmentation.file: source=file needs a file of [sentence, negation] lines, got {file!r}")
-    if source != "file" and file:
-        raise ValueError(f"augmentation.file: has no effect with augmentation.source={source}")
-
-
-def translates_corpus_once(values: Mapping[str, Any]) -> bool:
-    """Whether a back-translation configuration translates its corpus once into the cache (beam search,
-    a corpus file, ``cache`` on) instead of every batch during training."""
-    return bool(values.get("cache", True) and values.get("corpus_file") and not values.get("do_sample", False))
-
-
 # ------------------------------------------------------------------------------------------------
 # no text change
 # ------------------------------------------------------------------------------------------------
@@ -66,12 +40,13 @@ class DropoutSpec(AugmentationSpec):
 
 
 @dataclass(kw_only=True)
-class _CutoffSpec(AugmentationSpec):
+class CutoffSpec(AugmentationSpec):
     """The three cutoffs' key (:class:`cl_bench.augment.cutoff.Cutoff`): the erased fraction, in [0, 1)."""
 
     rewrites_text: ClassVar[bool] = False
     embedding_level: ClassVar[bool] = True
 
+    #: the fraction of the sentence's tokens (token/span) or of the hidden features (feature) erased
     rate: float
 
     def check(self) -> None:
@@ -79,7 +54,7 @@ class _CutoffSpec(AugmentationSpec):
 
 
 @dataclass(kw_only=True)
-class TokenCutoffSpec(_CutoffSpec):
+class TokenCutoffSpec(CutoffSpec):
     """Token cutoff (:class:`cl_bench.augment.cutoff.TokenCutoff`)."""
 
     target: ClassVar[str] = "cl_bench.augment.cutoff.TokenCutoff"
@@ -87,7 +62,7 @@ class TokenCutoffSpec(_CutoffSpec):
 
 
 @dataclass(kw_only=True)
-class SpanCutoffSpec(_CutoffSpec):
+class SpanCutoffSpec(CutoffSpec):
     """Span cutoff (:class:`cl_bench.augment.cutoff.SpanCutoff`)."""
 
     target: ClassVar[str] = "cl_bench.augment.cutoff.SpanCutoff"
@@ -95,7 +70,7 @@ class SpanCutoffSpec(_CutoffSpec):
 
 
 @dataclass(kw_only=True)
-class FeatureCutoffSpec(_CutoffSpec):
+class FeatureCutoffSpec(CutoffSpec):
     """Feature cutoff (:class:`cl_bench.augment.cutoff.FeatureCutoff`)."""
 
     target: ClassVar[str] = "cl_bench.augment.cutoff.FeatureCutoff"
@@ -140,9 +115,10 @@ class DeleteOneWordSpec(AugmentationSpec):
 
 
 @dataclass(kw_only=True)
-class _EDASpec(AugmentationSpec):
+class EDASpec(AugmentationSpec):
     """The four EDA operations' key: α, in [0, 1)."""
 
+    #: EDA's α: ``max(1, floor(α l))`` words of l changed (deletion: each word dropped with probability α)
     alpha: float
 
     def check(self) -> None:
@@ -150,7 +126,7 @@ class _EDASpec(AugmentationSpec):
 
 
 @dataclass(kw_only=True)
-class SynonymReplacementSpec(_EDASpec):
+class SynonymReplacementSpec(EDASpec):
     """EDA synonym replacement (:class:`cl_bench.augment.eda.SynonymReplacement`)."""
 
     target: ClassVar[str] = "cl_bench.augment.eda.SynonymReplacement"
@@ -158,7 +134,7 @@ class SynonymReplacementSpec(_EDASpec):
 
 
 @dataclass(kw_only=True)
-class RandomInsertionSpec(_EDASpec):
+class RandomInsertionSpec(EDASpec):
     """EDA random insertion (:class:`cl_bench.augment.eda.RandomInsertion`)."""
 
     target: ClassVar[str] = "cl_bench.augment.eda.RandomInsertion"
@@ -166,7 +142,7 @@ class RandomInsertionSpec(_EDASpec):
 
 
 @dataclass(kw_only=True)
-class RandomSwapSpec(_EDASpec):
+class RandomSwapSpec(EDASpec):
     """EDA random swap (:class:`cl_bench.augment.eda.RandomSwap`)."""
 
     target: ClassVar[str] = "cl_bench.augment.eda.RandomSwap"
@@ -174,7 +150,7 @@ class RandomSwapSpec(_EDASpec):
 
 
 @dataclass(kw_only=True)
-class RandomDeletionSpec(_EDASpec):
+class RandomDeletionSpec(EDASpec):
     """EDA random deletion (:class:`cl_bench.augment.eda.RandomDeletion`)."""
 
     target: ClassVar[str] = "cl_bench.augment.eda.RandomDeletion"
@@ -188,8 +164,9 @@ class SynonymSubstitutionSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.synonym.SynonymSubstitution"
     name: ClassVar[str] = "synonym"
 
-    aug_p: float
-    aug_min: int
+    aug_p: float  #: the share of the words replaced
+    aug_min: int  #: at least this many
+    #: at most this many; 1 replaces exactly one word, SimCSE Table 1's "randomly replace one word with its synonym"
     aug_max: int
 
     def check(self) -> None:
@@ -213,7 +190,10 @@ class WordRepetitionSpec(AugmentationSpec):
     dup_type: str
 
     def check(self) -> None:
-        check_word_repetition(self.dup_rate, self.dup_type)
+        if not 0.0 <= float(self.dup_rate) <= 1.0:
+            raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {self.dup_rate}")
+        if self.dup_type not in DUP_TYPES:
+            raise ValueError(f"augmentation.dup_type: unknown '{self.dup_type}'; valid: {', '.join(DUP_TYPES)}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -230,7 +210,15 @@ class NegationSpec(AugmentationSpec):
     file: str | None
 
     def check(self) -> None:
-        check_negation(self.source, self.file)
+        """A known ``source``; ``file`` an existing file with ``source=file`` and unset otherwise."""
+        if self.source not in NEGATION_SOURCES:
+            raise ValueError(f"augmentation.source: unknown '{self.source}'; valid: {', '.join(NEGATION_SOURCES)}")
+        if self.source == "file" and not (self.file and Path(self.file).is_file()):
+            raise ValueError(
+                f"augmentation.file: source=file needs a file of [sentence, negation] lines, got {self.file!r}"
+            )
+        if self.source != "file" and self.file:
+            raise ValueError(f"augmentation.file: has no effect with augmentation.source={self.source}")
 
 
 @dataclass(kw_only=True)
@@ -240,10 +228,10 @@ class MLMReplaceSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.mlm_replace.MLMReplace"
     name: ClassVar[str] = "mlm_replace"
 
-    probability: float
+    probability: float  #: the fraction of the words replaced (SimCSE: 0.15)
     mlm_model: str | None
     top_k: int
-    batch_size: int
+    batch_size: int  #: sentences per masked-LM forward pass
 
     def check(self) -> None:
         if not 0.0 < self.probability <= 1.0:
@@ -264,17 +252,17 @@ class BackTranslationSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.back_translation.BackTranslation"
     name: ClassVar[str] = "back_translation"
 
-    pivot_lang: str
-    source_lang: str
-    forward_model: str | None
-    backward_model: str | None
-    paraphrase_file: str | None
-    corpus_file: str | None
+    pivot_lang: str  #: the pivot language's code (OPUS-MT naming, e.g. ``de``, ``fr``)
+    source_lang: str  #: the corpus's language
+    forward_model: str | None  #: source -> pivot model id or path
+    backward_model: str | None  #: pivot -> source model id or path
+    paraphrase_file: str | None  #: precomputed paraphrases, one per line of ``corpus_file``
+    corpus_file: str | None  #: the corpus the paraphrase file is aligned with (and the cache translates)
     source: str
-    num_beams: int
+    num_beams: int  #: beam size of the translations
     do_sample: bool
-    max_length: int
-    batch_size: int
+    max_length: int  #: longest translation, in tokens
+    batch_size: int  #: sentences per generation call
     cache: bool
     cache_dir: str | None
     limit: int | None
@@ -285,6 +273,11 @@ class BackTranslationSpec(AugmentationSpec):
                 f"augmentation.source: must be one of {', '.join(BACK_TRANSLATION_SOURCES)}, got '{self.source}'"
             )
 
+    def translates_corpus_once(self) -> bool:
+        """Whether the corpus is translated once into the cache (beam search, a corpus file, ``cache`` on) instead
+        of every batch during training."""
+        return bool(self.cache and self.corpus_file and not self.do_sample)
+
     def runs_model_in_training(self) -> bool:
         """The translators run during training unless the views come from a file or the corpus cache."""
-        return self.source != "file" and not translates_corpus_once(self.values())
+        return self.source != "file" and not self.translates_corpus_once()

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 import random
 
-from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
-from cl_bench.augment.words import WordAugmentation, split_affixes, with_case_of
+from cl_bench.augment.specs import SynonymSubstitutionSpec
+from cl_bench.augment.words import WordNetAugmentation, split_affixes, with_case_of
 
 
 def nlpaug_count(aug_p: float, aug_min: int, aug_max: int, length: int) -> int:
@@ -34,40 +34,16 @@ def nlpaug_count(aug_p: float, aug_min: int, aug_max: int, length: int) -> int:
     return count
 
 
-class SynonymSubstitution(WordAugmentation):
+class SynonymSubstitution(WordNetAugmentation):
     """Replace ``clamp(ceil(aug_p * words), aug_min, aug_max)`` random words that have WordNet synonyms.
 
-    Args:
-        aug_p: share of the words to replace (nlpaug default 0.3).
-        aug_min: at least this many (nlpaug default 1).
-        aug_max: at most this many (nlpaug default 10); 1 replaces exactly one word, SimCSE Table 1's
-            "randomly replace one word with its synonym".
+    Keys: ``conf/augmentation/synonym.yaml`` (spec: :class:`~cl_bench.augment.specs.SynonymSubstitutionSpec`).
     """
 
-    name = "synonym"
-
-    def __init__(self, aug_p: float = 0.3, aug_min: int = 1, aug_max: int = 10) -> None:
-        if not 0.0 <= aug_p <= 1.0:
-            raise ValueError(f"augmentation.aug_p: must be in [0, 1], got {aug_p}")
-        if aug_min < 0 or aug_max < 1 or aug_min > aug_max:
-            raise ValueError(
-                f"augmentation.aug_min/aug_max: need 0 <= aug_min <= aug_max and aug_max >= 1, got {aug_min}, {aug_max}"
-            )
-        self.aug_p, self.aug_min, self.aug_max = float(aug_p), int(aug_min), int(aug_max)
-        self._lexicon: WordNetLexicon | None = None
-
-    def setup(self, encoder: object, model_name_or_path: str) -> None:
-        """Load WordNet before training starts (fails early with install instructions)."""
-        self._lexicon = load_lexicon()
-
-    @property
-    def lexicon(self) -> WordNetLexicon:
-        if self._lexicon is None:
-            self._lexicon = load_lexicon()
-        return self._lexicon
+    spec: SynonymSubstitutionSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        count = nlpaug_count(self.aug_p, self.aug_min, self.aug_max, len(words))
+        count = nlpaug_count(self.spec.aug_p, self.spec.aug_min, self.spec.aug_max, len(words))
         candidates = [i for i, word in enumerate(words) if self.lexicon.synonyms(split_affixes(word)[1])]
         out = list(words)
         for i in sorted(rng.sample(candidates, min(count, len(candidates)))):

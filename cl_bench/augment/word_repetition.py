@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import check_word_repetition
+from cl_bench.augment.specs import WordRepetitionSpec
 
 
 def repeat_words(sentence: str, dup_rate: float, rng: random.Random) -> str:
@@ -59,17 +59,13 @@ def repeat_tokens(ids: Sequence[int], dup_rate: float, rng: random.Random) -> li
 class WordRepetition(Augmentation):
     """ESimCSE's positive: the sentence with some words (``word``) or subword tokens (``bpe``) repeated.
 
-    Args:
-        dup_rate: r, the rate that bounds how many are repeated (ESimCSE's BERT-base script: 0.32).
-        dup_type: ``bpe`` (subword tokens of the training tokenizer; the official script) or ``word``.
+    Keys: ``conf/augmentation/word_repetition.yaml`` (spec: :class:`~cl_bench.augment.specs.WordRepetitionSpec`).
     """
 
-    name = "word_repetition"
+    spec: WordRepetitionSpec
 
-    def __init__(self, dup_rate: float = 0.32, dup_type: str = "bpe") -> None:
-        check_word_repetition(dup_rate, dup_type)
-        self.dup_rate = float(dup_rate)
-        self.dup_type = dup_type
+    def __init__(self, spec: WordRepetitionSpec) -> None:
+        super().__init__(spec)
         self.tokenizer: Any = None
         self.max_length = 32
 
@@ -81,16 +77,16 @@ class WordRepetition(Augmentation):
     @property
     def token_level(self) -> bool:
         """True when the rule works on token ids (``bpe``): :meth:`repeat_token_ids` gives the exact inputs."""
-        return self.dup_type == "bpe"
+        return self.spec.dup_type == "bpe"
 
     def repeat_token_ids(self, ids: Sequence[Sequence[int]], rng: random.Random) -> list[list[int]]:
         """The ``bpe`` rule on each sentence's token ids (as the training tokenizer made them)."""
-        return [repeat_tokens(row, self.dup_rate, rng) for row in ids]
+        return [repeat_tokens(row, self.spec.dup_rate, rng) for row in ids]
 
     def augment_text(self, sentences: Sequence[str], rng: random.Random) -> list[str]:
         """One repeated view of each sentence: the ``word`` rule, or the ``bpe`` rule joined back into text."""
-        if self.dup_type == "word":
-            return [repeat_words(s, self.dup_rate, rng) for s in sentences]
+        if self.spec.dup_type == "word":
+            return [repeat_words(s, self.spec.dup_rate, rng) for s in sentences]
         if self.tokenizer is None:
             raise RuntimeError("augmentation=word_repetition with dup_type=bpe needs setup() (the encoder's tokenizer)")
         ids = self.tokenizer(list(sentences), truncation=True, max_length=self.max_length)["input_ids"]

@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 
 from cl_bench.augment.base import Augmentation
-from cl_bench.augment.specs import check_rate
+from cl_bench.augment.lexicon import WordNetLexicon, load_lexicon
+from cl_bench.augment.specs import CropSpec, DeleteOneWordSpec, WordDeletionSpec
 
 _AFFIXES = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)
 
@@ -83,44 +84,51 @@ class WordAugmentation(Augmentation, abc.ABC):
         return out
 
 
+class WordNetAugmentation(WordAugmentation, abc.ABC):
+    """A word augmentation that needs WordNet (EDA's synonym operations, nlpaug's synonym rule): it is loaded in
+    :meth:`setup`, or on first use."""
+
+    _lexicon: WordNetLexicon | None = None
+
+    def setup(self, encoder: object, model_name_or_path: str) -> None:
+        """Load WordNet before training starts (fails early with install instructions)."""
+        self._lexicon = load_lexicon()
+
+    @property
+    def lexicon(self) -> WordNetLexicon:
+        if self._lexicon is None:
+            self._lexicon = load_lexicon()
+        return self._lexicon
+
+
 class Crop(WordAugmentation):
     """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words.
 
-    Args:
-        rate: k, the fraction of words cut off (Table 1: 0.1, 0.2, 0.3).
+    Keys: ``conf/augmentation/crop.yaml`` (spec: :class:`~cl_bench.augment.specs.CropSpec`).
     """
 
-    name = "crop"
-
-    def __init__(self, rate: float = 0.1) -> None:
-        check_rate(rate)
-        self.rate = float(rate)
+    spec: CropSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return crop_words(words, self.rate, rng)
+        return crop_words(words, self.spec.rate, rng)
 
 
 class WordDeletion(WordAugmentation):
     """SimCSE "word deletion k%": delete k% of the words at random positions.
 
-    Args:
-        rate: k, the fraction of words deleted (Table 1: 0.1, 0.2, 0.3).
+    Keys: ``conf/augmentation/word_deletion.yaml`` (spec: :class:`~cl_bench.augment.specs.WordDeletionSpec`).
     """
 
-    name = "word_deletion"
-
-    def __init__(self, rate: float = 0.1) -> None:
-        check_rate(rate)
-        self.rate = float(rate)
+    spec: WordDeletionSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
-        return delete_words(words, self.rate, rng)
+        return delete_words(words, self.spec.rate, rng)
 
 
 class DeleteOneWord(WordAugmentation):
     """SimCSE "delete one word" (Tables 1 and 2): remove one random word."""
 
-    name = "delete_one_word"
+    spec: DeleteOneWordSpec
 
     def augment_words(self, words: list[str], rng: random.Random) -> list[str]:
         return delete_one_word(words, rng)

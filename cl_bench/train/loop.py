@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
-from cl_bench.specs import spec_for
+from cl_bench.specs import build, spec_for
 from cl_bench.train.checkpoint import (
     atomic_save,
     load_checkpoint,
@@ -92,7 +92,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
     # A group the method does not use is not built at all (validation rejected overriding it).
     augmentation = None
     if "augmentation" in uses:
-        augmentation = instantiate(cfg.augmentation)
+        augmentation = build(OmegaConf.to_container(cfg.augmentation, resolve=True))
         augmentation.setup(encoder, cfg.model.name_or_path)
     loss = None
     if "loss" in uses:
@@ -253,15 +253,8 @@ class Trainer:
         workers = int(self.tcfg.get("num_workers", 0))
         if workers >= 0:
             return workers
-        runs_model, augmentation = False, self.method.augmentation
-        if augmentation is not None:
-            target = f"{type(augmentation).__module__}.{type(augmentation).__qualname__}"
-            spec = spec_for(target)
-            if spec is not None and self.cfg.augmentation.get("_target_") == target:  # its values, as configured
-                values = OmegaConf.to_container(self.cfg.augmentation, resolve=True)
-                runs_model = spec(**{k: v for k, v in values.items() if k in spec.keys()}).runs_model_in_training()
-            elif spec is not None:
-                runs_model = spec.from_arguments().runs_model_in_training()
+        augmentation = self.method.augmentation
+        runs_model = augmentation is not None and augmentation.spec.runs_model_in_training()
         return AUTO_DATA_WORKERS if self.device.type == "cuda" and self.grad_cache is None and not runs_model else 0
 
     @property

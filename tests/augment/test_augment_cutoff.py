@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from cl_bench.augment.cutoff import FeatureCutoff, SpanCutoff, TokenCutoff, encode_with_embedding_augmentation
+from cl_bench.augment.specs import FeatureCutoffSpec, SpanCutoffSpec, TokenCutoffSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.models.encoder import build_encoder, special_tokens_mask
 
 H = 40
@@ -26,6 +28,12 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return embeddings, attention, special
 
 
+def cutoff(cls: type, rate: float):
+    """A cutoff class with its spec (its one key, ``rate``)."""
+    spec = {TokenCutoff: TokenCutoffSpec, SpanCutoff: SpanCutoffSpec, FeatureCutoff: FeatureCutoffSpec}[cls]
+    return cls(spec(rate=rate))
+
+
 def content_count(row: int) -> int:
     return LENGTHS[row] - 2
 
@@ -33,7 +41,7 @@ def content_count(row: int) -> int:
 @pytest.mark.parametrize("rate", [0.1, 0.3, 0.5, 0.9])
 def test_token_cutoff_zeroes_exactly_int_rate_content_tokens(rate: float) -> None:
     embeddings, attention, special = batch()
-    out, mask = TokenCutoff(rate).augment_inputs(
+    out, mask = cutoff(TokenCutoff, rate).augment_inputs(
         embeddings, attention, special, torch.Generator().manual_seed(1)
     )
     for row in range(len(LENGTHS)):
@@ -49,7 +57,7 @@ def test_token_cutoff_zeroes_exactly_int_rate_content_tokens(rate: float) -> Non
 def test_span_cutoff_zeroes_one_contiguous_span(rate: float) -> None:
     embeddings, attention, special = batch()
     for seed in range(10):
-        out, mask = SpanCutoff(rate).augment_inputs(
+        out, mask = cutoff(SpanCutoff, rate).augment_inputs(
             embeddings, attention, special, torch.Generator().manual_seed(seed)
         )
         for row in range(len(LENGTHS)):
@@ -64,7 +72,7 @@ def test_span_cutoff_zeroes_one_contiguous_span(rate: float) -> None:
 @pytest.mark.parametrize("rate", [0.1, 0.25, 0.5])
 def test_feature_cutoff_zeroes_the_same_dims_of_every_content_token(rate: float) -> None:
     embeddings, attention, special = batch()
-    out, mask = FeatureCutoff(rate).augment_inputs(
+    out, mask = cutoff(FeatureCutoff, rate).augment_inputs(
         embeddings, attention, special, torch.Generator().manual_seed(2)
     )
     assert torch.equal(mask, attention), "feature cutoff keeps the attention mask"
@@ -85,21 +93,21 @@ def test_feature_cutoff_zeroes_the_same_dims_of_every_content_token(rate: float)
 @pytest.mark.parametrize("cls", [TokenCutoff, SpanCutoff, FeatureCutoff], ids=lambda c: c.__name__)
 def test_cutoff_is_deterministic_under_a_seed_and_identity_at_rate_zero(cls) -> None:
     embeddings, attention, special = batch()
-    first = cls(0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
-    again = cls(0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
-    other = cls(0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(8))
+    first = cutoff(cls, 0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
+    again = cutoff(cls, 0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
+    other = cutoff(cls, 0.4).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(8))
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
     assert not torch.equal(first[0], other[0])
-    identity = cls(0.0).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
+    identity = cutoff(cls, 0.0).augment_inputs(embeddings, attention, special, torch.Generator().manual_seed(7))
     assert torch.equal(identity[0], embeddings) and torch.equal(identity[1], attention)
     # The embeddings-only hook of the interface applies the same cut.
-    only = cls(0.4).augment_embeddings(embeddings, attention, special, torch.Generator().manual_seed(7))
+    only = cutoff(cls, 0.4).augment_embeddings(embeddings, attention, special, torch.Generator().manual_seed(7))
     assert torch.equal(only, first[0])
 
 
 def test_cutoff_rate_is_validated() -> None:
     with pytest.raises(ValueError, match="augmentation.rate: must be in"):
-        TokenCutoff(1.0)
+        yaml_spec("augmentation", "token_cutoff", rate=1.0)
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +127,10 @@ def test_encode_with_cutoff_changes_only_the_augmented_rows(encoder) -> None:
     features = encoder.tokenize(SENTENCES + SENTENCES)
     plain = encoder(features)
     zero_rate = encode_with_embedding_augmentation(
-        encoder, features, TokenCutoff(0.0), 3, torch.Generator().manual_seed(0)
+        encoder, features, cutoff(TokenCutoff, 0.0), 3, torch.Generator().manual_seed(0)
     )
     torch.testing.assert_close(zero_rate, plain)
-    for augmentation in (TokenCutoff(0.5), SpanCutoff(0.5), FeatureCutoff(0.5)):
+    for augmentation in (cutoff(TokenCutoff, 0.5), cutoff(SpanCutoff, 0.5), cutoff(FeatureCutoff, 0.5)):
         z = encode_with_embedding_augmentation(
             encoder, features, augmentation, 3, torch.Generator().manual_seed(0)
         )
@@ -134,11 +142,11 @@ def test_encode_with_cutoff_changes_only_the_augmented_rows(encoder) -> None:
 def test_encode_with_cutoff_acts_on_the_embedding_output_and_the_attention_mask(encoder) -> None:
     """Reference: zero the embedding-layer output by hand and pass the cut attention mask."""
     features = encoder.tokenize(SENTENCES + SENTENCES)
-    cutoff = SpanCutoff(0.5)
-    got = encode_with_embedding_augmentation(encoder, features, cutoff, 3, torch.Generator().manual_seed(4))
+    span_cutoff = cutoff(SpanCutoff, 0.5)
+    got = encode_with_embedding_augmentation(encoder, features, span_cutoff, 3, torch.Generator().manual_seed(4))
 
     special = special_tokens_mask(encoder.tokenizer, features["input_ids"])
-    keep_tokens, keep_features = cutoff.sample_keep_masks(
+    keep_tokens, keep_features = span_cutoff.sample_keep_masks(
         features["attention_mask"][3:], special[3:], encoder.hidden_size, torch.Generator().manual_seed(4)
     )
     keep = torch.cat(
@@ -159,7 +167,7 @@ def test_encode_with_cutoff_backpropagates_into_the_embeddings(tiny_bert: Path) 
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1).train()
     features = encoder.tokenize(SENTENCES + SENTENCES)
     z = encode_with_embedding_augmentation(
-        encoder, features, TokenCutoff(0.3), 3, torch.Generator().manual_seed(0)
+        encoder, features, cutoff(TokenCutoff, 0.3), 3, torch.Generator().manual_seed(0)
     )
     z.sum().backward()
     grad = encoder.backbone.embeddings.word_embeddings.weight.grad

@@ -20,8 +20,20 @@ from cl_bench.augment.back_translation import (
 )
 from cl_bench.augment.mlm_replace import MLMHeadMissing, MLMReplace
 from cl_bench.augment.words import split_affixes
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.models.encoder import build_encoder
+
+
+def mlm_replace(**changes) -> MLMReplace:
+    """``augmentation=mlm_replace`` with its YAML's values and ``changes``."""
+    return MLMReplace(yaml_spec("augmentation", "mlm_replace", **changes))
+
+
+def back_translation(**changes) -> BackTranslation:
+    """``augmentation=back_translation`` with its YAML's values (no corpus, no limit outside a run) and ``changes``."""
+    return BackTranslation(yaml_spec("augmentation", "back_translation", **{"corpus_file": None, "limit": None, **changes}))
+
 
 SENTENCES = [
     "a man plays the guitar in the street.",
@@ -44,7 +56,7 @@ def tiny_mlm(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mlm_augmentation(tiny_mlm: Path) -> MLMReplace:
-    augmentation = MLMReplace(probability=0.15, top_k=20)
+    augmentation = mlm_replace(probability=0.15, top_k=20)
     augmentation.setup(build_encoder(str(tiny_mlm), pooler="cls"), str(tiny_mlm))
     return augmentation
 
@@ -52,7 +64,7 @@ def mlm_augmentation(tiny_mlm: Path) -> MLMReplace:
 # ----- MLM replacement ------------------------------------------------------------------------------
 @pytest.mark.parametrize("probability", [0.15, 0.5, 1.0])
 def test_mlm_replaces_exactly_the_chosen_number_of_words(tiny_mlm: Path, probability: float) -> None:
-    augmentation = MLMReplace(probability=probability, top_k=20)
+    augmentation = mlm_replace(probability=probability, top_k=20)
     augmentation.setup(build_encoder(str(tiny_mlm), pooler="cls"), str(tiny_mlm))
     rng = random.Random(0)
     for _ in range(5):
@@ -87,13 +99,13 @@ def test_mlm_model_is_a_frozen_copy(mlm_augmentation: MLMReplace) -> None:
 
 
 def test_mlm_without_a_trained_head_is_an_error(tiny_bert: Path) -> None:
-    augmentation = MLMReplace()
+    augmentation = mlm_replace()
     with pytest.raises(MLMHeadMissing, match="augmentation.mlm_model: .* has no trained MLM head"):
         augmentation.setup(build_encoder(str(tiny_bert), pooler="cls"), str(tiny_bert))
 
 
 def test_mlm_model_can_differ_from_the_encoder(tiny_bert: Path, tiny_mlm: Path) -> None:
-    augmentation = MLMReplace(mlm_model=str(tiny_mlm), top_k=1)
+    augmentation = mlm_replace(mlm_model=str(tiny_mlm), top_k=1)
     augmentation.setup(build_encoder(str(tiny_bert), pooler="cls"), str(tiny_bert))  # encoder has no head
     (out,) = augmentation.augment_text(["a man plays the guitar"], random.Random(0))
     assert out != "a man plays the guitar" and len(out.split()) == 5
@@ -101,9 +113,9 @@ def test_mlm_model_can_differ_from_the_encoder(tiny_bert: Path, tiny_mlm: Path) 
 
 def test_mlm_arguments_are_validated() -> None:
     with pytest.raises(ValueError, match="augmentation.probability"):
-        MLMReplace(probability=0.0)
+        mlm_replace(probability=0.0)
     with pytest.raises(ValueError, match="augmentation.top_k"):
-        MLMReplace(top_k=0)
+        mlm_replace(top_k=0)
 
 
 # ----- back-translation ------------------------------------------------------------------------------
@@ -256,7 +268,7 @@ def test_paraphrase_file_errors_name_the_file(corpus, tmp_path: Path) -> None:
 
 
 def test_back_translation_falls_back_to_the_paraphrase_file_offline(corpus) -> None:
-    augmentation = BackTranslation(paraphrase_file=str(corpus[1]), corpus_file=str(corpus[0]))
+    augmentation = back_translation(paraphrase_file=str(corpus[1]), corpus_file=str(corpus[0]))
     augmentation.setup(None, "")
     assert augmentation.translator is None
     assert augmentation.augment_text(["the dog runs"], random.Random(0)) == ["the hound is running"]
@@ -264,15 +276,15 @@ def test_back_translation_falls_back_to_the_paraphrase_file_offline(corpus) -> N
 
 def test_back_translation_without_models_or_file_says_what_to_set(corpus) -> None:
     with pytest.raises(BackTranslationUnavailable, match="set augmentation.paraphrase_file"):
-        BackTranslation(corpus_file=str(corpus[0])).setup(None, "")
+        back_translation(corpus_file=str(corpus[0])).setup(None, "")
     with pytest.raises(BackTranslationUnavailable, match="needs augmentation.paraphrase_file"):
-        BackTranslation(source="file").setup(None, "")
+        back_translation(source="file").setup(None, "")
     with pytest.raises(ValueError, match="augmentation.source: must be one of auto, models, file"):
-        BackTranslation(source="web")
+        back_translation(source="web")
 
 
 def test_back_translation_uses_the_models_when_they_load(marian_dirs, corpus) -> None:
-    augmentation = BackTranslation(
+    augmentation = back_translation(
         forward_model=str(marian_dirs[0]), backward_model=str(marian_dirs[1]), num_beams=1, max_length=10
     )
     augmentation.setup(None, "")

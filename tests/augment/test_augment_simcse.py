@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
@@ -21,6 +20,7 @@ from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import build_encoder
+from cl_bench.specs import build
 from cl_bench.train.loop import build_loss
 
 AUGMENTATIONS = sorted(p.stem for p in (CONF_DIR / "augmentation").glob("*.yaml"))
@@ -90,7 +90,7 @@ def one_step(cfg) -> tuple[SimCSE, dict[str, torch.Tensor]]:
     encoder = build_encoder(
         cfg.model.name_or_path, pooler=cfg.pooler.name, dropout=cfg.model.dropout, max_length=32
     )
-    augmentation = instantiate(cfg.augmentation)
+    augmentation = build(OmegaConf.to_container(cfg.augmentation, resolve=True))
     augmentation.setup(encoder, cfg.model.name_or_path)
     context = MethodContext(
         encoder=encoder, loss=build_loss(cfg.loss), augmentation=augmentation, seed=cfg.seed

@@ -9,6 +9,7 @@ import pytest
 from cl_bench.augment.lexicon import load_lexicon
 from cl_bench.augment.synonym import SynonymSubstitution, nlpaug_count
 from cl_bench.augment.words import split_affixes
+from cl_bench.config.catalog import yaml_spec
 
 SENTENCE = (
     "The old man plays his guitar on the street every evening while young children dance and happy "
@@ -26,8 +27,8 @@ def test_count_is_nlpaugs_ceil_then_clamp(length: int, expected: int) -> None:
 
 
 def test_defaults_are_nlpaugs_documented_ones() -> None:
-    aug = SynonymSubstitution()
-    assert (aug.aug_p, aug.aug_min, aug.aug_max) == (0.3, 1, 10)
+    spec = yaml_spec("augmentation", "synonym")
+    assert (spec.aug_p, spec.aug_min, spec.aug_max) == (0.3, 1, 10)
 
 
 @pytest.mark.parametrize(("aug_max", "expected"), [(10, 10), (1, 1)])
@@ -36,7 +37,7 @@ def test_replaces_the_counted_number_of_words_with_synonyms(aug_max: int, expect
     lexicon = load_lexicon()
     words = SENTENCE.split()
     assert len(words) == 34 and sum(bool(lexicon.synonyms(split_affixes(w)[1])) for w in words) >= 10
-    aug = SynonymSubstitution(aug_max=aug_max)
+    aug = SynonymSubstitution(yaml_spec("augmentation", "synonym", aug_max=aug_max))
     aug.setup(None, "")
     for seed in range(5):
         out = aug.augment_words(words, random.Random(seed))  # one element per word
@@ -51,6 +52,6 @@ def test_replaces_the_counted_number_of_words_with_synonyms(aug_max: int, expect
 
 def test_bad_settings_name_the_key() -> None:
     with pytest.raises(ValueError, match="augmentation.aug_p"):
-        SynonymSubstitution(aug_p=1.5)
+        yaml_spec("augmentation", "synonym", aug_p=1.5)
     with pytest.raises(ValueError, match="augmentation.aug_min/aug_max"):
-        SynonymSubstitution(aug_min=3, aug_max=2)
+        yaml_spec("augmentation", "synonym", aug_min=3, aug_max=2)

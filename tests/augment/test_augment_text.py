@@ -25,8 +25,11 @@ from cl_bench.augment.eda import (
     synonym_replacement,
 )
 from cl_bench.augment.lexicon import WORDNET_ENV, LexiconUnavailable, find_wordnet_dir, load_lexicon
+from cl_bench.augment.specs import DropoutSpec
 from cl_bench.augment.words import Crop, DeleteOneWord, WordDeletion, split_affixes
 from cl_bench.config import build_spec
+from cl_bench.config.catalog import yaml_spec
+from cl_bench.specs import AugmentationSpec, build
 
 CONF_AUG = Path(__file__).resolve().parents[2] / "conf" / "augmentation"
 OPTIONS = {
@@ -75,14 +78,12 @@ def test_every_option_has_a_yaml() -> None:
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_augmentation_yaml_is_valid_and_instantiates(option: str) -> None:
-    from hydra.utils import instantiate
-
     node = OmegaConf.create((CONF_AUG / f"{option}.yaml").read_text())
     if option == "back_translation":
         node.corpus_file = "corpus.txt"  # ${data.train_file} outside a full config
         node.limit = None  # ${data.limit}
     build_spec(node, "augmentation")
-    augmentation = instantiate(node)
+    augmentation = build(OmegaConf.to_container(node, resolve=True))
     assert isinstance(augmentation, Augmentation)
     assert augmentation.name == OPTIONS[option]
     assert augmentation.embedding_level == option.endswith("_cutoff")
@@ -90,8 +91,8 @@ def test_augmentation_yaml_is_valid_and_instantiates(option: str) -> None:
 
 def test_none_and_dropout_leave_text_unchanged() -> None:
     rng = random.Random(0)
-    assert Augmentation().augment_text(SENTENCES, rng) == SENTENCES
-    assert Dropout().augment_text(SENTENCES, rng) == SENTENCES
+    assert Augmentation(AugmentationSpec()).augment_text(SENTENCES, rng) == SENTENCES
+    assert Dropout(DropoutSpec()).augment_text(SENTENCES, rng) == SENTENCES
 
 
 # ----- SimCSE's word operations -------------------------------------------------------------------
@@ -99,7 +100,7 @@ def test_none_and_dropout_leave_text_unchanged() -> None:
 def test_crop_keeps_one_contiguous_span_of_the_right_length(rate: float) -> None:
     rng = random.Random(1)
     for _ in range(50):
-        (out,) = Crop(rate).augment_text([" ".join(WORDS)], rng)
+        (out,) = Crop(yaml_spec("augmentation", "crop", rate=rate)).augment_text([" ".join(WORDS)], rng)
         kept = out.split()
         assert len(kept) == len(WORDS) - int(rate * len(WORDS) + 0.5)
         starts = [i for i in range(len(WORDS)) if WORDS[i : i + len(kept)] == kept]
@@ -110,7 +111,7 @@ def test_crop_keeps_one_contiguous_span_of_the_right_length(rate: float) -> None
 def test_word_deletion_deletes_the_right_number_and_keeps_order(rate: float) -> None:
     rng = random.Random(2)
     for _ in range(50):
-        (out,) = WordDeletion(rate).augment_text([" ".join(WORDS)], rng)
+        (out,) = WordDeletion(yaml_spec("augmentation", "word_deletion", rate=rate)).augment_text([" ".join(WORDS)], rng)
         kept = out.split()
         assert len(kept) == len(WORDS) - int(rate * len(WORDS) + 0.5)
         assert is_subsequence(kept, WORDS)
@@ -119,13 +120,18 @@ def test_word_deletion_deletes_the_right_number_and_keeps_order(rate: float) -> 
 def test_delete_one_word_removes_exactly_one() -> None:
     rng = random.Random(3)
     for _ in range(30):
-        (out,) = DeleteOneWord().augment_text([" ".join(WORDS)], rng)
+        (out,) = DeleteOneWord(yaml_spec("augmentation", "delete_one_word")).augment_text([" ".join(WORDS)], rng)
         assert len(out.split()) == len(WORDS) - 1 and is_subsequence(out.split(), WORDS)
 
 
 @pytest.mark.parametrize(
     "augmentation",
-    [Crop(0.9), WordDeletion(0.99), DeleteOneWord(), RandomDeletion(0.99)],
+    [
+        Crop(yaml_spec("augmentation", "crop", rate=0.9)),
+        WordDeletion(yaml_spec("augmentation", "word_deletion", rate=0.99)),
+        DeleteOneWord(yaml_spec("augmentation", "delete_one_word")),
+        RandomDeletion(yaml_spec("augmentation", "eda_delete", alpha=0.99)),
+    ],
     ids=lambda a: a.name,
 )
 def test_deletions_never_empty_a_sentence(augmentation) -> None:
@@ -140,13 +146,10 @@ def test_deletions_never_empty_a_sentence(augmentation) -> None:
         assert out[3] == "Hello"  # one word: nothing to remove
 
 
-@pytest.mark.parametrize(
-    ("cls", "key"),
-    [(Crop, "augmentation.rate"), (WordDeletion, "augmentation.rate"), (RandomSwap, "augmentation.alpha")],
-)
-def test_bad_rates_name_their_key(cls, key: str) -> None:
-    with pytest.raises(ValueError, match=f"{key}: must be in"):
-        cls(1.5)
+@pytest.mark.parametrize(("option", "key"), [("crop", "rate"), ("word_deletion", "rate"), ("eda_swap", "alpha")])
+def test_bad_rates_name_their_key(option: str, key: str) -> None:
+    with pytest.raises(ValueError, match=f"augmentation.{key}: must be in"):
+        yaml_spec("augmentation", option, **{key: 1.5})
 
 
 # ----- EDA ----------------------------------------------------------------------------------------
@@ -200,7 +203,7 @@ def test_synonym_replacement_changes_at_most_n_words_into_their_synonyms(lexicon
 def test_synonym_replacement_with_alpha_zero_replaces_one_word(lexicon) -> None:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    aug = SynonymReplacement(alpha=0.0)
+    aug = SynonymReplacement(yaml_spec("augmentation", "eda_synonym", alpha=0.0))
     aug.setup(None, "")
     words = SENTENCES[1].split()
     for seed in range(10):
@@ -249,13 +252,13 @@ def test_random_deletion_is_a_subsequence_with_rate_p() -> None:
 
 
 TEXT_AUGMENTATIONS = [
-    Crop(0.2),
-    WordDeletion(0.2),
-    DeleteOneWord(),
-    SynonymReplacement(0.2),
-    RandomInsertion(0.2),
-    RandomSwap(0.2),
-    RandomDeletion(0.2),
+    Crop(yaml_spec("augmentation", "crop", rate=0.2)),
+    WordDeletion(yaml_spec("augmentation", "word_deletion", rate=0.2)),
+    DeleteOneWord(yaml_spec("augmentation", "delete_one_word")),
+    SynonymReplacement(yaml_spec("augmentation", "eda_synonym", alpha=0.2)),
+    RandomInsertion(yaml_spec("augmentation", "eda_insert", alpha=0.2)),
+    RandomSwap(yaml_spec("augmentation", "eda_swap", alpha=0.2)),
+    RandomDeletion(yaml_spec("augmentation", "eda_delete", alpha=0.2)),
 ]
 
 
@@ -274,8 +277,10 @@ def test_text_augmentations_are_deterministic_under_a_seed(augmentation) -> None
 def test_synonym_choices_do_not_depend_on_string_hashing() -> None:
     code = (
         "import random; from cl_bench.augment.eda import SynonymReplacement, RandomInsertion;"
+        "from cl_bench.augment.specs import RandomInsertionSpec, SynonymReplacementSpec;"
         "s=['A quick brown dog runs across the big green park', 'The old man plays his guitar'];"
-        "print(SynonymReplacement(0.3).augment_text(s, random.Random(0)), RandomInsertion(0.3).augment_text(s, random.Random(0)))"
+        "print(SynonymReplacement(SynonymReplacementSpec(alpha=0.3)).augment_text(s, random.Random(0)),"
+        " RandomInsertion(RandomInsertionSpec(alpha=0.3)).augment_text(s, random.Random(0)))"
     )
     outputs = {
         subprocess.run(

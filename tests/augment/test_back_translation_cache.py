@@ -9,6 +9,7 @@ import pytest
 
 from cl_bench.augment import back_translation
 from cl_bench.augment.back_translation import BackTranslation, BackTranslationUnavailable
+from cl_bench.config.catalog import yaml_spec
 
 
 class FakeTranslator:
@@ -43,7 +44,8 @@ def fake_models(monkeypatch: pytest.MonkeyPatch) -> Translated:
 
 
 def _augmentation(corpus: Path, cache_dir: Path, **kwargs: object) -> BackTranslation:
-    augmentation = BackTranslation(corpus_file=str(corpus), cache_dir=str(cache_dir), **kwargs)
+    changes = {"limit": None, **kwargs, "corpus_file": str(corpus), "cache_dir": str(cache_dir)}
+    augmentation = BackTranslation(yaml_spec("augmentation", "back_translation", **changes))
     augmentation.setup(None, "")
     return augmentation
 

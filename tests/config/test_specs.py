@@ -9,10 +9,11 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
-from cl_bench.augment.base import rewrites_text
+from cl_bench.augment.base import Augmentation
 from cl_bench.config import catalog
 from cl_bench.specs import AugmentationSpec, LossSpec, MethodSpec, registered, spec_for
 
@@ -49,9 +50,9 @@ def test_the_spec_modules_import_no_heavy_package() -> None:
 def test_every_option_has_a_spec_whose_keys_are_its_yamls_and_its_targets() -> None:
     """Every ``method=``/``loss=``/``augmentation=`` option's ``_target_`` has a spec of its group; the spec's keys are
     the YAML's settings (their types are checked by composition:
-    :func:`test_every_builtin_option_extends_its_specs_schema_so_composition_types_it`); the target takes exactly those keys (a method and an augmentation
-    as constructor keywords besides the method's context; a loss as keyword-only arguments besides the inputs a
-    method passes, :attr:`LossSpec.inputs`)."""
+    :func:`test_every_builtin_option_extends_its_specs_schema_so_composition_types_it`); the target takes exactly those
+    keys (a method as constructor keywords besides the method's context; a loss as keyword-only arguments besides the
+    inputs a method passes, :attr:`LossSpec.inputs`), or its spec (an augmentation)."""
     bases = {"method": MethodSpec, "loss": LossSpec, "augmentation": AugmentationSpec}
 
     for group, base in bases.items():
@@ -64,18 +65,22 @@ def test_every_option_has_a_spec_whose_keys_are_its_yamls_and_its_targets() -> N
             if group == "loss":
                 taken = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
                 assert taken == set(keys) | spec.inputs, (name, taken ^ (set(keys) | spec.inputs))
+            elif group == "augmentation":  # it receives its spec, typed with its spec class
+                assert [p.name for p in params] == ["spec"], (name, params)
+                assert typing.get_type_hints(_imported(target))["spec"] is spec, name
             else:
                 taken = {p.name for p in params if p.name not in ("self", "context")}
                 assert taken == set(keys), (group, name, taken ^ set(keys))
 
 
 def test_augmentation_specs_say_what_their_classes_do() -> None:
-    """An augmentation's spec says what its class does: its name, whether it rewrites text, whether it edits
-    embeddings."""
+    """An augmentation's spec says what its class does: its option's name, whether it rewrites text (its class
+    overrides ``augment_text``), whether it edits embeddings (its class overrides ``augment_inputs``)."""
     for name, (target, _) in _options("augmentation").items():
         spec, cls = spec_for(target), _imported(target)
-        assert (spec.name, spec.rewrites_text, spec.embedding_level) == \
-            (cls.name, rewrites_text(cls), cls.embedding_level), name
+        assert (spec.name, spec.rewrites_text, spec.embedding_level) == (
+            name, cls.augment_text is not Augmentation.augment_text, cls.augment_inputs is not Augmentation.augment_inputs
+        ), name
 
 
 def test_a_spec_is_registered_by_its_target_once() -> None:

@@ -10,7 +10,9 @@ import random
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import mlflow
 import pytest
@@ -23,14 +25,17 @@ from cl_bench.augment.back_translation import BackTranslation, BackTranslationUn
 from cl_bench.augment.base import Augmentation, Dropout
 from cl_bench.augment.cutoff import TokenCutoff
 from cl_bench.augment.eda import RandomDeletion
+from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.cert import CERT
 from cl_bench.methods.specs import CERTSpec
 from cl_bench.models.encoder import build_encoder
+from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
 
 STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg")
@@ -65,20 +70,27 @@ def run_cl_bench(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[dict[
     return results, metrics
 
 
+@dataclass(kw_only=True)
+class SuffixSpec(AugmentationSpec):
+    name: ClassVar[str] = "suffix"
+
+
 class SuffixAugmentation(Augmentation):
     """A deterministic text augmentation: appends a word (so views are recognisable)."""
-
-    name = "suffix"
 
     def augment_text(self, sentences: Sequence[str], rng: random.Random) -> list[str]:
         return [f"{s} again" for s in sentences]
 
 
+@dataclass(kw_only=True)
+class ZeroEmbeddingsSpec(AugmentationSpec):
+    name: ClassVar[str] = "zero"
+    rewrites_text: ClassVar[bool] = False
+    embedding_level: ClassVar[bool] = True
+
+
 class ZeroEmbeddings(Augmentation):
     """An embedding-level augmentation that zeroes every token embedding."""
-
-    name = "zero"
-    embedding_level = True
 
     def augment_embeddings(self, embeddings, attention_mask, special_tokens_mask, generator):
         return torch.zeros_like(embeddings)
@@ -88,7 +100,7 @@ def make_cert(tiny_bert, augmentation: Augmentation | None = None, tau: float = 
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", max_length=16)
     loss = functools.partial(queue_info_nce, tau=tau)
-    context = MethodContext(encoder=encoder, loss=loss, augmentation=augmentation or Dropout(),
+    context = MethodContext(encoder=encoder, loss=loss, augmentation=augmentation or Dropout(DropoutSpec()),
                             model_name_or_path=str(tiny_bert), max_length=16, seed=1)
     return CERT(context, **kwargs)
 
@@ -164,16 +176,16 @@ def test_keys_are_enqueued_after_the_loss(tiny_bert) -> None:
 
 
 def test_views_key_is_the_augmentation_and_query_optionally(tiny_bert) -> None:
-    method = make_cert(tiny_bert, augmentation=SuffixAugmentation(), queue_size=4)
+    method = make_cert(tiny_bert, augmentation=SuffixAugmentation(SuffixSpec()), queue_size=4)
     query, key = method.make_views(SENTENCES[:2])
     assert query == SENTENCES[:2] and key == [f"{s} again" for s in SENTENCES[:2]]
-    both = make_cert(tiny_bert, augmentation=SuffixAugmentation(), queue_size=4, augment_query=True)
+    both = make_cert(tiny_bert, augmentation=SuffixAugmentation(SuffixSpec()), queue_size=4, augment_query=True)
     query, key = both.make_views(SENTENCES[:2])
     assert query == key == [f"{s} again" for s in SENTENCES[:2]]
 
 
 def test_embedding_level_augmentation_changes_only_the_key(tiny_bert) -> None:
-    method = make_cert(tiny_bert, augmentation=ZeroEmbeddings(), queue_size=4)
+    method = make_cert(tiny_bert, augmentation=ZeroEmbeddings(ZeroEmbeddingsSpec()), queue_size=4)
     method.eval()  # no dropout: any difference comes from the augmentation
     with torch.no_grad():
         plain = method.key_encoder(method.tokenize(SENTENCES[:2]))
@@ -210,19 +222,22 @@ def test_back_translation_paraphrase_file_gives_the_keys(tiny_bert, tmp_path) ->
     corpus.write_text("\n".join(SENTENCES[:4]) + "\n")
     paraphrases = tmp_path / "paraphrases.txt"
     paraphrases.write_text("\n".join(f"{s} , retold" for s in SENTENCES[:4]) + "\n")
-    augmentation = BackTranslation(source="file", paraphrase_file=str(paraphrases), corpus_file=str(corpus))
+    augmentation = BackTranslation(yaml_spec("augmentation", "back_translation", source="file", limit=None,
+                                            paraphrase_file=str(paraphrases), corpus_file=str(corpus)))
     method = make_cert(tiny_bert, augmentation=augmentation, queue_size=8)
     augmentation.setup(method.encoder, str(tiny_bert))
     query, key = method.make_views(SENTENCES[:3])
     assert query == SENTENCES[:3] and key == [f"{s} , retold" for s in SENTENCES[:3]]
     method.train()
     assert math.isfinite(method.training_step(SENTENCES[:4])["loss"].item())
-    missing = BackTranslation(source="file", paraphrase_file=str(tmp_path / "absent.txt"), corpus_file=str(corpus))
+    missing = BackTranslation(yaml_spec("augmentation", "back_translation", source="file", limit=None,
+                                         paraphrase_file=str(tmp_path / "absent.txt"), corpus_file=str(corpus)))
     with pytest.raises(DataFileError, match="augmentation.paraphrase_file: file not found"):
         missing.setup(method.encoder, str(tiny_bert))
 
 
-@pytest.mark.parametrize("augmentation", [TokenCutoff(rate=0.3), RandomDeletion(alpha=0.3)])
+@pytest.mark.parametrize("augmentation", [TokenCutoff(yaml_spec("augmentation", "token_cutoff", rate=0.3)),
+                                          RandomDeletion(yaml_spec("augmentation", "eda_delete", alpha=0.3))])
 def test_cutoff_and_eda_keys_train(tiny_bert, augmentation: Augmentation) -> None:
     method = make_cert(tiny_bert, augmentation=augmentation, queue_size=8)
     method.train()

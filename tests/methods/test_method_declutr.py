@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
 from cl_bench.augment.base import Dropout
+from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.documents import Document, read_documents
@@ -60,7 +61,7 @@ def sentence_doc(sentence: str, n: int, doc_id: str) -> Document:
 def make_declutr(tiny_bert, **kwargs) -> DeCLUTR:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="avg", max_length=64)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(),
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()),
                             model_name_or_path=str(tiny_bert), max_length=64, seed=3)
     return DeCLUTR(context, **kwargs)
 

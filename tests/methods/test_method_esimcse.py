@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.augment.word_repetition import WordRepetition, repeat_tokens, repeat_words
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE
@@ -56,7 +57,7 @@ def test_bpe_rule_doubles_tokens_never_cls_or_sep() -> None:
 def _method(tiny_bert, neg_size: int = 6, momentum: float = 0.9, dup_type: str = "bpe",
             momentum_start: str = "pretrained") -> ESimCSE:
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, mlp_only_train=True, max_length=16)
-    augmentation = WordRepetition(dup_rate=0.32, dup_type=dup_type)
+    augmentation = WordRepetition(yaml_spec("augmentation", "word_repetition", dup_rate=0.32, dup_type=dup_type))
     augmentation.setup(encoder, str(tiny_bert))
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=augmentation,
                             model_name_or_path=str(tiny_bert), seed=3)

@@ -14,6 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
+from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.data.nli import read_nli_triples
@@ -36,7 +37,7 @@ def _method(tiny_bert: Path, alpha: float = 1.0, mlm_weight: float = 0.0, **kwar
     context = MethodContext(
         encoder=encoder,
         loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=alpha),
-        augmentation=Dropout(),
+        augmentation=Dropout(DropoutSpec()),
         model_name_or_path=str(tiny_bert),
     )
     return SupervisedSimCSE(context, mlm_weight=mlm_weight, **kwargs)

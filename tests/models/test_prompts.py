@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from conftest import minilm_path
 
 from cl_bench.augment.negation import Negation, negate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.sncse import sncse_loss
 from cl_bench.methods.base import MethodContext, tokenize_groups
 from cl_bench.models.encoder import build_encoder
@@ -271,11 +272,11 @@ def test_negation_rules_by_hand() -> None:
 def test_negation_file_and_fallback(tmp_path: Path) -> None:
     path = tmp_path / "neg.txt"
     path.write_text(json.dumps(["The dog runs .", "The dog does not run ."]) + "\n")
-    negation = Negation(source="file", file=str(path))
+    negation = Negation(yaml_spec("augmentation", "negation", source="file", file=str(path)))
     assert negation.augment_text(["The dog runs .", "A cat"], random.Random(0)) == [
         "The dog does not run .", "Not A cat"]
     with pytest.raises(ValueError, match="^augmentation.file:"):
-        Negation(source="file", file=str(tmp_path / "missing.txt"))
+        yaml_spec("augmentation", "negation", source="file", file=str(tmp_path / "missing.txt"))
 
 
 def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
@@ -283,7 +284,8 @@ def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     from cl_bench.methods.sncse import SNCSE
 
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0, max_length=16)
-    method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(), max_length=16))
+    method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(yaml_spec("augmentation", "negation")),
+                                   max_length=16))
     long = "one two three four five six seven eight nine ten"
     views = method.prepare(["A man is playing", long], random.Random(0))
     rows = [tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]) for ids in views.features["input_ids"]]

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from cl_bench.augment.base import Dropout
-from cl_bench.augment.specs import MLMReplaceSpec
+from cl_bench.augment.specs import DropoutSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -32,7 +33,7 @@ HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int_
 def _simcse(tiny_bert: Path, tau: float = 0.05, seed: int = 0) -> SimCSE:
     torch.manual_seed(seed)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, max_length=16, mlp_only_train=True)
-    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=tau), augmentation=Dropout()))
+    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=tau), augmentation=Dropout(DropoutSpec())))
 
 
 def _stepper(method: SimCSE, defer: bool, fused: bool = True) -> TrainStep:
@@ -226,6 +227,7 @@ def test_a_model_running_augmentation_keeps_auto_workers_at_zero(tiny_bert: Path
 
     trainer = _trainer(tiny_bert, data_dir, tmp_path)
     trainer.device = torch.device("cuda")
-    assert MLMReplaceSpec(probability=0.15, mlm_model=None, top_k=100, batch_size=64).runs_model_in_training()
-    trainer.method.augmentation = MLMReplace.__new__(MLMReplace)  # its class decides; nothing of it runs here
+    augmentation = MLMReplace(yaml_spec("augmentation", "mlm_replace"))  # not set up: nothing of it runs here
+    assert augmentation.spec.runs_model_in_training()  # its spec decides
+    trainer.method.augmentation = augmentation
     assert trainer.data_workers() == 0

@@ -20,6 +20,7 @@ import torch.multiprocessing as mp
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
+from cl_bench.augment.specs import DropoutSpec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
@@ -51,7 +52,7 @@ def _build(tiny_bert: str, method_name: str, loss_fn: object) -> torch.nn.Module
     torch.manual_seed(0)  # identical initial weights (the MLP head and CERT's queue are freshly initialised)
     encoder = build_encoder(tiny_bert, pooler="cls", dropout=0.0, max_length=16, mlp_only_train=True)
     # what cl_bench.train.loop.build_method does: the loss sees the global batch under torchrun
-    context = MethodContext(encoder=encoder, loss=distributed.gather_loss(loss_fn), augmentation=Dropout())
+    context = MethodContext(encoder=encoder, loss=distributed.gather_loss(loss_fn), augmentation=Dropout(DropoutSpec()))
     if method_name == "cert":
         return CERT(context, queue_size=12, projection_dim=8)
     return SimCSE(context) if method_name == "simcse" else SupervisedSimCSE(context)
