@@ -48,20 +48,6 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     check_composed(cfg)
 
 
-def check_declared_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
-    """The job's checks on a single run's composed config (:func:`check_composed`), before torch; a command line with
-    Hydra flags, a multirun and one that does not compose are left to :func:`check_command`'s other checks and Hydra.
-
-    Raises:
-        ConfigError: the first rejection of the job's checks before model and data, in its words.
-    """
-    if any(arg.startswith("-") for arg in argv):
-        return
-    cfg = _composed(list(argv), conf_dir)
-    if isinstance(cfg, DictConfig) and "MULTIRUN" not in str(cfg.hydra.get("mode")):
-        check_composed(cfg)
-
-
 def _composed(argv: list[str], conf_dir: Path) -> DictConfig | Exception:
     """The job's config (with its ``hydra`` node), or why it does not compose (a sweep's values, a bad key)."""
     from hydra import compose, initialize_config_dir

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.config import ConfigError, catalog, register_schemas, use_recorded_pooling, validate
 from cl_bench.config.catalog import CONF_DIR
-from cl_bench.config.early_checks import check_declared_choices
+from cl_bench.config.early_checks import check_command
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 register_schemas()  # as cl_bench.commands.cli does on import: config.yaml extends the schema
@@ -34,7 +34,7 @@ def _job(cfg: Any) -> str | None:
 
 def _command_line_answer(argv: list[str]) -> str | None:
     try:
-        check_declared_choices(argv)
+        check_command(argv)
     except ConfigError as err:
         return str(err)
     return None
@@ -61,7 +61,7 @@ def test_the_early_answer_is_the_jobs_or_none(argv: list[str]) -> None:
     files (DiffCSE's generator on the hub) or the hardware (bf16)."""
     cfg = _composed(argv)
     if "MULTIRUN" in str(cfg.hydra.get("mode")):
-        assert check_declared_choices(argv) is None, argv  # a sweep preset: each job is checked by the sweep callback
+        assert check_command(argv) is None, argv  # a sweep preset: each job is checked by the sweep callback
         return
     early, job = _command_line_answer(argv), _job(cfg)
     assert early == job or (early is None and ("cannot load" in str(job) or "bf16" in str(job))), (argv, early, job)

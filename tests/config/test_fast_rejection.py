@@ -270,7 +270,7 @@ DECLARED_REJECTED = [
                                                "with a text augmentation; use augmentation=negation (SNCSE's)"),
     (["method=cert", "method.mochi_hardest=5"], "cl-bench: error: method.mochi_hardest: has no effect on this run: MoCHi is "
                                                 "off (method.mochi_synthetic = method.mochi_query_mixed = 0)"),
-    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd: must be in [0, 1], got 2"),
+    (["loss=mixcse", "loss.lambd=2"], "cl-bench: error: loss.lambd: must be in [0, 1], got 2.0"),
     (["augmentation=word_repetition", "augmentation.dup_type=x"],
      "cl-bench: error: augmentation.dup_type: unknown 'x'; valid: bpe, word"),
     (["augmentation=negation", "augmentation.source=x"], "cl-bench: error: augmentation.source: unknown 'x'; valid: rules, file"),
@@ -375,13 +375,23 @@ def test_offline_missing_model_and_data_answer_before_torch_as_the_job(tmp_path:
 @pytest.mark.parametrize("argv", [["method=sbert", "loss=cosent"], ["method=sg_opt"], ["method=promptbert", "loss=infonce"],
                                   ["method=simcse", "augmentation=eda_delete", "pooler=avg"],
                                   ["-m", "method=sbert", "augmentation=eda_delete"],  # a sweep: each job judges itself
-                                  ["experiment=ablation_tau", "loss=sg_opt"]])      # a multirun preset: the same
+                                  ["experiment=ablation_tau", "pooler=avg"]])        # a multirun preset: the same
 def test_declared_checks_pass_what_the_job_decides(argv: list[str]) -> None:
     """A command whose first fault is none of the early checks' gets no early answer (a local model that loads and a
     corpus that is there: its backbone options and the rest are the job's)."""
-    from cl_bench.config.early_checks import check_declared_choices
+    from cl_bench.config.early_checks import check_command
 
-    check_declared_choices([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
+    check_command([*argv, f"model.name_or_path={MINILM}", "data=wiki1m_head"])
+
+
+def test_a_preset_key_the_chosen_option_lacks_is_rejected_before_the_sweep() -> None:
+    """A multirun preset that sets a key of its own loss (``loss.hard_negative_alpha`` of InfoNCE), with another loss
+    chosen on the command line: the option's schema rejects it at composition, one line naming the key and the preset,
+    before any job runs (every job would have rejected it)."""
+    from cl_bench.config.early_checks import check_command
+
+    with pytest.raises(ConfigError, match=r"^loss\.hard_negative_alpha: unknown key \(set in experiment/simcse_sup_bert\)"):
+        check_command(["experiment=ablation_tau", "loss=sg_opt"])
 
 
 USER_CHECKED = USER_METHOD + '''
