@@ -1364,10 +1364,8 @@ def setting_lines(table: AblationTable) -> list[str]:
     if differ:
         lines.append(f"WARNING: {', '.join(differ)} differ from the paper's run: the paper column is a reference "
                      "point, not a figure these runs should reach.")
-    repeats = []
-    for point in table.points.to_dict("records"):
-        if point["runs"] > point["seeds"]:
-            repeats.append(f"{point['point']} ({point['runs']} runs, {point['seeds']} distinct seeds)")
+    repeats = [f"{point['point']} ({point['runs']} runs, {point['seeds']} distinct seeds)"
+               for point in table.points.to_dict("records") if point["runs"] > point["seeds"]]
     if repeats:
         lines.append("Repeated seeds are one replicate (their runs averaged first): " + "; ".join(repeats) + ".")
     return lines

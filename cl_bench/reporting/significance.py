@@ -125,8 +125,7 @@ def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[s
     if not a or not b:
         raise ValueError("each side needs at least one run's pair scores")
     parts, keys, group, gold = [], [], [], []
-    sys_a: list[list[np.ndarray]] = [[] for _ in a]
-    sys_b: list[list[np.ndarray]] = [[] for _ in b]
+    systems: list[list[np.ndarray]] = [[] for _ in (*a, *b)]  # side A's runs, then side B's
     for t, task in enumerate(tasks):
         names = list(a[0][task])
         parts.append(names)
@@ -138,12 +137,11 @@ def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[s
             keys.append((t, p))
             group.append(np.full(len(reference), len(keys) - 1))
             gold.append(reference)
-            for i, side in enumerate(a):
-                sys_a[i].append(side[task][part][0])
-            for i, side in enumerate(b):
-                sys_b[i].append(side[task][part][0])
+            for i, side in enumerate((*a, *b)):
+                systems[i].append(side[task][part][0])
+    joined = [np.concatenate(x) for x in systems]
     return _Flat(list(tasks), parts, np.concatenate(group), keys, np.concatenate(gold),
-                 [np.concatenate(x) for x in sys_a], [np.concatenate(x) for x in sys_b])
+                 joined[: len(a)], joined[len(a) :])
 
 
 def _centred_ranks(values: np.ndarray) -> np.ndarray:
