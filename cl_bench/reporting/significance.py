@@ -392,17 +392,13 @@ def seed_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     undefined there: :func:`welch_reason` says so).
     """
     _, _, result = _welch_result(a, b)
-    if result is not None:
-        return float(result.statistic), float(result.pvalue)
-    return math.nan, math.nan
+    return (math.nan, math.nan) if result is None else (float(result.statistic), float(result.pvalue))
 
 
 def welch_reason(a: Sequence[float], b: Sequence[float]) -> str:
     """Why :func:`seed_test` gives no p: ``one seed`` or :data:`ZERO_VARIANCE`; empty when it gives one."""
     a_, b_, result = _welch_result(a, b)
-    if result is not None:
-        return ""
-    return "one seed" if len(a_) < 2 or len(b_) < 2 else ZERO_VARIANCE
+    return "" if result is not None else "one seed" if len(a_) < 2 or len(b_) < 2 else ZERO_VARIANCE
 
 
 def _welch_result(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float], Any]:
