@@ -105,14 +105,6 @@ def senteval_snli_split(path: str | Path) -> str | None:
     return match.group("split") if match else None
 
 
-def _own_split(path: Path) -> str:
-    """:func:`senteval_snli_split` of a file that must be one (else a one-line error naming it)."""
-    split = senteval_snli_split(path)
-    if split is None:
-        raise DataFileError(f"{path}: not a SentEval SNLI file (expected s1.<split>[.gz] or s2.<split>[.gz])")
-    return split
-
-
 def read_snli_senteval_sentences(path: str | Path, splits: Sequence[str] | None = None) -> list[str]:
     """Read the premises and hypotheses of SentEval's SNLI files, in file order.
 
@@ -129,7 +121,9 @@ def read_snli_senteval_sentences(path: str | Path, splits: Sequence[str] | None 
         DataFileError: ``path`` is not a SentEval SNLI file, or a split file is missing or empty.
     """
     path = Path(path)
-    own_split = _own_split(path)
+    own_split = senteval_snli_split(path)
+    if own_split is None:
+        raise DataFileError(f"{path}: not a SentEval SNLI file (expected s1.<split>[.gz] or s2.<split>[.gz])")
     gz = path.name.endswith(".gz")
     sentences: list[str] = []
     for split in splits or [own_split]:
@@ -200,7 +194,9 @@ def read_snli_senteval_pairs(
             different lengths (naming the file and line).
     """
     path = Path(path)
-    own_split = _own_split(path)
+    own_split = senteval_snli_split(path)
+    if own_split is None:
+        raise DataFileError(f"{path}: not a SentEval SNLI file (expected s1.<split>[.gz] or s2.<split>[.gz])")
     gz = ".gz" if path.name.endswith(".gz") else ""
     pairs: list[tuple[str, str, int]] = []
     for split in splits or [own_split]:
