@@ -53,11 +53,8 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     values = np.asarray(pvalues, dtype=float)
     adjusted = np.full(values.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(values))
-    m = len(tested)
-    running = 0.0
-    for rank, index in enumerate(tested[np.argsort(values[tested], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * values[index]))
-        adjusted[index] = running
+    order = tested[np.argsort(values[tested], kind="stable")]  # ascending p; rank r scaled by (m - r)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((len(order) - np.arange(len(order))) * values[order]))
     return adjusted
 
 
