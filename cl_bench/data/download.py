@@ -767,14 +767,11 @@ def verify(root: str | Path, only: Iterable[str] | None = None, manifest: dict[s
             else:
                 lines.append(f"absent    {name} (optional) — get it: {fix}")
             continue
-        for result in corrupt:
-            problems.append(f"{result.path}: corrupt ({result.detail}) — fix: {fix}")
-            lines.append(f"CORRUPT   {result.path}: {result.detail} — fix: {fix}")
-        for result in missing:
-            problems.append(f"{result.path}: missing — fix: {fix}")
-            lines.append(f"MISSING   {result.path} — fix: {fix}")
-        for result in unverified:
-            lines.append(f"unverified {result.path}: {result.detail}")
+        problems += [f"{r.path}: corrupt ({r.detail}) — fix: {fix}" for r in corrupt]
+        problems += [f"{r.path}: missing — fix: {fix}" for r in missing]
+        lines += [f"CORRUPT   {r.path}: {r.detail} — fix: {fix}" for r in corrupt]
+        lines += [f"MISSING   {r.path} — fix: {fix}" for r in missing]
+        lines += [f"unverified {r.path}: {r.detail}" for r in unverified]
         if not corrupt and not missing:
             verified = sum(r.state == "ok" for r in results)
             lines.append(f"ok        {name}: {verified}/{len(results)} files verified")
