@@ -132,8 +132,7 @@ def method_pages() -> dict[str, str]:
         page = [HEADER + f"# {method_title(name)} (`method={name}`)\n", f"{row['summary']}\n"]
         page.extend(_run_it(name, its_presets))
         if doc:
-            page.append("## What it does\n")
-            page.append(f"{doc}\n")
+            page += ["## What it does\n", f"{doc}\n"]
         page.append("## In cl-bench\n")
         page.append(f"- Python: `{node.get('_target_')}`; config: `{_conf_rel(path)}`")
         for field, label in (("uses", "config groups it uses"), ("default_loss", "default `loss=`"),
@@ -143,18 +142,15 @@ def method_pages() -> dict[str, str]:
         page.append("- every method also uses `dropout`, `batch_size`, `seed`, `model.*`, `data`, `train.*`, "
                     "`eval.*`\n")
         if class_doc:
-            page.append("### The method class\n")
-            page.append(textwrap.indent(class_doc, "    ") + "\n")
-        page.append(f"### `conf/method/{name}.yaml`\n")
-        page.append("```yaml\n" + path.read_text().strip() + "\n```\n")
+            page += ["### The method class\n", textwrap.indent(class_doc, "    ") + "\n"]
+        page += [f"### `conf/method/{name}.yaml`\n", "```yaml\n" + path.read_text().strip() + "\n```\n"]
         page.append("## Its recipe: the presets\n")
         if its_presets:
             page.append("Each preset's header names the paper, the official code and what differs "
                         "(see also [Recipes as the official code ran them](recipes.md)).\n")
             for preset in its_presets:
                 ppath = catalog.options("experiment")[preset]
-                page.append(f"### `experiment={preset}`\n")
-                page.append("```yaml\n" + ppath.read_text().strip() + "\n```\n")
+                page += [f"### `experiment={preset}`\n", "```yaml\n" + ppath.read_text().strip() + "\n```\n"]
         else:
             page.append("No experiment preset selects this method; its defaults above are its recipe "
                         "(see [Recipes as the official code ran them](recipes.md)).\n")
@@ -348,13 +344,12 @@ def presets_page() -> str:
              "`data=`, `eval=` and `experiment=` options; the experiment presets are the papers' recipes and "
              "ablation grids ([Reproducing the papers](../reproducing.md)).\n"]
     for group, title in (("experiment", "Experiment presets"), ("data", "Data"), ("eval", "Evaluation presets")):
-        parts.append(f"## {title} (`{group}=`)\n")
-        parts.append("| option | what |\n|---|---|")
+        parts += [f"## {title} (`{group}=`)\n", "| option | what |\n|---|---|"]
         parts.append("\n".join(f"| [`{name}`](#{_anchor(name)}) | {_cell(catalog.summary_line(path))} |"
                                for name, path in catalog.options(group).items()) + "\n")
         for name, path in catalog.options(group).items():
-            parts.append(f"### `{group}={name}` {{#{_anchor(name)}}}\n")
-            parts.append("```yaml\n" + path.read_text().strip() + "\n```\n")
+            parts += [f"### `{group}={name}` {{#{_anchor(name)}}}\n",
+                      "```yaml\n" + path.read_text().strip() + "\n```\n"]
     return "\n".join(parts)
 
 

@@ -302,12 +302,8 @@ def _group_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
             continue
         low = key.lower()
         task = metric_task(low.removeprefix("best_"))
-        if low.startswith("mteb"):
-            groups["MTEB"][key] = float(value)
-        elif task is not None:
-            groups[sections[task.kind]][key] = float(value)
-        else:
-            groups["Other"][key] = float(value)
+        group = "MTEB" if low.startswith("mteb") else sections[task.kind] if task is not None else "Other"
+        groups[group][key] = float(value)
     return groups
 
 
@@ -316,9 +312,7 @@ def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, 
     for key in ("method", "loss", "augmentation"):
         node = config.get(key)
         if isinstance(node, dict):
-            for name, value in node.items():
-                if name != "_partial_":
-                    rows[f"{key}.{name}"] = value
+            rows.update({f"{key}.{name}": value for name, value in node.items() if name != "_partial_"})
     for section, names in (
         ("model", ("name_or_path", "max_length", "bidirectional", "attn_implementation", "lora")),
         ("pooler", ("name", "mlp_only_train", "first_layer")),
@@ -332,12 +326,10 @@ def _hyperparameters(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, 
     lora = rows.pop("model.lora", None)
     if isinstance(lora, dict) and int(lora.get("r") or 0) > 0:  # LoRA rows only for a LoRA run
         rows.update({f"model.lora.{k}": v for k, v in lora.items()})
-    for name in ("batch_size", "dropout", "seed"):
-        if name in config:
-            rows[name] = config[name]
-    for name, value in meta.items():  # SentenceEncoder.save's extra_meta: step, selection score
-        if name not in ("pooler", "mlp_only_train", "first_layer", "max_length"):
-            rows[f"checkpoint.{name}"] = value
+    rows.update({name: config[name] for name in ("batch_size", "dropout", "seed") if name in config})
+    # SentenceEncoder.save's extra_meta: step, selection score
+    rows.update({f"checkpoint.{name}": value for name, value in meta.items()
+                 if name not in ("pooler", "mlp_only_train", "first_layer", "max_length")})
     return rows
 
 

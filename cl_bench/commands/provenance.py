@@ -67,13 +67,11 @@ class FileHashes:
         entry = self.entries.get(key)
         if entry and entry.get("size") == info.st_size and entry.get("mtime_ns") == info.st_mtime_ns:
             return str(entry["sha256"])
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        self.entries[key] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest.hexdigest()}
+        from cl_bench.data.fetch import sha256_file
+
+        self.entries[key] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": sha256_file(path)}
         self.changed = True
-        return digest.hexdigest()
+        return str(self.entries[key]["sha256"])
 
     def save(self) -> None:
         """Write the cache (atomically: parallel sweep jobs may write it at once; the last one wins, which loses

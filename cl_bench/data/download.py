@@ -101,12 +101,8 @@ def _count_csv_rows(path: Path) -> int:
 def read_record(root: Path) -> dict[str, Any]:
     """The root's record of checksums measured at download time (empty when none)."""
     path = root / RECORD_FILE
-    if not path.is_file():
-        return {"files": {}, "downloads": {}}
-    record = json.loads(path.read_text(encoding="utf-8"))
-    record.setdefault("files", {})
-    record.setdefault("downloads", {})
-    return record
+    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return {"files": {}, "downloads": {}, **found}
 
 
 def _write_record(root: Path, record: dict[str, Any]) -> None:
@@ -454,10 +450,7 @@ def _download_archive_source(ctx: _Context, source: dict[str, Any]) -> None:
         written += extract_archive(archive, ctx.root, source["extract"])
         if not ctx.keep_downloads:
             archive.unlink()
-    missing = [
-        rel for rel in source["yields"]
-        if not ctx.manifest["files"].get(rel, {}).get("optional") and not (ctx.root / rel).is_file()
-    ]
+    missing = _absent(ctx.root, source, ctx.manifest)
     _check_outputs(ctx, source, written)
     if missing:
         raise DataDownloadError(
@@ -500,6 +493,15 @@ def _build_derived_source(ctx: _Context, source: dict[str, Any]) -> None:
     else:
         raise DataDownloadError(f"manifest: source {source['name']}: unknown build step '{build['step']}'")
     _check_outputs(ctx, source, [target])
+
+
+#: how each kind of manifest source is fetched or built
+_FETCHERS: dict[str, Callable[[_Context, dict[str, Any]], None]] = {
+    "file": _download_file_source,
+    "archive": _download_archive_source,
+    "concat_gzip": _download_concat_source,
+    "derived": _build_derived_source,
+}
 
 
 def download(
@@ -555,16 +557,9 @@ def download(
             continue
         log(f"{name}: {source['description']}")
         try:
-            if source["kind"] == "file":
-                _download_file_source(ctx, source)
-            elif source["kind"] == "archive":
-                _download_archive_source(ctx, source)
-            elif source["kind"] == "concat_gzip":
-                _download_concat_source(ctx, source)
-            elif source["kind"] == "derived":
-                _build_derived_source(ctx, source)
-            else:
+            if source["kind"] not in _FETCHERS:
                 raise DataDownloadError(f"manifest: source {name}: unknown kind '{source['kind']}'")
+            _FETCHERS[source["kind"]](ctx, source)
         except OfflineError as err:
             pending = [s for s in selected[index:] if not _yields_ok(root, s, manifest, ctx.record)]
             places = [f"  {s['name']}: {line}" for s in pending for line in _manual_places(s, root, ctx.overrides)]
@@ -772,14 +767,11 @@ def verify(root: str | Path, only: Iterable[str] | None = None, manifest: dict[s
             else:
                 lines.append(f"absent    {name} (optional) — get it: {fix}")
             continue
-        for result in corrupt:
-            problems.append(f"{result.path}: corrupt ({result.detail}) — fix: {fix}")
-            lines.append(f"CORRUPT   {result.path}: {result.detail} — fix: {fix}")
-        for result in missing:
-            problems.append(f"{result.path}: missing — fix: {fix}")
-            lines.append(f"MISSING   {result.path} — fix: {fix}")
-        for result in unverified:
-            lines.append(f"unverified {result.path}: {result.detail}")
+        problems += [f"{r.path}: corrupt ({r.detail}) — fix: {fix}" for r in corrupt]
+        problems += [f"{r.path}: missing — fix: {fix}" for r in missing]
+        lines += [f"CORRUPT   {r.path}: {r.detail} — fix: {fix}" for r in corrupt]
+        lines += [f"MISSING   {r.path} — fix: {fix}" for r in missing]
+        lines += [f"unverified {r.path}: {r.detail}" for r in unverified]
         if not corrupt and not missing:
             verified = sum(r.state == "ok" for r in results)
             lines.append(f"ok        {name}: {verified}/{len(results)} files verified")
@@ -876,15 +868,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_mine(args)
     root = args.data_dir or default_data_dir()
     try:
-        if args.command == "download":
+        if args.command == "download":  # then verify what it fetched
             download(
                 root, args.only, args.force, _parse_overrides(args.url), args.retries,
                 progress=not args.no_progress, keep_downloads=args.keep_downloads, timeout=args.timeout,
             )
-            report = verify(root, args.only)
-            print("\n".join(report.lines))
-            return 0 if report.ok else 1
-        if args.command == "verify":
+        if args.command in ("download", "verify"):
             report = verify(root, args.only)
             print("\n".join(report.lines))
             return 0 if report.ok else 1

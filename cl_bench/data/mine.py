@@ -22,7 +22,6 @@ counts, the output's sha256 and faiss's version.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -32,6 +31,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from cl_bench.data.fetch import sha256_file
 
 if TYPE_CHECKING:
     import torch
@@ -71,15 +72,6 @@ class MineOptions:
             raise MineError(f"--num-negatives: must be >= 1, got {self.num_negatives}")
         if self.batch_size < 1:
             raise MineError(f"--batch-size: must be >= 1, got {self.batch_size}")
-
-
-def sha256(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _normalized(x: np.ndarray) -> np.ndarray:
@@ -229,9 +221,9 @@ def mine_file(
     out = Path(out)
     write_triples(triples, out)
     record = {
-        "input": str(Path(input_file).resolve()), "input_sha256": sha256(input_file), "input_rows": len(pairs),
+        "input": str(Path(input_file).resolve()), "input_sha256": sha256_file(input_file), "input_rows": len(pairs),
         "encoder": model, "pooler": pooler, "max_length": max_length, "cross_encoder": cross_encoder, "device": str(on),
-        "options": asdict(options), "limit": limit, "output": str(out.resolve()), "output_sha256": sha256(out),
+        "options": asdict(options), "limit": limit, "output": str(out.resolve()), "output_sha256": sha256_file(out),
         "output_rows": len(triples), "anchors_without_negative": len(pairs) - len({t[0:2] for t in triples}),
         "nearest_neighbours": f"faiss {faiss.__version__} IndexFlatIP (exact cosine)",
     }

@@ -23,7 +23,6 @@ on are applied by :mod:`cl_bench.eval.transfer`. Malformed lines raise
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +81,8 @@ def join_words(text: str) -> str:
 
 
 def _decode(path: Path, encoding: str) -> str:
-    """The whole file decoded; a decoding error names the file and line."""
+    """The whole file decoded, line ends untouched (``open(..., newline="")``); a decoding error names the file
+    and line."""
     if not path.is_file():
         raise DataFileError(f"{path}: file not found")
     raw = path.read_bytes()
@@ -93,28 +93,18 @@ def _decode(path: Path, encoding: str) -> str:
         raise DataFileError(f"{path}:{line_no}: not valid {encoding} ({err.reason} at byte {err.start})") from err
 
 
-def _read_text(path: Path, encoding: str) -> str:
-    """File text with line ends untouched (``open(..., newline="")``)."""
-    return _decode(path, encoding)
-
-
 def _read_lines(path: Path, encoding: str) -> list[str]:
     """File lines as ``for line in io.open(path)`` yields them (universal newlines), ends kept."""
     return list(io.StringIO(_decode(path, encoding), newline=None))
 
 
-def _float(value: str, path: Path, line_no: int, what: str) -> float:
+def _number(value: str, kind: type[float] | type[int], path: Path, line_no: int, what: str) -> float:
+    """``kind(value)`` (float or int); a bad value names the file, the line and ``what`` it is."""
     try:
-        return float(value)
+        return kind(value)
     except ValueError as err:
-        raise DataFileError(f"{path}:{line_no}: {what} {value!r} is not a number") from err
-
-
-def _int(value: str, path: Path, line_no: int, what: str) -> int:
-    try:
-        return int(value)
-    except ValueError as err:
-        raise DataFileError(f"{path}:{line_no}: {what} {value!r} is not an integer") from err
+        expected = "a number" if kind is float else "an integer"
+        raise DataFileError(f"{path}:{line_no}: {what} {value!r} is not {expected}") from err
 
 
 def _columns(line: str, path: Path, line_no: int, needed: int) -> list[str]:
@@ -153,8 +143,8 @@ def read_sts_pair_files(input_path: str | Path, gold_path: str | Path) -> Scored
         The scored pairs in file order.
     """
     input_path, gold_path = Path(input_path), Path(gold_path)
-    input_lines = _read_text(input_path, "utf-8").splitlines()
-    gold_lines = _read_text(gold_path, "utf-8").splitlines()
+    input_lines = _decode(input_path, "utf-8").splitlines()
+    gold_lines = _decode(gold_path, "utf-8").splitlines()
     if len(input_lines) != len(gold_lines):
         raise DataFileError(
             f"{gold_path}: {len(gold_lines)} lines, but {input_path.name} has {len(input_lines)}"
@@ -172,49 +162,42 @@ def read_sts_pair_files(input_path: str | Path, gold_path: str | Path) -> Scored
             )
         sent1.append(join_words(fields[0]))
         sent2.append(join_words(fields[1]))
-        gold.append(_float(score, gold_path, line_no, "gold score"))
+        gold.append(_number(score, float, gold_path, line_no, "gold score"))
     if not gold:
         raise DataFileError(f"{gold_path}: no scored pair")
     return ScoredPairs(tuple(sent1), tuple(sent2), np.asarray(gold, dtype=np.float64))
 
 
-def read_sts_year(folder: str | Path, subsets: Sequence[str]) -> dict[str, ScoredPairs]:
-    """Read the given sub-datasets of one STS year, keyed by sub-dataset name."""
-    return {subset: read_sts_subset(folder, subset) for subset in subsets}
+def _tab_pairs(
+    path: Path, header: bool, needed: int, first: int, second: int, value: int, kind: type[float] | type[int], what: str
+) -> tuple[tuple[str, ...], tuple[str, ...], list[float]]:
+    """The sentence pairs (columns ``first`` and ``second``) and values (column ``value``, parsed as ``kind``)
+    of a UTF-8 tab-separated file read line by line; ``header``: its first line is a header row."""
+    sent1: list[str] = []
+    sent2: list[str] = []
+    values: list[float] = []
+    for line_no, line in enumerate(_read_lines(path, "utf-8"), start=1):
+        if header and line_no == 1:  # header row (MRPC's starts with a BOM in the distributed files)
+            continue
+        fields = _columns(line, path, line_no, needed)
+        sent1.append(join_words(fields[first]))
+        sent2.append(join_words(fields[second]))
+        values.append(_number(fields[value], kind, path, line_no, what))
+    if not values:
+        raise DataFileError(f"{path}: no pair")
+    return tuple(sent1), tuple(sent2), values
 
 
 def read_stsb_split(path: str | Path) -> ScoredPairs:
     """Read an STS Benchmark ``sts-{train,dev,test}.csv`` (score in column 4, sentences in 5 and 6)."""
-    path = Path(path)
-    sent1: list[str] = []
-    sent2: list[str] = []
-    gold: list[float] = []
-    for line_no, line in enumerate(_read_lines(path, "utf-8"), start=1):
-        fields = _columns(line, path, line_no, 7)
-        sent1.append(join_words(fields[5]))
-        sent2.append(join_words(fields[6]))
-        gold.append(_float(fields[4], path, line_no, "score"))
-    if not gold:
-        raise DataFileError(f"{path}: no pair")
-    return ScoredPairs(tuple(sent1), tuple(sent2), np.asarray(gold, dtype=np.float64))
+    sent1, sent2, gold = _tab_pairs(Path(path), False, 7, 5, 6, 4, float, "score")
+    return ScoredPairs(sent1, sent2, np.asarray(gold, dtype=np.float64))
 
 
 def read_sick_split(path: str | Path) -> ScoredPairs:
     """Read a SICK ``SICK_{train,trial,test_annotated}.txt`` (header row; relatedness in column 3)."""
-    path = Path(path)
-    sent1: list[str] = []
-    sent2: list[str] = []
-    gold: list[float] = []
-    for line_no, line in enumerate(_read_lines(path, "utf-8"), start=1):
-        if line_no == 1:  # header row
-            continue
-        fields = _columns(line, path, line_no, 4)
-        sent1.append(join_words(fields[1]))
-        sent2.append(join_words(fields[2]))
-        gold.append(_float(fields[3], path, line_no, "relatedness score"))
-    if not gold:
-        raise DataFileError(f"{path}: no pair")
-    return ScoredPairs(tuple(sent1), tuple(sent2), np.asarray(gold, dtype=np.float64))
+    sent1, sent2, gold = _tab_pairs(Path(path), True, 4, 1, 2, 3, float, "relatedness score")
+    return ScoredPairs(sent1, sent2, np.asarray(gold, dtype=np.float64))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,7 +206,7 @@ def read_sick_split(path: str | Path) -> ScoredPairs:
 def read_latin1_samples(path: str | Path) -> list[str]:
     """Read an MR/CR/SUBJ/MPQA file: latin-1, ``str.splitlines()`` (which also splits at 0x85)."""
     path = Path(path)
-    samples = [join_words(line) for line in _read_text(path, "latin-1").splitlines()]
+    samples = [join_words(line) for line in _decode(path, "latin-1").splitlines()]
     if not samples:
         raise DataFileError(f"{path}: empty file")
     return samples
@@ -248,7 +231,7 @@ def read_sst_split(path: str | Path) -> LabeledTexts:
     for line_no, line in enumerate(_read_lines(path, "utf-8"), start=1):
         fields = _columns(line, path, line_no, 2)
         texts.append(join_words(fields[0]))
-        labels.append(_int(fields[1], path, line_no, "label"))
+        labels.append(_number(fields[1], int, path, line_no, "label"))
     if not labels:
         raise DataFileError(f"{path}: empty file")
     return LabeledTexts(tuple(texts), np.asarray(labels, dtype=np.int64))
@@ -280,17 +263,5 @@ def read_trec_file(path: str | Path) -> LabeledTexts:
 
 def read_mrpc_file(path: str | Path) -> LabeledPairs:
     """Read an MRPC ``msr_paraphrase_{train,test}.txt`` (header row; label, id, id, sentence, sentence)."""
-    path = Path(path)
-    sent1: list[str] = []
-    sent2: list[str] = []
-    labels: list[int] = []
-    for line_no, line in enumerate(_read_lines(path, "utf-8"), start=1):
-        if line_no == 1:  # header row (starts with a BOM in the distributed files)
-            continue
-        fields = _columns(line, path, line_no, 5)
-        sent1.append(join_words(fields[3]))
-        sent2.append(join_words(fields[4]))
-        labels.append(_int(fields[0], path, line_no, "label"))
-    if not labels:
-        raise DataFileError(f"{path}: no pair")
-    return LabeledPairs(tuple(sent1), tuple(sent2), np.asarray(labels, dtype=np.int64))
+    sent1, sent2, labels = _tab_pairs(Path(path), True, 5, 3, 4, 0, int, "label")
+    return LabeledPairs(sent1, sent2, np.asarray(labels, dtype=np.int64))

@@ -175,12 +175,8 @@ class Glow(nn.Module):
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
         """Map (N, dim) latents back to inputs (the exact inverse of :meth:`forward`)."""
-        sizes = [w // 2 for w in self.widths[:-1]]
-        factored, start = [], 0
-        for size in sizes:
-            factored.append(z[:, start : start + size])
-            start += size
-        x = z[:, start:]
+        sizes = [w // 2 for w in self.widths[:-1]]  # the halves factored out at each level, in order
+        *factored, x = torch.split(z, [*sizes, z.shape[1] - sum(sizes)], dim=1)
         for index in reversed(range(len(self.levels))):
             if index < len(self.levels) - 1:
                 x = torch.cat([x, factored[index]], dim=1)

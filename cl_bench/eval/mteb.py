@@ -68,8 +68,7 @@ class MTEBUnavailableError(RuntimeError):
 
 
 def _strip(name: str) -> str:
-    name = str(name)
-    return name[len(MTEB_PREFIX) :] if name.startswith(MTEB_PREFIX) else name
+    return str(name).removeprefix(MTEB_PREFIX)
 
 
 def _mteb() -> Any:

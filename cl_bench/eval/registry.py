@@ -186,13 +186,9 @@ def is_mteb_task(name: str) -> bool:
 
 def split_tasks(tasks: Iterable[str]) -> tuple[list[str], list[str]]:
     """Separate ``eval.tasks`` into cl-bench's own entries and MTEB task names (prefix removed)."""
-    own, mteb_names = [], []
-    for name in tasks:
-        if is_mteb_task(name):
-            mteb_names.append(str(name)[len(MTEB_PREFIX) :])
-        else:
-            own.append(name)
-    return own, mteb_names
+    tasks = list(tasks)
+    own = [name for name in tasks if not is_mteb_task(name)]
+    return own, [str(name).removeprefix(MTEB_PREFIX) for name in tasks if is_mteb_task(name)]
 
 
 def complete_averages(results: Mapping[str, float]) -> dict[str, float]:
@@ -220,10 +216,8 @@ def table_rows() -> list[tuple[tuple[str, str], ...]]:
 
 def metric_task(key: str) -> EvalTask | None:
     """The task a metric key belongs to (its name, ``<name>_...``, or an average it enters), else None."""
-    for task in TASKS.values():
-        if key == task.name or key.startswith(f"{task.name}_") or key in task.averages:
-            return task
-    return None
+    return next((task for task in TASKS.values()
+                 if key == task.name or key.startswith(f"{task.name}_") or key in task.averages), None)
 
 
 # ------------------------------------------------------------------------------------------------

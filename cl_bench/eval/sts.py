@@ -29,7 +29,7 @@ from sklearn.metrics.pairwise import paired_euclidean_distances, paired_manhatta
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval.geometry import cosine_rows
 from cl_bench.eval.postprocess import PostProcess
-from cl_bench.eval.registry import ScoreOptions, get_task, load_task, score_task, task_sentences
+from cl_bench.eval.registry import ScoreOptions, get_task, load_task, task_sentences
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -183,38 +183,13 @@ def score_sts_splits(
         ``name`` (test) and ``<name>_dev`` (dev), for the splits given.
     """
     system = _cosines(parts, embed, options.postprocess)
-    if options.pair_scores is not None:  # the test split is the task's figure; dev is <name>_dev
-        for split, key in (("test", name), ("dev", f"{name}_dev")):
-            if split in parts:
-                options.pair_scores[key] = {split: (system[split], parts[split].gold)}
     results = {}
-    if "test" in parts:
-        results[name] = spearman100(system["test"], parts["test"].gold)
-    if "dev" in parts:
-        results[f"{name}_dev"] = spearman100(system["dev"], parts["dev"].gold)
+    for split, key in (("test", name), ("dev", f"{name}_dev")):  # the test split is the task's figure
+        if split in parts:
+            results[key] = spearman100(system[split], parts[split].gold)
+            if options.pair_scores is not None:
+                options.pair_scores[key] = {split: (system[split], parts[split].gold)}
     return results
-
-
-def score_sts_task(
-    task: str,
-    parts: dict[str, ScoredPairs],
-    embed: Embed,
-    postprocess: PostProcess | None = None,
-) -> dict[str, float]:
-    """Score one registered STS task with embeddings from ``embed``.
-
-    Args:
-        task: the task name (key prefix).
-        parts: from :func:`load_sts_task` (for ``stsb``/``sickr`` any of train/dev/test).
-        embed: maps sentences to (N, H) embeddings (an :class:`~cl_bench.eval.embed.EmbeddingTable`).
-        postprocess: whitening or flow, fitted on all ``parts`` (None: raw embeddings).
-
-    Returns:
-        Flat metrics (see the module docstring for the keys).
-    """
-    if get_task(task).kind != "sts":
-        raise ValueError(f"not an STS task: '{task}'")
-    return score_task(task, parts, embed, ScoreOptions(postprocess))
 
 
 # ------------------------------------------------------------------------------------------------

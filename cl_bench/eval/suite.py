@@ -163,14 +163,9 @@ def encoding_flags(settings: EncodingSettings) -> dict[str, float]:
     They go to results.json and MLflow beside the figures they qualify (absent = torch / fp32); an
     encoder that is not a :class:`~cl_bench.models.encoder.SentenceEncoder` ignores both options.
     """
-    flags: dict[str, float] = {}
-    if "onnx" in settings.backends_used:
-        flags["eval_onnx"] = 1.0
-    if "bf16" in settings.precisions_used:
-        flags["eval_bf16"] = 1.0
-    if "tf32" in settings.precisions_used:
-        flags["eval_tf32"] = 1.0
-    return flags
+    ran = {"eval_onnx": "onnx" in settings.backends_used, "eval_bf16": "bf16" in settings.precisions_used,
+           "eval_tf32": "tf32" in settings.precisions_used}
+    return {flag: 1.0 for flag, used in ran.items() if used}
 
 
 #: Length-sorted batches timed for the final evaluation's cost estimate (the 7 STS tasks: 224 batches of 128).

@@ -45,8 +45,6 @@ AUTO_CUDA_PRECISION = "bf16"
 AUTO_MAX_STS_DELTA = 0.05
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
-#: Environment variable naming the cache folder when ``eval.cache_dir`` is not set.
-
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,8 @@ _LAYOUT_FIELDS = 6
 
 def split_template(prompt: str) -> tuple[str, str]:
     """``(prefix, suffix)`` of a prompt: around ``[X]``, or the whole prompt as a prefix."""
-    if SENTENCE_SLOT in prompt:
-        prefix, suffix = prompt.split(SENTENCE_SLOT, 1)
-        return prefix, suffix
-    return prompt, ""
+    prefix, _, suffix = prompt.partition(SENTENCE_SLOT)
+    return prefix, suffix
 
 
 def check_prompt(prompt: str, key: str, pooler: str | None = None) -> None:

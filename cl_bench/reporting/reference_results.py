@@ -109,10 +109,8 @@ class AblationSpec:
 
     def point_of(self, run: Mapping[str, Any]) -> Point | None:
         """The table row the run reproduces, or None when it matches none."""
-        for point in self.points:
-            if all(values_equal(run_value(run, k, self.assume), v) for k, v in point.match.items()):
-                return point
-        return None
+        return next((point for point in self.points
+                     if all(values_equal(run_value(run, k, self.assume), v) for k, v in point.match.items())), None)
 
     def other_label(self, run: Mapping[str, Any]) -> str:
         """A label for a run that matches no row: its values of the table's keys."""
@@ -160,16 +158,11 @@ def _spec(name: str, node: Any, where_from: str) -> AblationSpec:
         points.append(Point(str(point["label"]), dict(point["match"]), None if paper is None else float(paper)))
     return AblationSpec(
         name=name,
-        title=str(node["title"]),
-        source=str(node["source"]),
-        paper_setting=str(node["paper_setting"]),
-        paper_metric=str(node["paper_metric"]),
+        **{key: str(node[key]) for key in ("title", "source", "paper_setting", "paper_metric")},
         experiments=tuple(str(e) for e in node["experiments"]),
         metrics=tuple(str(m) for m in node["metrics"]),
         points=tuple(points),
-        where=dict(node.get("where") or {}),
-        assume=dict(node.get("assume") or {}),
-        paper_run=dict(node.get("paper_run") or {}),
+        **{key: dict(node.get(key) or {}) for key in ("where", "assume", "paper_run")},
     )
 
 

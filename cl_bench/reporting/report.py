@@ -1021,10 +1021,8 @@ def write_report(
     if truncation is not None:
         files.append(truncation)
         lines += ["## Score against embedding dimension", "", f"![score vs dimension]({truncation.name})", ""]
-    placed_in: dict[str, list[str]] = {run_id: [] for run_id in sweep.runs["run_id"]}
-    placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
-    for run_id in placed["run_id"]:
-        placed_in[run_id].append("sweep")
+    placed = set(sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]["run_id"])
+    placed_in: dict[str, list[str]] = {run_id: ["sweep"] if run_id in placed else [] for run_id in sweep.runs["run_id"]}
     for table in tables:
         spec = table.spec
         csv_path = out / f"{spec.name}.csv"
@@ -1056,12 +1054,8 @@ def write_report(
     if scatter is not None:
         files.append(scatter)
         lines += ["## Alignment and uniformity", "", f"![alignment vs uniformity]({scatter.name})", ""]
-    unplaced = {}
-    for run in sweep.runs.to_dict("records"):
-        if run["status"] != "FINISHED":
-            unplaced[run["run_name"]] = f"status {run['status']}"
-        elif math.isnan(run["value"]):
-            unplaced[run["run_name"]] = f"no {sweep.metric} metric"
+    unplaced = {run["run_name"]: f"status {run['status']}" if run["status"] != "FINISHED" else f"no {sweep.metric} metric"
+                for run in sweep.runs.to_dict("records") if run["status"] != "FINISHED" or math.isnan(run["value"])}
     lines += ["## Runs not in a table", ""]
     lines += [f"- {name}: {why}" for name, why in unplaced.items()] or ["None: every run is in the sweep table."]
     if len(unplotted):
@@ -1364,10 +1358,8 @@ def setting_lines(table: AblationTable) -> list[str]:
     if differ:
         lines.append(f"WARNING: {', '.join(differ)} differ from the paper's run: the paper column is a reference "
                      "point, not a figure these runs should reach.")
-    repeats = []
-    for point in table.points.to_dict("records"):
-        if point["runs"] > point["seeds"]:
-            repeats.append(f"{point['point']} ({point['runs']} runs, {point['seeds']} distinct seeds)")
+    repeats = [f"{point['point']} ({point['runs']} runs, {point['seeds']} distinct seeds)"
+               for point in table.points.to_dict("records") if point["runs"] > point["seeds"]]
     if repeats:
         lines.append("Repeated seeds are one replicate (their runs averaged first): " + "; ".join(repeats) + ".")
     return lines

@@ -53,11 +53,8 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     values = np.asarray(pvalues, dtype=float)
     adjusted = np.full(values.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(values))
-    m = len(tested)
-    running = 0.0
-    for rank, index in enumerate(tested[np.argsort(values[tested], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * values[index]))
-        adjusted[index] = running
+    order = tested[np.argsort(values[tested], kind="stable")]  # ascending p; rank r scaled by (m - r)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((len(order) - np.arange(len(order))) * values[order]))
     return adjusted
 
 
@@ -125,8 +122,7 @@ def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[s
     if not a or not b:
         raise ValueError("each side needs at least one run's pair scores")
     parts, keys, group, gold = [], [], [], []
-    sys_a: list[list[np.ndarray]] = [[] for _ in a]
-    sys_b: list[list[np.ndarray]] = [[] for _ in b]
+    systems: list[list[np.ndarray]] = [[] for _ in (*a, *b)]  # side A's runs, then side B's
     for t, task in enumerate(tasks):
         names = list(a[0][task])
         parts.append(names)
@@ -138,12 +134,11 @@ def _flatten(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[s
             keys.append((t, p))
             group.append(np.full(len(reference), len(keys) - 1))
             gold.append(reference)
-            for i, side in enumerate(a):
-                sys_a[i].append(side[task][part][0])
-            for i, side in enumerate(b):
-                sys_b[i].append(side[task][part][0])
+            for i, side in enumerate((*a, *b)):
+                systems[i].append(side[task][part][0])
+    joined = [np.concatenate(x) for x in systems]
     return _Flat(list(tasks), parts, np.concatenate(group), keys, np.concatenate(gold),
-                 [np.concatenate(x) for x in sys_a], [np.concatenate(x) for x in sys_b])
+                 joined[: len(a)], joined[len(a) :])
 
 
 def _centred_ranks(values: np.ndarray) -> np.ndarray:
@@ -394,17 +389,13 @@ def seed_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     undefined there: :func:`welch_reason` says so).
     """
     _, _, result = _welch_result(a, b)
-    if result is not None:
-        return float(result.statistic), float(result.pvalue)
-    return math.nan, math.nan
+    return (math.nan, math.nan) if result is None else (float(result.statistic), float(result.pvalue))
 
 
 def welch_reason(a: Sequence[float], b: Sequence[float]) -> str:
     """Why :func:`seed_test` gives no p: ``one seed`` or :data:`ZERO_VARIANCE`; empty when it gives one."""
     a_, b_, result = _welch_result(a, b)
-    if result is not None:
-        return ""
-    return "one seed" if len(a_) < 2 or len(b_) < 2 else ZERO_VARIANCE
+    return "" if result is not None else "one seed" if len(a_) < 2 or len(b_) < 2 else ZERO_VARIANCE
 
 
 def _welch_result(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float], Any]:

@@ -163,9 +163,10 @@ class RunTracker:
 
         Params and tags are also written to the run directory, for ``cl-bench-sync``.
         """
+        parent_tag = {"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {}
         if not resume or not self.files.params.is_file():
             _write_json(self.files.params, flatten(params))
-            _write_json(self.files.tags, {**tags, **({"mlflow.parentRunId": self.parent_run_id} if self.parent_run_id else {})})
+            _write_json(self.files.tags, {**tags, **parent_tag})
         if not self.enabled:
             return
         mlflow = import_mlflow()
@@ -184,16 +185,11 @@ class RunTracker:
         try:
             self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
             experiment_id = ensure_experiment(self.tracking_uri, self.experiment_name)
-            run_tags = dict(tags)
-            if self.parent_run_id:
-                run_tags["mlflow.parentRunId"] = self.parent_run_id
-            if self.run_name:
-                run_tags["mlflow.runName"] = self.run_name
+            run_tags = {**tags, **parent_tag, **({"mlflow.runName": self.run_name} if self.run_name else {})}
             run = self._client.create_run(experiment_id, tags=run_tags, run_name=self.run_name)
             self.run_id = run.info.run_id
         except Exception as err:
-            self._client = None
-            self._mlflow_ok = False
+            self._client, self._mlflow_ok = None, False
             log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
             return
         self.files.run_id.write_text(self.run_id)
@@ -211,8 +207,8 @@ class RunTracker:
         self._lines_written += 1
         if self.run_id is None or not self._mlflow_ok:
             return
-        sent = self._mlflow("log_metrics", self._client.log_batch, self.run_id, metrics=metric_batch(record))
-        del sent  # log_batch returns None; failure shows in self._mlflow_ok
+        # log_batch returns None; a failure shows in self._mlflow_ok
+        self._mlflow("log_metrics", self._client.log_batch, self.run_id, metrics=metric_batch(record))
         if self._mlflow_ok:
             self._lines_sent = self._lines_written
             self.files.sent_lines.write_text(str(self._lines_sent))

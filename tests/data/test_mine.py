@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from cl_bench.data.mine import MineError, MineOptions, mine_negatives, mining_device, sha256
+from cl_bench.data.fetch import sha256_file
+from cl_bench.data.mine import MineError, MineOptions, mine_negatives, mining_device
 from cl_bench.data.nli import read_nli_triples
 
 
@@ -112,7 +113,7 @@ def test_the_command_writes_triples_and_what_mined_them(tiny_bert: Path, tiny_cr
     rows = read_nli_triples(out)
     record = json.loads((tmp_path / "mined.csv.mined.json").read_text())
     assert len(rows[0]) == 3 and len(rows) == record["output_rows"] > 0
-    assert record["input_sha256"] == sha256(source) and record["output_sha256"] == sha256(out)
+    assert record["input_sha256"] == sha256_file(source) and record["output_sha256"] == sha256_file(out)
     assert record["encoder"] == str(tiny_bert) and record["cross_encoder"] == str(tiny_cross_encoder)
     assert record["options"]["range_min"] == 1 and record["options"]["num_negatives"] == 2
     assert "faiss" in record["nearest_neighbours"] and record["input_rows"] == 24

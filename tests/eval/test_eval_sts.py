@@ -35,8 +35,8 @@ from cl_bench.eval.geometry import (
     mean_pairwise_cosine,
     uniformity,
 )
-from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS
-from cl_bench.eval.sts import aggregate_subsets, score_sts_task
+from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS, ScoreOptions, score_task
+from cl_bench.eval.sts import aggregate_subsets
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_sts_task_scores_through_cosines(tmp_path: Path) -> None:
         table[f"{name}1"] = 3.0 * np.array([cos, math.sqrt(1 - cos**2)])  # the norm must not matter
     parts = {"A": read_sts_subset(tmp_path, "A"), "B": read_sts_subset(tmp_path, "B")}
     encoder = TableEncoder(table)
-    scores = score_sts_task("sts12", parts, lambda texts: encoder.encode(texts))
+    scores = score_task("sts12", parts, lambda texts: encoder.encode(texts), ScoreOptions())
     assert scores["sts12"] == pytest.approx(100 * 14.5 / 26.5)
     assert scores["sts12_mean"] == pytest.approx(70.0)
     assert scores["sts12_wmean"] == pytest.approx(460 / 7)
