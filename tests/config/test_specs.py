@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,8 @@ def test_the_spec_modules_import_no_heavy_package() -> None:
 
 def test_every_option_has_a_spec_whose_keys_are_its_yamls_and_its_targets() -> None:
     """Every ``method=``/``loss=``/``augmentation=`` option's ``_target_`` has a spec of its group; the spec's keys are
-    the YAML's settings, typed as the YAML's values; the target takes exactly those keys (a method and an augmentation
-    as constructor keywords besides the method's context; a loss as keyword-only arguments besides the inputs a
+    the YAML's settings, typed as the YAML's values; the target takes exactly those keys (a method as its spec, after
+    its context; an augmentation as constructor keywords; a loss as keyword-only arguments besides the inputs a
     method passes, :attr:`LossSpec.inputs`)."""
     bases = {"method": MethodSpec, "loss": LossSpec, "augmentation": AugmentationSpec}
     from cl_bench.config import _type_ok
@@ -68,6 +69,9 @@ def test_every_option_has_a_spec_whose_keys_are_its_yamls_and_its_targets() -> N
             if group == "loss":
                 taken = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
                 assert taken == set(keys) | spec.inputs, (name, taken ^ (set(keys) | spec.inputs))
+            elif group == "method":  # built as Target(context, spec) by cl_bench.specs.build: the spec holds the keys
+                assert [p.name for p in params] == ["context", "spec"], (name, [p.name for p in params])
+                assert typing.get_type_hints(_imported(target).__init__)["spec"] is spec, name
             else:
                 taken = {p.name for p in params if p.name not in ("self", "context")}
                 assert taken == set(keys), (group, name, taken ^ set(keys))
