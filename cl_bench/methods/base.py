@@ -118,6 +118,11 @@ class Method(nn.Module, abc.ABC):
         #: state, so use it (or torch's global RNG) for every random choice to keep resumes exact.
         self.rng = random.Random(context.seed)
 
+    @property
+    def name(self) -> str:
+        """The name of ``conf/method/<name>.yaml`` (``method.name``), for messages and MLflow tags."""
+        return self.spec.name
+
     # ----- data -------------------------------------------------------------------------------
     def read_corpus(self, path: str) -> Sequence[Any]:
         """Read the training file into items (default: one sentence per line)."""

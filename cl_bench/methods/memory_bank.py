@@ -47,7 +47,7 @@ class MemoryBank(Method):
 
     def __init__(self, context: MethodContext, spec: MemoryBankSpec) -> None:
         super().__init__(context, spec)
-        self.tau = float(loss_keyword(context.loss, "tau", spec.name))  # the loss's temperature, for Z's estimate
+        self.tau = float(loss_keyword(context.loss, "tau", self.name))  # the loss's temperature, for Z's estimate
         self.head = nn.Linear(self.encoder.hidden_size, spec.feature_dim)
         self.register_buffer("bank", None)
         self.register_buffer("partition", torch.tensor(-1.0, dtype=torch.float64))  # < 0: not estimated yet
