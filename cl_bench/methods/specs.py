@@ -119,7 +119,9 @@ class SimCSESpec(MethodSpec):
                               "in-batch negatives, optional MLM")
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
+    #: 0: no MLM term, and no MLM head is loaded
     mlm_weight: float
+    #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
     mlm_mode: str
     #: false: the text augmentation rewrites the second view only
@@ -430,6 +432,7 @@ class PromptBERTSpec(MethodSpec):
     second_template: str | None
     denoise: bool
     prompt_period: str
+    #: true: the contradictions are the premises' hard negatives
     supervised: bool
     head: str
     denoise_eval: bool
@@ -578,7 +581,9 @@ class SupervisedSimCSESpec(MethodSpec):
 
     #: false also accepts 2-column (premise, entailment) files
     use_hard_negatives: bool
+    #: 0: no MLM term, and no MLM head is loaded
     mlm_weight: float
+    #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
     mlm_mode: str
     guide: str | None
