@@ -21,6 +21,7 @@ from _common import print_machine
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
@@ -41,7 +42,8 @@ def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     """cl-bench's SimCSE step under the given precision and compilation (the Trainer's own helpers)."""
     torch.manual_seed(0)
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=32, mlp_only_train=True)
-    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())))
+    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+                    yaml_spec("method", "simcse"))
     prepare = None
     if compiled:  # as the Trainer compiles: static shapes, batches padded to a few length buckets
         compile_encoder(method)

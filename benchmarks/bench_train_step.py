@@ -59,6 +59,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.loader import BatchLoader
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.infonce import info_nce
@@ -106,7 +107,8 @@ def cl_bench_round(model_path: str, lr: float, device: torch.device, dtype: torc
                    batches: list[list[str]], compiled: bool, workers: int) -> tuple[Round, TrainStep]:
     """cl-bench's Trainer step (:class:`TrainStep`) over the batches as its DataLoader workers prepare them."""
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=max_length, mlp_only_train=True)
-    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())))
+    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+                    yaml_spec("method", "simcse"))
     method.to(device)
     params = [p for p in method.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, **implementation(device))

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from conftest import build_tiny_bert
 
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE
@@ -44,7 +45,7 @@ def build(root: Path, start: str) -> tuple[ESimCSE, dict[str, torch.Tensor]]:
     encoder = build_encoder(str(backbone_dir), pooler="cls", dropout=0.0, mlp_only_train=True, max_length=16)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=None,
                             model_name_or_path=str(backbone_dir), seed=3)
-    method = ESimCSE(context, momentum=MOMENTUM, neg_size=NEG_SIZE).double()
+    method = ESimCSE(context, yaml_spec("method", "esimcse", momentum=MOMENTUM, neg_size=NEG_SIZE)).double()
     from transformers import AutoModel
 
     if start == "random":

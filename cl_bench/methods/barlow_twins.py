@@ -10,7 +10,6 @@ temperature. The projector is used in training only: the evaluated encoder is th
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
 import torch
 
@@ -24,26 +23,18 @@ from cl_bench.methods.base import (
     text_views,
     tokenize_groups,
 )
+from cl_bench.methods.specs import BarlowTwinsSpec
 
 
 class BarlowTwins(Method):
-    """Redundancy reduction between two views' projections.
+    """Redundancy reduction between two views' projections (its loss is ``barlow_twins``).
 
-    Args:
-        context: shared build context (its loss is ``barlow_twins``).
-        projector: output sizes of the projector's layers (official: 8192-8192-8192).
-        batch_norm: ``per_view`` (the projector's BatchNorm statistics over each view's batch, as the
-            official code and SCD) or ``joint`` (over both views stacked).
+    Keys: ``conf/method/barlow_twins.yaml`` (spec: :class:`cl_bench.methods.specs.BarlowTwinsSpec`).
     """
 
-    name = "barlow_twins"
-
-    def __init__(
-        self, context: MethodContext, projector: Sequence[int] = (8192, 8192, 8192), batch_norm: str = "per_view"
-    ) -> None:
-        super().__init__(context)
-        self.batch_norm = batch_norm
-        self.projector = mlp_head(self.encoder.hidden_size, list(projector), last_bias=False, hidden_bias=False)
+    def __init__(self, context: MethodContext, spec: BarlowTwinsSpec) -> None:
+        super().__init__(context, spec)
+        self.projector = mlp_head(self.encoder.hidden_size, spec.projector, last_bias=False, hidden_bias=False)
 
     def prepare(self, items: list[str], rng: random.Random) -> TextViews:
         """The two text views, tokenized together (in a DataLoader worker)."""
@@ -53,6 +44,6 @@ class BarlowTwins(Method):
         views = self.prepared(batch)
         n = views.size
         z = encode_views(self.encoder, self.augmentation, self.to_device(views.features), n, self.rng)
-        p = apply_head(self.projector, z, n, self.batch_norm)
+        p = apply_head(self.projector, z, n, self.spec.batch_norm)
         loss = self.loss_fn(p[:n], p[n:])
         return {"loss": loss}

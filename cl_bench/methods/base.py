@@ -1,10 +1,11 @@
 """The method interface: how a batch becomes views, which encoders and heads exist, the loss, hooks.
 
-A method is an ``nn.Module`` built by the training loop as::
+A method is an ``nn.Module`` built by the training loop from its config node and what it runs on::
 
-    method = hydra.utils.instantiate(cfg.method, context=MethodContext(...))
+    method = cl_bench.specs.build(OmegaConf.to_container(cfg.method, resolve=True), MethodContext(...))
 
-Its YAML's keys (other than ``_target_``) are the constructor's own hyperparameters.
+which calls ``Method(context, spec)``: its YAML's keys (other than ``_target_`` and ``defaults``) are the fields of
+its spec (:class:`cl_bench.specs.MethodSpec`), already checked; the method reads them as ``self.spec.<key>``.
 The loop then only calls :meth:`Method.read_corpus`, :meth:`Method.batches`,
 :meth:`Method.training_step`, :meth:`Method.on_after_step` and :meth:`Method.eval_encoder`.
 """
@@ -25,6 +26,7 @@ from torch import nn
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.data.text import read_sentences
 from cl_bench.models.encoder import SentenceEncoder
+from cl_bench.specs import MethodSpec
 from cl_bench.utils import distributed
 
 LossFn = Callable[..., torch.Tensor]
@@ -98,13 +100,16 @@ def tokenize_groups(encoder: Any, groups: Sequence[Sequence[str]]) -> TextViews:
 
 
 class Method(nn.Module, abc.ABC):
-    """Base class of all methods. Subclasses implement :meth:`training_step` at least."""
+    """Base class of all methods. Subclasses implement :meth:`training_step` at least.
 
-    #: the name used in ``conf/method/<name>.yaml`` and MLflow tags
-    name: str = "base"
+    Args:
+        context: what the method runs on (encoder, loss, augmentation, ...).
+        spec: its settings, the checked values of ``conf/method/<name>.yaml`` (``self.spec.<key>``).
+    """
 
-    def __init__(self, context: MethodContext) -> None:
+    def __init__(self, context: MethodContext, spec: MethodSpec) -> None:
         super().__init__()
+        self.spec = spec
         self.encoder = context.encoder
         self.loss_fn = context.loss
         self.augmentation = context.augmentation
@@ -112,6 +117,11 @@ class Method(nn.Module, abc.ABC):
         #: the method's python-side RNG (text augmentation, span sampling…); checkpoints save its
         #: state, so use it (or torch's global RNG) for every random choice to keep resumes exact.
         self.rng = random.Random(context.seed)
+
+    @property
+    def name(self) -> str:
+        """The name of ``conf/method/<name>.yaml`` (``method.name``), for messages and MLflow tags."""
+        return self.spec.name
 
     # ----- data -------------------------------------------------------------------------------
     def read_corpus(self, path: str) -> Sequence[Any]:
@@ -185,9 +195,9 @@ class MomentumMethod(Method):
     :attr:`pending_keys` (after the update, so keys are never their own negatives).
     """
 
-    def __init__(self, context: MethodContext, momentum: float) -> None:
-        super().__init__(context)
-        self.momentum = float(momentum)
+    def __init__(self, context: MethodContext, spec: MethodSpec) -> None:
+        super().__init__(context, spec)
+        self.momentum = float(spec.momentum)  # a momentum method's spec has the key m
         self._momentum_pairs: list[tuple[nn.Module, nn.Module]] = []
         self.pending_keys: torch.Tensor | None = None
 

@@ -13,7 +13,6 @@ Difference from the paper: the momentum m is constant (``method.momentum``, the 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
 import torch
 
@@ -27,32 +26,19 @@ from cl_bench.methods.base import (
     text_views,
     tokenize_groups,
 )
+from cl_bench.methods.specs import BYOLSpec
 
 
 class BYOL(MomentumMethod):
-    """Bootstrap Your Own Latent.
+    """Bootstrap Your Own Latent (its loss is ``byol``).
 
-    Args:
-        context: shared build context (its loss is ``byol``).
-        projection: the projector's (and predictor's) layer sizes (paper: 4096-256).
-        momentum: m of the target update (paper's base value: 0.996).
-        batch_norm: ``per_view`` (BatchNorm statistics of the projector, predictor and target
-            projector over each view's batch, as BYOL's and BSL's code) or ``joint`` (both views stacked).
+    Keys: ``conf/method/byol.yaml`` (spec: :class:`cl_bench.methods.specs.BYOLSpec`).
     """
 
-    name = "byol"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        projection: Sequence[int] = (4096, 256),
-        momentum: float = 0.996,
-        batch_norm: str = "per_view",
-    ) -> None:
-        super().__init__(context, momentum)
-        self.batch_norm = batch_norm
-        self.projector = mlp_head(self.encoder.hidden_size, list(projection))
-        self.predictor = mlp_head(int(projection[-1]), list(projection))
+    def __init__(self, context: MethodContext, spec: BYOLSpec) -> None:
+        super().__init__(context, spec)
+        self.projector = mlp_head(self.encoder.hidden_size, spec.projection)
+        self.predictor = mlp_head(int(spec.projection[-1]), spec.projection)
         # the target network: frozen copies that only follow ξ ← m·ξ + (1 − m)·θ after each step
         self.target_encoder = self.momentum_copy(self.encoder)
         self.target_projector = self.momentum_copy(self.projector)
@@ -66,7 +52,7 @@ class BYOL(MomentumMethod):
         features, n = self.to_device(views.features), views.size
         state = self.rng.getstate()  # the target sees the same cutoff choices as the online network
         online = encode_views(self.encoder, self.augmentation, features, n, self.rng)
-        head = lambda module, z: apply_head(module, z, n, self.batch_norm)  # noqa: E731
+        head = lambda module, z: apply_head(module, z, n, self.spec.batch_norm)  # noqa: E731
         predictions = head(self.predictor, head(self.projector, online))
         with torch.no_grad():
             self.rng.setstate(state)

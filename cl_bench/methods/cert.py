@@ -30,7 +30,7 @@ from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
 from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared
-from cl_bench.methods.specs import MOCHI_HARDEST
+from cl_bench.methods.specs import MOCHI_HARDEST, CERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 
 
@@ -57,42 +57,19 @@ class ProjectionHead(nn.Module):
 class CERT(MomentumMethod):
     """MoCo with a momentum key encoder and a queue of negatives; the key is an augmented sentence.
 
-    Args:
-        context: shared build context (its loss is ``loss=moco``: queue InfoNCE, ``loss.tau``).
-        queue_size: K, the number of queued negative keys (CERT: 6720).
-        momentum: m of the key-encoder update (CERT/MoCo: 0.999).
-        projection_dim: output width of the projection head (CERT/MoCo: 128).
-        mlp: MoCo-v2 MLP head (True, CERT) or a single linear layer (MoCo v1).
-        augment_query: also augment the query sentence (MoCo augments both views; CERT only the key).
-        mochi_hardest: MoCHi's N, the hardest queued keys that are mixed (None: the paper's 1024).
-        mochi_synthetic: MoCHi's s, negatives mixed from two hard keys (0 with s′ = 0: MoCHi off).
-        mochi_query_mixed: MoCHi's s′, negatives mixed from the query and one hard key.
+    Keys: ``conf/method/cert.yaml`` (spec: :class:`cl_bench.methods.specs.CERTSpec`); its loss is ``loss=moco``
+    (queue InfoNCE, ``loss.tau``).
     """
 
-    name = "cert"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        queue_size: int = 6720,
-        momentum: float = 0.999,
-        projection_dim: int = 128,
-        mlp: bool = True,
-        augment_query: bool = False,
-        mochi_hardest: int | None = None,
-        mochi_synthetic: int = 0,
-        mochi_query_mixed: int = 0,
-    ) -> None:
-        super().__init__(context, momentum)
-        self.mochi = mochi_synthetic + mochi_query_mixed > 0
-        self.mochi_hardest = MOCHI_HARDEST if mochi_hardest is None else int(mochi_hardest)
-        self.mochi_synthetic, self.mochi_query_mixed = int(mochi_synthetic), int(mochi_query_mixed)
-        self.augment_query = augment_query
-        self.head = ProjectionHead(self.encoder.hidden_size, projection_dim, mlp)
+    def __init__(self, context: MethodContext, spec: CERTSpec) -> None:
+        super().__init__(context, spec)
+        self.mochi = spec.mochi_synthetic + spec.mochi_query_mixed > 0
+        self.mochi_hardest = MOCHI_HARDEST if spec.mochi_hardest is None else spec.mochi_hardest  # null: the paper's N
+        self.head = ProjectionHead(self.encoder.hidden_size, spec.projection_dim, spec.mlp)
         # The key encoder starts as an exact copy and is only ever moved by the momentum update.
         self.key_encoder: SentenceEncoder = self.momentum_copy(self.encoder)
         self.key_head = self.momentum_copy(self.head)
-        self.init_queue(queue_size, projection_dim)
+        self.init_queue(spec.queue_size, spec.projection_dim)
 
     # ----- views ------------------------------------------------------------------------------
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
@@ -101,7 +78,7 @@ class CERT(MomentumMethod):
         aug, rng = self.augmentation, rng or self.rng
         if aug is None or aug.embedding_level:
             return list(sentences), list(sentences)
-        query = aug.augment_text(sentences, rng) if self.augment_query else list(sentences)
+        query = aug.augment_text(sentences, rng) if self.spec.augment_query else list(sentences)
         return query, aug.augment_text(sentences, rng)
 
     def prepare(self, items: list[str], rng: random.Random) -> QueryKey:
@@ -123,14 +100,14 @@ class CERT(MomentumMethod):
     # ----- training ---------------------------------------------------------------------------
     def training_step(self, batch: list[str] | QueryKey) -> dict[str, torch.Tensor]:
         views = self.prepared(batch)
-        queries = self.head(self._embed(self.encoder, views.query, self.augment_query))
+        queries = self.head(self._embed(self.encoder, views.query, self.spec.augment_query))
         with torch.no_grad():  # no gradient to keys
             keys = self.key_head(self._embed(self.key_encoder, views.key, True))
         # The queue is only written in on_after_step (after backward), so no copy is needed here.
         if self.mochi:  # MoCHi: synthetic hard negatives of each query (torch's seeded RNG)
             mixed = mix_hard_negatives(
-                queries, self.queue, num_hardest=self.mochi_hardest, num_synthetic=self.mochi_synthetic,
-                num_query_mixed=self.mochi_query_mixed,
+                queries, self.queue, num_hardest=self.mochi_hardest, num_synthetic=self.spec.mochi_synthetic,
+                num_query_mixed=self.spec.mochi_query_mixed,
             )
             loss = self.loss_fn(queries, keys, self.queue, extra_negatives=mixed)
         else:

@@ -30,12 +30,8 @@ import torch.nn.functional as F
 from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
-from cl_bench.methods.base import (
-    Method,
-    MethodContext,
-    Prepared,
-)
-from cl_bench.methods.specs import SAMPLING_STRATEGIES
+from cl_bench.methods.base import Method, MethodContext, Prepared
+from cl_bench.methods.specs import SAMPLING_STRATEGIES, DeCLUTRSpec
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -178,50 +174,22 @@ def same_document_mask(doc_index: torch.Tensor) -> torch.Tensor:
 class DeCLUTR(Method):
     """Anchor/positive spans from documents, the configured contrastive loss over them, plus MLM.
 
-    Args:
-        context: shared build context.
-        num_anchors: anchors sampled per document (several: their spans are each other's hard negatives).
-        num_positives: positives sampled per anchor, averaged into one embedding.
-        min_span_len: shortest span, in whitespace tokens (DeCLUTR: 32).
-        max_span_len: longest span, in whitespace tokens (DeCLUTR: 512); keep ``model.max_length``
-            above its subword length.
-        sampling_strategy: ``any`` (default), ``adjacent`` or ``subsuming`` positives.
-        mlm_weight: weight of the MLM loss on the masked anchors (DeCLUTR: 1; 0 = no MLM, unmasked anchors).
-        mlm_probability: fraction of anchor tokens masked.
-        doc_format: ``auto``, ``wikiextractor`` or ``plain`` (see :mod:`cl_bench.data.documents`).
+    Keys: ``conf/method/declutr.yaml`` (spec: :class:`cl_bench.methods.specs.DeCLUTRSpec`; ``doc_format``: see
+    :mod:`cl_bench.data.documents`).
     """
 
-    name = "declutr"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        num_anchors: int = 2,
-        num_positives: int = 2,
-        min_span_len: int = 32,
-        max_span_len: int = 512,
-        sampling_strategy: str = "any",
-        mlm_weight: float = 1.0,
-        mlm_probability: float = 0.15,
-        doc_format: str = "auto",
-    ) -> None:
-        super().__init__(context)
-        self.num_anchors = num_anchors
-        self.num_positives = num_positives
-        self.min_span_len = min_span_len
-        self.max_span_len = max_span_len
-        self.sampling_strategy = sampling_strategy
-        self.mlm_weight = float(mlm_weight)
-        self.doc_format = doc_format
+    def __init__(self, context: MethodContext, spec: DeCLUTRSpec) -> None:
+        super().__init__(context, spec)
         self.docs_skipped = 0
         self.docs_read = 0
-        self.mlm = MLMHead(self.encoder, context.model_name_or_path, mlm_probability) if mlm_weight > 0 else None
+        mlm = spec.mlm_weight > 0
+        self.mlm = MLMHead(self.encoder, context.model_name_or_path, spec.mlm_probability) if mlm else None
 
     # ----- data -------------------------------------------------------------------------------
     @property
     def min_tokens(self) -> int:
         """Documents with fewer whitespace tokens are skipped."""
-        return min_document_tokens(self.num_anchors, self.max_span_len)
+        return min_document_tokens(self.spec.num_anchors, self.spec.max_span_len)
 
     def keep_long_enough(self, documents: Sequence[Document]) -> list[Document]:
         """Drop (and count in ``docs_skipped``) documents too short for the configured spans."""
@@ -231,7 +199,7 @@ class DeCLUTR(Method):
         if self.docs_skipped:
             log.info(
                 "declutr: skipped %d of %d documents shorter than %d tokens (num_anchors %d × max_span_len %d × 2)",
-                self.docs_skipped, len(documents), self.min_tokens, self.num_anchors, self.max_span_len,
+                self.docs_skipped, len(documents), self.min_tokens, self.spec.num_anchors, self.spec.max_span_len,
             )
         return kept
 
@@ -241,7 +209,7 @@ class DeCLUTR(Method):
         Raises:
             DataFileError: when fewer than two documents are long enough (no in-batch negatives).
         """
-        kept = self.keep_long_enough(read_documents(path, self.context.data.get("limit"), self.doc_format))
+        kept = self.keep_long_enough(read_documents(path, self.context.data.get("limit"), self.spec.doc_format))
         if len(kept) < 2:
             raise DataFileError(
                 f"{path}: {len(kept)} of {self.docs_read} documents have >= {self.min_tokens} whitespace tokens "
@@ -264,8 +232,8 @@ class DeCLUTR(Method):
         for position, document in enumerate(documents):
             tokens = document.text.split()
             sample = sample_spans(
-                len(tokens), rng, self.num_anchors, self.num_positives,
-                self.min_span_len, self.max_span_len, self.sampling_strategy,
+                len(tokens), rng, self.spec.num_anchors, self.spec.num_positives,
+                self.spec.min_span_len, self.spec.max_span_len, self.spec.sampling_strategy,
             )
             for anchor, positives in zip(sample.anchors, sample.positives, strict=True):
                 anchor_texts.append(" ".join(tokens[anchor.start : anchor.end]))
@@ -301,13 +269,13 @@ class DeCLUTR(Method):
         positives = self.encoder(self.to_device(spans.positives))
         num_anchors = len(anchors)
         # One embedding per anchor: the mean of its positives (official: reshape + mean).
-        positives = positives.view(num_anchors, self.num_positives, -1).mean(dim=1)
+        positives = positives.view(num_anchors, self.spec.num_positives, -1).mean(dim=1)
         contrastive = self.loss_fn(anchors, positives)
         terms: dict[str, torch.Tensor] = {"loss_contrastive": contrastive}
         loss = contrastive
         if mlm_loss is not None:
             terms["loss_mlm"] = mlm_loss
-            loss = loss + self.mlm_weight * mlm_loss
+            loss = loss + self.spec.mlm_weight * mlm_loss
         with torch.no_grad():  # diagnostics: cosine to the positive, to hard and to easy negatives
             sims = cosine_logits(anchors, positives, 1.0)
             hard = same_document_mask(spans.doc_index.to(sims.device))

@@ -78,38 +78,22 @@ def replaced_token_loss(logits: torch.Tensor, replaced: torch.Tensor) -> torch.T
 class DiffCSE(Method):
     """SimCSE + a discriminator, conditioned on the sentence embedding, that detects a generator's edits.
 
-    Args:
-        context: shared build context (a pair loss: SimCSE's InfoNCE).
-        generator: a masked-LM checkpoint (hub id or local folder); None: ``model.name_or_path``.
-        lambda_weight: λ of the replaced-token-detection loss (0: no generator, no discriminator).
-        mask_ratio: fraction of tokens masked before the generator fills them.
-        projector: ``batchnorm`` (DiffCSE's ``--batchnorm`` ProjectionMLP) or ``mlp`` (SimCSE's Linear+tanh).
+    Keys: ``conf/method/diffcse.yaml`` (spec: :class:`cl_bench.methods.specs.DiffCSESpec`); a pair loss (SimCSE's
+    InfoNCE).
     """
 
-    name = "diffcse"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        generator: str | None = "distilbert-base-uncased",
-        lambda_weight: float = 0.005,
-        mask_ratio: float = 0.30,
-        projector: str = "batchnorm",
-    ) -> None:
-        super().__init__(context)
-        # the generator is loaded below, which says what is wrong with it: no hub probe here
-        DiffCSESpec.check_arguments(lambda_weight=lambda_weight, mask_ratio=mask_ratio, projector=projector, generator=None)
-        self.lambda_weight, self.mask_ratio = float(lambda_weight), float(mask_ratio)
+    def __init__(self, context: MethodContext, spec: DiffCSESpec) -> None:
+        super().__init__(context, spec)
         encoder, hidden = self.encoder, self.encoder.hidden_size
         self.projector: nn.Module | None = None
-        if encoder.pooler == "cls" and projector == "batchnorm":
+        if encoder.pooler == "cls" and spec.projector == "batchnorm":
             if not encoder.mlp_only_train:  # the saved encoder cannot hold a BatchNorm projector
                 raise ValueError("pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only "
                                  "(official --mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp")
             self.projector = BatchNormProjector(hidden)
         self.generator: nn.Module | None = None
-        if self.lambda_weight > 0:
-            self.generator = load_generator(generator or context.model_name_or_path)
+        if spec.lambda_weight > 0:
+            self.generator = load_generator(spec.generator or context.model_name_or_path)
             vocab = int(encoder.backbone.config.vocab_size)
             if int(self.generator.config.vocab_size) != vocab:
                 raise ValueError(f"method.generator: its vocabulary ({self.generator.config.vocab_size} ids) is not "
@@ -119,7 +103,7 @@ class DiffCSE(Method):
             self.electra_head = nn.Linear(hidden, 2)
             from transformers import DataCollatorForLanguageModeling
 
-            self.collator = DataCollatorForLanguageModeling(encoder.tokenizer, mlm_probability=self.mask_ratio)
+            self.collator = DataCollatorForLanguageModeling(encoder.tokenizer, mlm_probability=spec.mask_ratio)
             self._condition: torch.Tensor | None = None
             self.discriminator.embeddings.register_forward_hook(self._put_sentence_embedding)
 
@@ -178,5 +162,5 @@ class DiffCSE(Method):
         terms = {"loss": contrastive, "loss_contrastive": contrastive}
         if self.generator is not None:
             terms.update(self.electra_loss(features, z))
-            terms["loss"] = contrastive + self.lambda_weight * terms["loss_electra"]
+            terms["loss"] = contrastive + self.spec.lambda_weight * terms["loss_electra"]
         return terms

@@ -49,33 +49,23 @@ from cl_bench.utils import distributed
 class ESimCSE(MomentumMethod):
     """Word-repetition positives and a queue of momentum-encoded negatives.
 
-    Args:
-        context: shared build context (a pair loss; the queue is its ``hard_negatives`` argument).
-        momentum: m of the momentum encoder (ESimCSE run.sh: 0.995).
-        neg_size: how many past keys the queue holds (run.sh: 160 for BERT-base; 0 turns the queue off).
-        momentum_start: ``pretrained`` (the momentum encoder starts as a copy of the backbone) or ``random``
-            (re-drawn with the backbone's own weight initialisation, as the official run's; see the module docstring).
+    Keys: ``conf/method/esimcse.yaml`` (spec: :class:`cl_bench.methods.specs.ESimCSESpec`; ``momentum_start``: see
+    the module docstring); a pair loss, the queue is its ``hard_negatives`` argument.
     """
 
-    name = "esimcse"
-
-    def __init__(self, context: MethodContext, momentum: float = 0.995, neg_size: int = 160,
-                 momentum_start: str = "pretrained") -> None:
-        ESimCSESpec.check_arguments(momentum_start=momentum_start)
-        super().__init__(context, momentum)
-        self.momentum_start = momentum_start
-        self.neg_size = int(neg_size)
+    def __init__(self, context: MethodContext, spec: ESimCSESpec) -> None:
+        super().__init__(context, spec)
         self.key_backbone = None
-        if self.neg_size > 0 and distributed.is_distributed():
+        if spec.neg_size > 0 and distributed.is_distributed():
             # the loss is gathered over ranks with its hard_negatives: the (already global) queue would repeat
             raise ValueError("method.neg_size: ESimCSE's queue runs in one process (official: one GPU); "
                              "train without torchrun or set method.neg_size=0")
-        if self.neg_size > 0:
+        if spec.neg_size > 0:
             # the momentum copy of the backbone only: keys go through the online pooler and MLP, as the official
             self.key_backbone = self.momentum_copy(self.encoder.backbone)
-            if momentum_start == "random":
+            if spec.momentum_start == "random":
                 self.redraw_momentum_encoder()
-            self.init_queue(self.neg_size, self.encoder.hidden_size, start_empty=True)
+            self.init_queue(spec.neg_size, self.encoder.hidden_size, start_empty=True)
 
     @torch.no_grad()
     def redraw_momentum_encoder(self) -> None:

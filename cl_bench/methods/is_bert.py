@@ -25,14 +25,14 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences
 from cl_bench.methods.base import Method, MethodContext, Tokenized
-from cl_bench.methods.specs import ACTIVATIONS
+from cl_bench.methods.specs import ACTIVATIONS, ISBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 from cl_bench.utils.rundir import ENCODER_META_FILE
@@ -142,42 +142,23 @@ class ISBERTEncoder(SentenceEncoder):
 class ISBERT(Method):
     """IS-BERT training: JSD MI between local n-gram features and the global sentence vector.
 
-    Args:
-        context: shared build context; the encoder's backbone and tokenizer are used (the
-            configured pooler is not: the sentence vector is the CNN mean); the loss is the JSD
-            estimator (``loss=jsd``, :mod:`cl_bench.losses.jsd`).
-        kernel_sizes: CNN window sizes (paper and code: 1, 3, 5).
-        channels: channels per window size (paper and code: 256, i.e. 768 in total).
-        activation: ``relu`` after the convolutions (paper) or ``none`` (official code).
-        discriminator: T_ω — ``dot`` (official code) or ``mlp_dot`` (Deep InfoMax encode-and-dot).
-        discriminator_size: width of ``mlp_dot``'s encoders (unused by ``dot``).
-        snli_splits: when ``data.train_file`` is a SentEval SNLI file (``s1.<split>[.gz]``), the
-            splits whose premises and hypotheses are read from its directory.
+    Keys: ``conf/method/is_bert.yaml`` (spec: :class:`cl_bench.methods.specs.ISBERTSpec`). The context's encoder
+    gives its backbone and tokenizer (the configured pooler is not used: the sentence vector is the CNN mean); the
+    loss is the JSD estimator (``loss=jsd``, :mod:`cl_bench.losses.jsd`).
     """
 
-    name = "is_bert"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        kernel_sizes: list[int] | None = None,
-        channels: int = 256,
-        activation: Literal["relu", "none"] = "relu",
-        discriminator: Literal["dot", "mlp_dot"] = "dot",
-        discriminator_size: int = 512,
-        snli_splits: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(context)
+    def __init__(self, context: MethodContext, spec: ISBERTSpec) -> None:
+        super().__init__(context, spec)
         base = context.encoder
-        cnn = NGramCNN(base.hidden_size, channels, kernel_sizes or (1, 3, 5), activation)
+        cnn = NGramCNN(base.hidden_size, spec.channels, spec.kernel_sizes or (1, 3, 5), spec.activation)
         # Replaces the context encoder (and any pooler MLP it carries); the backbone is shared.
         self.encoder = ISBERTEncoder(base.backbone, base.tokenizer, cnn, base.max_length)
-        self.discriminator = EncodeAndDot(cnn.output_size, discriminator_size) if discriminator == "mlp_dot" else None
-        self.snli_splits = list(snli_splits) if snli_splits else None
+        critic = spec.discriminator == "mlp_dot"
+        self.discriminator = EncodeAndDot(cnn.output_size, spec.discriminator_size) if critic else None
 
     def read_corpus(self, path: str) -> Sequence[str]:
         """Distinct NLI sentences (SentEval SNLI files, SimCSE CSV, or one sentence per line)."""
-        return read_unlabelled_nli_sentences(path, self.snli_splits, limit=self.context.data.get("limit"))
+        return read_unlabelled_nli_sentences(path, self.spec.snli_splits or None, limit=self.context.data.get("limit"))
 
     def scores(self, local: torch.Tensor, global_: torch.Tensor) -> torch.Tensor:
         """T_ω(local_{i,t}, global_j) for all pairs: (B, T, D), (B, D) → (B, T, B)."""

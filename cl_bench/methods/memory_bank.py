@@ -28,6 +28,7 @@ from cl_bench.methods.base import (
     encode_views,
     loss_keyword,
 )
+from cl_bench.methods.specs import MemoryBankSpec
 
 
 @dataclass
@@ -39,26 +40,15 @@ class IndexedTexts(Prepared):
 
 
 class MemoryBank(Method):
-    """Non-parametric instance discrimination with a memory bank and NCE.
+    """Non-parametric instance discrimination with a memory bank and NCE (its loss is ``memory_bank``).
 
-    Args:
-        context: shared build context (its loss is ``memory_bank``).
-        feature_dim: width of the L2-normalised features and bank entries (paper: 128).
-        num_noise: M, bank entries drawn per sentence as noise (paper: 4096).
-        bank_momentum: m of the bank update (official code: 0.5).
+    Keys: ``conf/method/memory_bank.yaml`` (spec: :class:`cl_bench.methods.specs.MemoryBankSpec`).
     """
 
-    name = "memory_bank"
-
-    def __init__(
-        self, context: MethodContext, feature_dim: int = 128, num_noise: int = 4096, bank_momentum: float = 0.5
-    ) -> None:
-        super().__init__(context)
-        self.tau = float(loss_keyword(context.loss, "tau", self.name))
-        self.head = nn.Linear(self.encoder.hidden_size, feature_dim)
-        self.feature_dim = int(feature_dim)
-        self.num_noise = int(num_noise)
-        self.bank_momentum = float(bank_momentum)
+    def __init__(self, context: MethodContext, spec: MemoryBankSpec) -> None:
+        super().__init__(context, spec)
+        self.tau = float(loss_keyword(context.loss, "tau", self.name))  # the loss's temperature, for Z's estimate
+        self.head = nn.Linear(self.encoder.hidden_size, spec.feature_dim)
         self.register_buffer("bank", None)
         self.register_buffer("partition", torch.tensor(-1.0, dtype=torch.float64))  # < 0: not estimated yet
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -67,7 +57,7 @@ class MemoryBank(Method):
         """The sentences, numbered; allocates one bank row per sentence."""
         sentences = super().read_corpus(path)
         generator = torch.Generator().manual_seed(self.context.seed)
-        bank = F.normalize(torch.randn(len(sentences), self.feature_dim, generator=generator), dim=1)
+        bank = F.normalize(torch.randn(len(sentences), self.spec.feature_dim, generator=generator), dim=1)
         self.bank = bank.to(self.encoder.device)
         return list(enumerate(sentences))
 
@@ -88,7 +78,7 @@ class MemoryBank(Method):
         features = F.normalize(self.head(z), dim=1)
         num_data = self.bank.shape[0]
         positives = self.bank[index]
-        noise = self.bank[torch.randint(num_data, (len(index), self.num_noise), device=self.bank.device)]
+        noise = self.bank[torch.randint(num_data, (len(index), self.spec.num_noise), device=self.bank.device)]
         if float(self.partition) < 0:
             self.partition.fill_(estimate_partition(bank_logits(features.detach(), positives, noise, self.tau), num_data))
         loss = self.loss_fn(features, positives, noise, num_data=num_data, partition=float(self.partition))
@@ -101,6 +91,6 @@ class MemoryBank(Method):
         if self._pending is None:
             return
         index, features = self._pending
-        m = self.bank_momentum
+        m = self.spec.bank_momentum
         self.bank[index] = F.normalize(m * self.bank[index] + (1 - m) * features.to(self.bank.dtype), dim=1)
         self._pending = None

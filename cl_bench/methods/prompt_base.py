@@ -14,6 +14,7 @@ import torch
 
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.poolers import MLPHead
+from cl_bench.specs import MethodSpec
 
 
 class PromptTemplateMethod(Method):
@@ -21,12 +22,13 @@ class PromptTemplateMethod(Method):
 
     Args:
         context: shared build context.
+        spec: the method's settings.
         templates: the template of each view/column (the first one is also the evaluation prompt).
         prompt_period: the final-period rule of the official code (:data:`cl_bench.models.prompts.PERIOD_RULES`).
     """
 
-    def __init__(self, context: MethodContext, templates: list[str], prompt_period: str) -> None:
-        super().__init__(context)
+    def __init__(self, context: MethodContext, spec: MethodSpec, templates: list[str], prompt_period: str) -> None:
+        super().__init__(context, spec)
         encoder = self.encoder
         encoder.pooler = "mask"
         encoder.mlp = None  # the [MASK] pooler has no MLP at evaluation; the training MLP is self.head

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from cl_bench.data.nli import read_nli_triples
-from cl_bench.methods.base import TextViews, tokenize_groups
+from cl_bench.methods.base import MethodContext, TextViews, tokenize_groups
 from cl_bench.methods.prompt_base import PromptTemplateMethod
 from cl_bench.methods.specs import PromptBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
@@ -138,59 +138,34 @@ class PromptBERTEncoder(SentenceEncoder):
 class PromptBERT(PromptTemplateMethod):
     """Two templates as the two views, ``[MASK]`` pooling, template denoising, in-batch InfoNCE.
 
-    Args:
-        context: shared build context.
-        template: the first view's template, also the evaluation prompt.
-        second_template: the second view's template.
-        denoise: subtract each template's own ``[MASK]`` state in training (the official ``--mask_embedding_sentence_delta``).
-        prompt_period: the evaluation's final period (``promptbert``: as the official evaluation.py; ``none``).
-        supervised: rows of an NLI file (premise, entailment, contradiction), the contradictions as hard negatives.
-        head: ``mlp`` (fresh Linear+tanh, training only) or ``mlm_transform`` (the checkpoint's, kept at evaluation).
-        denoise_eval: subtract the template's own ``[MASK]`` state at evaluation too (sup-bert's eargs).
-        dev_embedding: the dev evaluation's embedding (:data:`DEV_EMBEDDINGS`): ``test`` or the official
-            trainer's (``trainer``: denoised, no period; what ``experiment=promptbert_bert`` selects on).
+    Keys: ``conf/method/promptbert.yaml`` (spec: :class:`cl_bench.methods.specs.PromptBERTSpec`; ``dev_embedding``:
+    :data:`cl_bench.methods.specs.DEV_EMBEDDINGS`).
     """
 
-    name = "promptbert"
-
-    def __init__(
-        self,
-        context: Any,
-        template: str = 'This sentence of "[X]" means [MASK].',
-        second_template: str | None = 'This sentence : "[X]" means [MASK].',
-        denoise: bool = True,
-        prompt_period: str = "promptbert",
-        supervised: bool = False,
-        head: str = "mlp",
-        denoise_eval: bool = False,
-        dev_embedding: str = "test",
-    ) -> None:
-        PromptBERTSpec.check_arguments(template=template, second_template=second_template, head=head,
-                                       dev_embedding=dev_embedding)
-        second = second_template or template
-        super().__init__(context, [template, second, second] if supervised else [template, second], prompt_period)
-        self.denoise, self.supervised, self.head_kind = denoise, supervised, head
-        if head == "mlm_transform":  # replaces the base's fresh training-only MLP
+    def __init__(self, context: MethodContext, spec: PromptBERTSpec) -> None:
+        second = spec.second_template or spec.template
+        templates = [spec.template, second, second] if spec.supervised else [spec.template, second]
+        super().__init__(context, spec, templates, spec.prompt_period)
+        if spec.head == "mlm_transform":  # replaces the base's fresh training-only MLP
             self.head = load_mlm_transform(context.model_name_or_path, self.encoder.backbone.config)
-        if head == "mlm_transform" or denoise_eval:
-            self.encoder = PromptBERTEncoder(self.encoder, self.head if head == "mlm_transform" else None,
-                                             denoise_eval)
-        self.dev_embedding = dev_embedding if denoise else "test"
+        if spec.head == "mlm_transform" or spec.denoise_eval:
+            self.encoder = PromptBERTEncoder(self.encoder, self.head if spec.head == "mlm_transform" else None,
+                                             spec.denoise_eval)
 
     def selection_encoder(self) -> SentenceEncoder:
         """``dev_embedding=trainer``: the official trainer's dev embedding over the encoder's modules (the template's
         own ``[MASK]`` state subtracted, through the kept head if any, no period); else the evaluation encoder."""
         encoder = self.eval_encoder()
-        if self.dev_embedding != "trainer":
+        if not self.spec.denoise or self.spec.dev_embedding != "trainer":  # undenoised: the test's
             return encoder
-        head = self.head if self.head_kind == "mlm_transform" else None
+        head = self.head if self.spec.head == "mlm_transform" else None
         trainer_dev = PromptBERTEncoder(encoder, head, denoise=True)
         trainer_dev.prompt_period = "none"
         return trainer_dev.train(encoder.training)  # a new module starts in training mode: take the encoder's
 
     def read_corpus(self, path: str) -> Sequence[Any]:
         """Sentences; supervised: NLI rows (premise, entailment, contradiction)."""
-        if not self.supervised:
+        if not self.spec.supervised:
             return super().read_corpus(path)
         rows = read_nli_triples(path, limit=self.context.data.get("limit"))
         if len(rows[0]) != 3:
@@ -201,7 +176,7 @@ class PromptBERT(PromptTemplateMethod):
     def prepare(self, items: list[Any], rng: random.Random) -> TextViews:
         """The views' token ids: the sentences in the first, then in the second template; supervised: the
         premises in the first, the entailments and the contradictions in the second."""
-        if self.supervised:
+        if self.spec.supervised:
             return tokenize_groups(self.encoder, [[row[c] for row in items] for c in range(3)])
         return tokenize_groups(self.encoder, (items, items))
 
@@ -230,11 +205,11 @@ class PromptBERT(PromptTemplateMethod):
     def training_step(self, batch: list[Any] | TextViews) -> dict[str, torch.Tensor]:
         views = self.prepared(batch)
         features, n = self.to_device(views.features), views.size
-        groups = 3 if self.supervised else 2
+        groups = 3 if self.spec.supervised else 2
         states = self.mask_states(features)
-        if self.head_kind == "mlm_transform":
-            z = self.denoised_after_head(states, features["prompt_layout"], groups, n) if self.denoise else self.head(states)
+        if self.spec.head == "mlm_transform":
+            z = self.denoised_after_head(states, features["prompt_layout"], groups, n) if self.spec.denoise else self.head(states)
         else:
-            z = self.head(self.denoised(states, features["prompt_layout"], groups, n) if self.denoise else states)
+            z = self.head(self.denoised(states, features["prompt_layout"], groups, n) if self.spec.denoise else states)
         loss = self.loss_fn(*z.split(n))
         return {"loss": loss, "loss_contrastive": loss}

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from cl_bench.methods.base import Method, MethodContext, Tokenized
+from cl_bench.methods.specs import QuickThoughtsSpec
 from cl_bench.models.encoder import SentenceEncoder
 
 log = logging.getLogger(__name__)
@@ -87,28 +88,13 @@ class ConcatEncoder:
 class QuickThoughts(Method):
     """Neighbour classification over contiguous batches with encoders f (input) and g (candidates).
 
-    Args:
-        context: shared build context.
-        encoders: 2 (separate f and g, the paper) or 1 (shared weights).
-        context_size: neighbours on each side that are targets (S2V: 1 = previous and next).
-        embedding: final sentence embedding: ``concat`` (f ⊕ g, the paper), ``f`` or ``g``.
+    Keys: ``conf/method/quickthoughts.yaml`` (spec: :class:`cl_bench.methods.specs.QuickThoughtsSpec`).
     """
 
-    name = "quickthoughts"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        encoders: int = 2,
-        context_size: int = 1,
-        embedding: str = "concat",
-    ) -> None:
-        super().__init__(context)
-        self.num_encoders = encoders
-        self.context_size = context_size
-        self.embedding = embedding
+    def __init__(self, context: MethodContext, spec: QuickThoughtsSpec) -> None:
+        super().__init__(context, spec)
         # g starts as a copy of f (both from the same checkpoint); registered only when distinct.
-        self.context_encoder: SentenceEncoder | None = copy.deepcopy(self.encoder) if encoders == 2 else None
+        self.context_encoder: SentenceEncoder | None = copy.deepcopy(self.encoder) if spec.encoders == 2 else None
 
     @property
     def candidate_encoder(self) -> SentenceEncoder:
@@ -148,7 +134,7 @@ class QuickThoughts(Method):
         # One shared encoder: f(s) and g(s) are the same vectors (one forward pass).
         candidates = self.context_encoder(features) if self.context_encoder is not None else inputs
         size = len(inputs)
-        targets = neighbour_targets(size, self.context_size, inputs.device)
+        targets = neighbour_targets(size, self.spec.context_size, inputs.device)
         loss = self.loss_fn(inputs, candidates, targets)
         with torch.no_grad():  # share of rows whose best candidate (by inner product) is a true neighbour
             scores = inputs.float() @ candidates.float().T
@@ -158,8 +144,8 @@ class QuickThoughts(Method):
 
     def eval_encoder(self) -> SentenceEncoder | ConcatEncoder:
         """f ⊕ g, f or g, as ``embedding`` says."""
-        if self.embedding == "f":
+        if self.spec.embedding == "f":
             return self.encoder
-        if self.embedding == "g":
+        if self.spec.embedding == "g":
             return self.candidate_encoder
         return ConcatEncoder(self.encoder, self.candidate_encoder)

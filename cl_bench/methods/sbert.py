@@ -75,38 +75,20 @@ def configured_loss_kind(loss_fn: Any) -> str | None:
 class SBERT(Method):
     """Siamese fine-tuning with SBERT's classification, regression or triplet objective.
 
-    Args:
-        context: shared build context (its loss is ``sbert_softmax``, ``sbert_regression`` or ``sbert_triplet``).
-        nli_splits: SentEval SNLI splits read for ``sbert_softmax`` (None: the split the training file names).
-        train_classifier: ``sbert_softmax`` only: False keeps the classifier at its initial weights, as
-            sentence-transformers v0.2.0's ``fit`` did (see the module docstring).
-        scored_pairs: a ``scored_pair`` loss's pairs: ``stsb`` (STS-B split) or ``nli`` (NLI triples as AnglE's
-            format A pairs, labels 1 and 0).
-        score_max: ``scored_pairs=stsb``: the STS-B gold score (0–5) is given to the loss rescaled to
-            [0, score_max] (1: SBERT's score / 5; 5: the raw score, AnglE's STS-B example).
-        loss_block: > 0: the loss is the mean of the losses of consecutive blocks of this many rows (data-parallel
-            GPUs with gradient accumulation); 0: one loss over the whole batch.
+    Keys: ``conf/method/sbert.yaml`` (spec: :class:`cl_bench.methods.specs.SBERTSpec`; ``train_classifier``: see
+    the module docstring); its loss is ``sbert_softmax``, ``sbert_regression`` or ``sbert_triplet`` (or another
+    classifier, scored_pair or triplet loss).
     """
 
-    name = "sbert"
-
-    def __init__(
-        self, context: MethodContext, nli_splits: Sequence[str] | None = None, train_classifier: bool = True,
-        scored_pairs: str = "stsb", score_max: float = 1.0, loss_block: int = 0,
-    ) -> None:
-        super().__init__(context)
-        self.scored_pairs = scored_pairs
-        self.score_max = float(score_max)
-        self.loss_block = int(loss_block)
+    def __init__(self, context: MethodContext, spec: SBERTSpec) -> None:
+        super().__init__(context, spec)
         self.kind = configured_loss_kind(context.loss)
         if self.kind not in SBERTSpec.loss_kinds:
             raise ValueError("loss: method=sbert needs a classifier, scored_pair or triplet loss (e.g. sbert_softmax, "
                              "sbert_regression, cosent, angle, sbert_triplet, angle_nli)")
-        self.nli_splits = list(nli_splits) if nli_splits else None
         hidden = self.encoder.hidden_size
         # SBERT's classifier exists only for the classification objective
         self.classifier = nn.Linear(3 * hidden, len(NLI_LABELS)) if self.kind == "classifier" else None
-        self.train_classifier = train_classifier
         # train_classifier=false: the weights every step restores (taken at the first step, so that a
         # resumed run keeps the checkpoint's, which are the initial ones)
         self._fixed_classifier: list[torch.Tensor] | None = None
@@ -115,8 +97,8 @@ class SBERT(Method):
         """Labelled NLI pairs, scored STS-B pairs or NLI triples, as the loss needs."""
         limit = self.context.data.get("limit")
         if self.kind == "classifier":
-            return read_snli_senteval_pairs(path, self.nli_splits, limit)
-        if self.kind == "scored_pair" and self.scored_pairs == "nli":
+            return read_snli_senteval_pairs(path, self.spec.nli_splits or None, limit)
+        if self.kind == "scored_pair" and self.spec.scored_pairs == "nli":
             triples = read_nli_triples(path, limit=limit)
             if len(triples[0]) != 3:
                 raise ValueError(f"data.train_file: {path} has no hard_neg column; method.scored_pairs=nli pairs the "
@@ -125,7 +107,7 @@ class SBERT(Method):
                     for pair in ((premise, entailment, 1.0), (premise, contradiction, 0.0))]
         if self.kind == "scored_pair":
             pairs = read_stsb_split(path)
-            divisor = STSB_MAX_SCORE / self.score_max  # 1.0 for score_max 5: the raw gold score, exactly
+            divisor = STSB_MAX_SCORE / self.spec.score_max  # 1.0 for score_max 5: the raw gold score, exactly
             rows = [(a, b, float(g) / divisor) for a, b, g in zip(pairs.sent1, pairs.sent2, pairs.gold, strict=True)]
             return rows[:limit] if limit is not None else rows
         rows = read_nli_triples(path, limit=limit)
@@ -149,7 +131,7 @@ class SBERT(Method):
         u, v = columns
         targets = prepared.targets.to(u.device, non_blocking=True)
         if self.kind == "classifier":
-            if not self.train_classifier and self._fixed_classifier is None:
+            if not self.spec.train_classifier and self._fixed_classifier is None:
                 self._fixed_classifier = [p.detach().clone() for p in self.classifier.parameters()]
             logits = self.classifier(pair_features(u, v))
             loss = self.loss_fn(logits, targets)
@@ -161,10 +143,10 @@ class SBERT(Method):
         """The configured loss of the batch's columns (and targets), or the mean of its blocks' losses
         (``method.loss_block``)."""
         rows = inputs[0].shape[0]
-        if self.loss_block <= 0 or self.loss_block >= rows:
+        if self.spec.loss_block <= 0 or self.spec.loss_block >= rows:
             return self.loss_fn(*inputs)
-        blocks = [self.loss_fn(*(x[start : start + self.loss_block] for x in inputs))
-                  for start in range(0, rows, self.loss_block)]
+        blocks = [self.loss_fn(*(x[start : start + self.spec.loss_block] for x in inputs))
+                  for start in range(0, rows, self.spec.loss_block)]
         return torch.stack(blocks).mean()
 
     # GradCache hooks (cl_bench/train/gradcache.py)

@@ -36,7 +36,7 @@ from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
 from cl_bench.methods.base import Method, MethodContext, Prepared
-from cl_bench.methods.specs import LAYER_POOLINGS, STSB_FILE
+from cl_bench.methods.specs import LAYER_POOLINGS, STSB_FILE, SelfGuidedSpec
 from cl_bench.models.poolers import masked_mean
 
 
@@ -83,51 +83,22 @@ def projection_head(hidden_size: int, size: int, init_std: float) -> nn.Module:
 class SelfGuided(Method):
     """SG-BERT (``loss=sg``) and SG-OPT (``loss=sg_opt``).
 
-    Args:
-        context: shared build context. Its encoder is BERT_T (use ``pooler=cls_before_pooler``
-            for the paper's last-layer [CLS]); its loss is the SG objective: ``loss=sg_opt``
-            (``opt3``, SG-OPT) or ``loss=sg`` (SG-BERT's base), with ``loss.objective`` and ``loss.tau``
-            (:mod:`cl_bench.losses.sg_opt`).
-        reg_weight: λ of the regularizer Σ‖θ_T − θ_F‖² (paper: 0.1; 0 disables it).
-        layers: BERT_F hidden-state indices that give views, 0 = embedding output (None = all,
-            0..num_layers, as the code's ``lmin=0, lmax=-1``). ``base``/``opt1``/``opt2`` sample one
-            of them uniformly per sentence; ``opt3`` uses all.
-        layer_pooling: ``max`` (paper) or ``mean`` (official code's ``--pooling2`` default).
-        projection_size: width P of the head f (paper: 4096); 0 removes the head (ablation row).
-        freeze_embeddings: freeze BERT_T's embedding layer (paper and code: yes).
-        frozen_dropout: run BERT_F with dropout while training, as the official code does (its
-            ``Loss`` module holds BERT_F, and ``fit`` puts the loss model in train mode every epoch
-            and after every evaluation; modules.py lines 250 and 300). False keeps it in eval mode,
-            the paper's fixed guide.
-        stsb_splits: when ``data.train_file`` is an STS-B ``sts-<split>.csv``, read sentence1 and
-            sentence2 of these splits from its directory (SG-BERT: train, dev, test); None reads
-            that file only. Any other file is read one sentence per line.
+    Keys: ``conf/method/sg_opt.yaml`` (spec: :class:`cl_bench.methods.specs.SelfGuidedSpec`). The context's encoder
+    is BERT_T (use ``pooler=cls_before_pooler`` for the paper's last-layer [CLS]); its loss is the SG objective:
+    ``loss=sg_opt`` (``opt3``, SG-OPT) or ``loss=sg`` (SG-BERT's base), with ``loss.objective`` and ``loss.tau``
+    (:mod:`cl_bench.losses.sg_opt`). ``base``/``opt1``/``opt2`` sample one of ``method.layers`` uniformly per
+    sentence; ``opt3`` uses all. ``frozen_dropout``: the official code's ``Loss`` module holds BERT_F, and ``fit``
+    puts the loss model in train mode every epoch and after every evaluation (modules.py lines 250 and 300).
     """
 
-    name = "sg_opt"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        reg_weight: float = 0.1,
-        layers: list[int] | None = None,
-        layer_pooling: str = "max",
-        projection_size: int = 4096,
-        freeze_embeddings: bool = True,
-        stsb_splits: Sequence[str] | None = ("train", "dev", "test"),
-        frozen_dropout: bool = False,
-    ) -> None:
-        super().__init__(context)
+    def __init__(self, context: MethodContext, spec: SelfGuidedSpec) -> None:
+        super().__init__(context, spec)
         backbone = self.encoder.backbone
         num_states = int(backbone.config.num_hidden_layers) + 1
-        chosen = list(range(num_states)) if layers is None else [int(k) for k in layers]
-        if not chosen or any(not 0 <= k < num_states for k in chosen):
-            raise ValueError(f"method.layers: indices must lie in 0..{num_states - 1} (0 = embeddings), got {layers}")
-        self.reg_weight = float(reg_weight)
-        self.layers = chosen
-        self.layer_pooling = layer_pooling
-        self.stsb_splits = list(stsb_splits) if stsb_splits else None
-        self.frozen_dropout = bool(frozen_dropout)
+        #: the hidden-state indices that give views (``method.layers``, null resolved to all of them)
+        self.layers = list(range(num_states)) if spec.layers is None else [int(k) for k in spec.layers]
+        if not self.layers or any(not 0 <= k < num_states for k in self.layers):
+            raise ValueError(f"method.layers: indices must lie in 0..{num_states - 1} (0 = embeddings), got {spec.layers}")
         # BERT_F: copied before any training. It is kept out of the module tree (a list, like
         # MLMHead's model) so that train() cannot switch on its dropout, the optimizer never sees
         # it and checkpoints do not store a second copy of BERT (a resume rebuilds it from the
@@ -135,12 +106,12 @@ class SelfGuided(Method):
         frozen = copy.deepcopy(backbone).eval()
         frozen.requires_grad_(False)
         self._frozen = [frozen]
-        if freeze_embeddings:
+        if spec.freeze_embeddings:
             embeddings = getattr(backbone, "embeddings", None)
             (embeddings if embeddings is not None else backbone.get_input_embeddings()).requires_grad_(False)
         init_std = float(getattr(backbone.config, "initializer_range", 0.02))
         hidden = self.encoder.hidden_size
-        self.head = projection_head(hidden, projection_size, init_std) if projection_size > 0 else nn.Identity()
+        self.head = projection_head(hidden, spec.projection_size, init_std) if spec.projection_size > 0 else nn.Identity()
 
     @property
     def frozen(self) -> nn.Module:
@@ -160,7 +131,7 @@ class SelfGuided(Method):
         if match is None:
             return read_sentences(path, limit=limit)
         sentences: list[str] = []
-        for split in self.stsb_splits or [match.group("split")]:
+        for split in self.spec.stsb_splits or [match.group("split")]:
             pairs = read_stsb_split(Path(path).parent / f"sts-{split}.csv")
             for first, second in zip(pairs.sent1, pairs.sent2, strict=True):
                 sentences += [first, second]
@@ -171,9 +142,9 @@ class SelfGuided(Method):
     def layer_views(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """BERT_F's pooled views of ``layers``: (B, len(layers), H), no gradient (dropout with ``frozen_dropout``)."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        self.frozen.train(self.frozen_dropout and self.training)  # frozen_dropout: the official code's train mode
+        self.frozen.train(bool(self.spec.frozen_dropout) and self.training)  # frozen_dropout: the official train mode
         outputs = self.frozen(**inputs, output_hidden_states=True, return_dict=True)
-        return pool_layers(outputs.hidden_states, features["attention_mask"], self.layers, self.layer_pooling)
+        return pool_layers(outputs.hidden_states, features["attention_mask"], self.layers, self.spec.layer_pooling)
 
     def tuned_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """BERT_T's trainable backbone parameters (the regularizer's θ_T)."""
@@ -193,8 +164,8 @@ class SelfGuided(Method):
         contrastive = self.loss_fn(self.head(cls), self.head(views), sampled)
         terms = {"loss_contrastive": contrastive}
         loss = contrastive
-        if self.reg_weight > 0:
+        if self.spec.reg_weight > 0:
             drift = parameter_drift(self.tuned_parameters(), dict(self.frozen.named_parameters()))
             terms["loss_reg"] = drift
-            loss = loss + self.reg_weight * drift
+            loss = loss + self.spec.reg_weight * drift
         return {"loss": loss, **terms}

@@ -13,12 +13,8 @@ from typing import Any
 import torch
 
 from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import (
-    Method,
-    MethodContext,
-    TextViews,
-    tokenize_groups,
-)
+from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
+from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 
@@ -26,48 +22,22 @@ from cl_bench.models.mlm import mlm_head, with_mlm_term
 class SimCSE(Method):
     """Two views of each sentence, InfoNCE over in-batch negatives.
 
-    Args:
-        context: shared build context.
-        mlm_weight: λ of the auxiliary MLM loss (0 disables it and loads no MLM head).
-        mlm_probability: fraction of tokens masked for the MLM loss.
-        mlm_mode: ``clean`` (contrastive views from the clean inputs, LM head tied) or ``masked`` (SimCSE's
-            official code before its PR #121: the views are the MLM-masked inputs, LM head untied) or
-            ``untied`` (its latest code: clean views, LM head untied);
-            see :mod:`cl_bench.models.mlm`. Needs ``mlm_weight > 0`` when ``masked``.
-        augment_both_views: apply the text augmentation to both views (else only to the second).
-        fixed_dropout_mask: encode the two views with the *same* dropout mask (Table 3 "fixed 0.1":
-            the views then differ only by text augmentation, if any).
-        select_with_mlp: score the checkpoint-selecting dev evaluation with ``pooler=cls``'s MLP applied,
-            though ``pooler.mlp_only_train`` drops it at the final test (MixCSE's official script: trained and
-            selected without ``--mlp_only_train``, tested with ``--pooler cls_before_pooler``).
+    Keys: ``conf/method/simcse.yaml`` (spec: :class:`cl_bench.methods.specs.SimCSESpec`); ``mlm_mode`` is
+    implemented in :mod:`cl_bench.models.mlm`.
     """
 
-    name = "simcse"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        mlm_weight: float = 0.0,
-        mlm_probability: float = 0.15,
-        mlm_mode: str = "clean",
-        augment_both_views: bool = True,
-        fixed_dropout_mask: bool = False,
-        select_with_mlp: bool = False,
-    ) -> None:
-        super().__init__(context)
-        self.select_with_mlp = bool(select_with_mlp)
-        self.mlm_weight = float(mlm_weight)
-        self.augment_both_views = augment_both_views
-        self.fixed_dropout_mask = fixed_dropout_mask
-        if fixed_dropout_mask and self.augmentation is not None and self.augmentation.embedding_level:
+    def __init__(self, context: MethodContext, spec: SimCSESpec) -> None:
+        super().__init__(context, spec)
+        if spec.fixed_dropout_mask and self.augmentation is not None and self.augmentation.embedding_level:
             raise ValueError("method.fixed_dropout_mask: cannot be combined with an embedding-level augmentation")
-        self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
+        self.mlm = mlm_head(self.encoder, context.model_name_or_path, spec.mlm_weight, spec.mlm_probability,
+                            spec.mlm_mode)
 
     def selection_encoder(self) -> SentenceEncoder:
         """With ``select_with_mlp``: the encoder's modules, its MLP applied at evaluation (the dev embedding of
         MixCSE's official script); else the evaluation encoder."""
         encoder = self.eval_encoder()
-        if not self.select_with_mlp or encoder.mlp is None or not encoder.mlp_only_train:
+        if not self.spec.select_with_mlp or encoder.mlp is None or not encoder.mlp_only_train:
             return encoder
         with_mlp = SentenceEncoder(encoder.backbone, encoder.tokenizer, encoder.pooler, encoder.mlp, False,
                                    encoder.max_length, encoder.first_layer, encoder.prompt, encoder.include_prompt,
@@ -80,7 +50,7 @@ class SimCSE(Method):
         aug, rng = self.augmentation, rng or self.rng
         if aug is None or aug.embedding_level:
             return list(sentences), list(sentences)
-        first = aug.augment_text(sentences, rng) if self.augment_both_views else list(sentences)
+        first = aug.augment_text(sentences, rng) if self.spec.augment_both_views else list(sentences)
         return first, aug.augment_text(sentences, rng)
 
     def prepare(self, items: list[str], rng: random.Random) -> TextViews:
@@ -103,7 +73,7 @@ class SimCSE(Method):
             z = encode_with_embedding_augmentation(self.encoder, features, aug, n, generator)
             return z[:n], z[n:], features
         # fixed dropout mask (Table 3 "fixed 0.1")
-        if self.fixed_dropout_mask:
+        if self.spec.fixed_dropout_mask:
             z1, z2 = self._encode_views_same_mask(features, n)
             return z1, z2, features
         z = self.encoder(features)
@@ -147,5 +117,5 @@ class SimCSE(Method):
 
     def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:
         z1, z2, features = self.embed_prepared(self.prepared(batch))
-        return with_mlm_term(self.loss_fn(z1, z2), self.mlm, self.mlm_weight, features)
+        return with_mlm_term(self.loss_fn(z1, z2), self.mlm, self.spec.mlm_weight, features)
 

@@ -32,12 +32,8 @@ import torch
 
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.losses.gist import guided_ignore_mask
-from cl_bench.methods.base import (
-    Method,
-    MethodContext,
-    TextViews,
-    tokenize_groups,
-)
+from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
+from cl_bench.methods.specs import SupervisedSimCSESpec
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 from cl_bench.specs import loss_spec_of
 from cl_bench.utils import distributed
@@ -53,43 +49,22 @@ class GuidedColumns(TextViews):
 class SupervisedSimCSE(Method):
     """Supervised SimCSE on (premise, entailment[, contradiction]) items.
 
-    Args:
-        context: shared build context (its ``loss`` is InfoNCE with ``hard_negative_alpha``).
-        use_hard_negatives: use the contradiction column as hard negatives (Eq. 5). False trains
-            on (premise, entailment) pairs only — Table 7's "w/o hard negative" row — and also
-            accepts 2-column files.
-        mlm_weight: λ of the auxiliary MLM loss on all sentences of the batch (0 = off).
-        mlm_probability: fraction of tokens masked for the MLM loss.
-        mlm_mode: ``clean``, ``untied`` (SimCSE's latest code: clean inputs, LM head untied) or
-            ``masked`` (SimCSE's official code before PR #121: all three sentences' contrastive inputs
-            are the MLM-masked ones, LM head untied); see :mod:`cl_bench.models.mlm`.
-        guide: GISTEmbed's frozen guide encoder (a local folder or hub id; None: no guide). ``loss=gist`` needs it.
-        guide_pooler: the guide's pooling (``cl_bench.models.poolers``; ``avg`` for sentence-transformers models).
+    Keys: ``conf/method/simcse_sup.yaml`` (spec: :class:`cl_bench.methods.specs.SupervisedSimCSESpec`; ``mlm_mode``:
+    :mod:`cl_bench.models.mlm`); its ``loss`` is InfoNCE with ``hard_negative_alpha``, or GISTEmbed's (``loss=gist``).
     """
 
-    name = "simcse_sup"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        use_hard_negatives: bool = True,
-        mlm_weight: float = 0.0,
-        mlm_probability: float = 0.15,
-        mlm_mode: str = "clean",
-        guide: str | None = None,
-        guide_pooler: str = "avg",
-    ) -> None:
-        super().__init__(context)
-        self.use_hard_negatives = use_hard_negatives
-        self.mlm_weight = float(mlm_weight)
-        self.mlm = mlm_head(self.encoder, context.model_name_or_path, mlm_weight, mlm_probability, mlm_mode)
+    def __init__(self, context: MethodContext, spec: SupervisedSimCSESpec) -> None:
+        super().__init__(context, spec)
+        self.mlm = mlm_head(self.encoder, context.model_name_or_path, spec.mlm_weight, spec.mlm_probability,
+                            spec.mlm_mode)
         self.guide = None
-        if guide:
+        if spec.guide:
             if distributed.is_distributed():  # the mask is per process; the gathered loss would need it gathered
                 raise ValueError("method.guide: not under torchrun (run it in one process)")
             from cl_bench.models.encoder import build_encoder
 
-            self.guide = build_encoder(str(guide), pooler=guide_pooler, max_length=context.max_length, fresh_mlp=False)
+            self.guide = build_encoder(str(spec.guide), pooler=spec.guide_pooler, max_length=context.max_length,
+                                       fresh_mlp=False)
             self.guide.requires_grad_(False)
             self.guide.eval()
 
@@ -103,7 +78,7 @@ class SupervisedSimCSE(Method):
     def read_corpus(self, path: str) -> Sequence[tuple[str, ...]]:
         """Read the NLI CSV; with hard negatives every row must have the ``hard_neg`` column."""
         rows = read_nli_triples(path, limit=self.context.data.get("limit"))
-        if self.use_hard_negatives and len(rows[0]) != 3:
+        if self.spec.use_hard_negatives and len(rows[0]) != 3:
             raise ValueError(
                 f"data.train_file: {path} has only sent0,sent1 columns but method.use_hard_negatives=true; "
                 "use a sent0,sent1,hard_neg file or set method.use_hard_negatives=false"
@@ -113,7 +88,7 @@ class SupervisedSimCSE(Method):
     def prepare(self, items: list[tuple[str, ...]], rng: random.Random) -> GuidedColumns:
         """Premises, entailments (and contradictions) tokenized together, column after column (in a worker);
         for the guide's tokenizer too when there is a guide."""
-        columns = 3 if self.use_hard_negatives else 2
+        columns = 3 if self.spec.use_hard_negatives else 2
         texts = [[row[c] for row in items] for c in range(columns)]
         views = tokenize_groups(self.encoder, texts)
         guide_features = None
@@ -145,7 +120,7 @@ class SupervisedSimCSE(Method):
             features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
         embeddings = self.encoder(features).split(views.size)
         guide = self.guide_embeddings(views) if self.guide is not None else ()
-        return with_mlm_term(self.guided_loss(embeddings, guide), self.mlm, self.mlm_weight, features)
+        return with_mlm_term(self.guided_loss(embeddings, guide), self.mlm, self.spec.mlm_weight, features)
 
     # GradCache hooks (cl_bench/train/gradcache.py)
     def gradcache_blocker(self) -> str | None:
@@ -162,6 +137,6 @@ class SupervisedSimCSE(Method):
 
     def cache_loss(self, embeddings: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
         """GradCache hook: the loss of the whole batch from its cached column (and guide) embeddings."""
-        columns = 3 if self.use_hard_negatives else 2
+        columns = 3 if self.spec.use_hard_negatives else 2
         contrastive = self.guided_loss(embeddings[:columns], embeddings[columns:])
         return {"loss": contrastive, "loss_contrastive": contrastive}

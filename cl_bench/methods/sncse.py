@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from cl_bench.methods.base import Prepared
+from cl_bench.methods.base import MethodContext, Prepared
 from cl_bench.methods.prompt_base import PromptTemplateMethod
+from cl_bench.methods.specs import SNCSESpec
 from cl_bench.models.prompts import tokenize_with_prompts, with_period
 
 
@@ -36,21 +36,12 @@ class SoftNegativeViews(Prepared):
 class SNCSE(PromptTemplateMethod):
     """Two template views + the negation as a soft negative under the bidirectional margin loss.
 
-    Args:
-        context: shared build context; its augmentation makes the soft negatives (``augmentation=negation``).
-        template: view 1's template, also the evaluation prompt.
-        second_template: the template of view 2 and of the soft negative.
+    Keys: ``conf/method/sncse.yaml`` (spec: :class:`cl_bench.methods.specs.SNCSESpec`); the context's augmentation
+    makes the soft negatives (``augmentation=negation``).
     """
 
-    name = "sncse"
-
-    def __init__(
-        self,
-        context: Any,
-        template: str = 'This sentence : "[X]" means [MASK].',
-        second_template: str = 'This sentence of "[X]" means [MASK].',
-    ) -> None:
-        super().__init__(context, [template, second_template], "sncse")
+    def __init__(self, context: MethodContext, spec: SNCSESpec) -> None:
+        super().__init__(context, spec, [spec.template, spec.second_template], "sncse")
         if self.augmentation is None or self.augmentation.embedding_level:
             raise ValueError("method=sncse needs a text augmentation for its soft negatives (augmentation=negation)")
 

@@ -110,7 +110,7 @@ def check_generator_reachable(name_or_path: str) -> None:
 
 @dataclass(kw_only=True)
 class SimCSESpec(MethodSpec):
-    """Unsupervised SimCSE (:class:`cl_bench.methods.simcse.SimCSE`; its docstring explains each key)."""
+    """Unsupervised SimCSE (:class:`cl_bench.methods.simcse.SimCSE`; conf/method/simcse.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.simcse.SimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -119,11 +119,16 @@ class SimCSESpec(MethodSpec):
                               "in-batch negatives, optional MLM")
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
+    #: 0: no MLM term, and no MLM head is loaded
     mlm_weight: float
+    #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
     mlm_mode: str
+    #: false: the text augmentation rewrites the second view only
     augment_both_views: bool
     fixed_dropout_mask: bool
+    #: MixCSE's official script trained and selected without ``--mlp_only_train`` and tested with
+    #: ``--pooler cls_before_pooler``
     select_with_mlp: bool
 
     def check(self) -> None:
@@ -150,7 +155,8 @@ class SimCSESpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class BarlowTwinsSpec(MethodSpec):
-    """Barlow Twins (:class:`cl_bench.methods.barlow_twins.BarlowTwins`; its docstring explains each key)."""
+    """Barlow Twins (:class:`cl_bench.methods.barlow_twins.BarlowTwins`; conf/method/barlow_twins.yaml explains each
+    key)."""
 
     target: ClassVar[str] = "cl_bench.methods.barlow_twins.BarlowTwins"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -169,7 +175,7 @@ class BarlowTwinsSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class BYOLSpec(MethodSpec):
-    """BYOL (:class:`cl_bench.methods.byol.BYOL`; its docstring explains each key)."""
+    """BYOL (:class:`cl_bench.methods.byol.BYOL`; conf/method/byol.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.byol.BYOL"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -191,7 +197,8 @@ class BYOLSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class CERTSpec(MethodSpec):
-    """CERT / MoCo with optional MoCHi (:class:`cl_bench.methods.cert.CERT`; its docstring explains each key)."""
+    """CERT / MoCo with optional MoCHi (:class:`cl_bench.methods.cert.CERT`; conf/method/cert.yaml explains each
+    key)."""
 
     target: ClassVar[str] = "cl_bench.methods.cert.CERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -203,6 +210,7 @@ class CERTSpec(MethodSpec):
     momentum: float
     projection_dim: int
     mlp: bool
+    #: true: the query is augmented too (MoCo augments both views; CERT only the key)
     augment_query: bool
     mochi_hardest: int | None
     mochi_synthetic: int
@@ -239,7 +247,7 @@ class CERTSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class DeCLUTRSpec(MethodSpec):
-    """DeCLUTR (:class:`cl_bench.methods.declutr.DeCLUTR`; its docstring explains each key)."""
+    """DeCLUTR (:class:`cl_bench.methods.declutr.DeCLUTR`; conf/method/declutr.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.declutr.DeCLUTR"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -249,6 +257,7 @@ class DeCLUTRSpec(MethodSpec):
 
     num_anchors: int
     num_positives: int
+    #: DeCLUTR: 32 and 512
     min_span_len: int
     max_span_len: int
     sampling_strategy: str
@@ -277,7 +286,7 @@ class DeCLUTRSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class DiffCSESpec(MethodSpec):
-    """DiffCSE (:class:`cl_bench.methods.diffcse.DiffCSE`; its docstring explains each key)."""
+    """DiffCSE (:class:`cl_bench.methods.diffcse.DiffCSE`; conf/method/diffcse.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.diffcse.DiffCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -319,7 +328,7 @@ class DiffCSESpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class ESimCSESpec(MethodSpec):
-    """ESimCSE (:class:`cl_bench.methods.esimcse.ESimCSE`; its docstring explains each key)."""
+    """ESimCSE (:class:`cl_bench.methods.esimcse.ESimCSE`; conf/method/esimcse.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.esimcse.ESimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -349,7 +358,7 @@ class ESimCSESpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class ISBERTSpec(MethodSpec):
-    """IS-BERT (:class:`cl_bench.methods.is_bert.ISBERT`; its docstring explains each key)."""
+    """IS-BERT (:class:`cl_bench.methods.is_bert.ISBERT`; conf/method/is_bert.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.is_bert.ISBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss"})
@@ -388,8 +397,8 @@ class ISBERTSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class MemoryBankSpec(MethodSpec):
-    """Instance discrimination with a memory bank (:class:`cl_bench.methods.memory_bank.MemoryBank`; its docstring
-    explains each key)."""
+    """Instance discrimination with a memory bank (:class:`cl_bench.methods.memory_bank.MemoryBank`;
+    conf/method/memory_bank.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.memory_bank.MemoryBank"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -410,7 +419,7 @@ class MemoryBankSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class PromptBERTSpec(MethodSpec):
-    """PromptBERT (:class:`cl_bench.methods.promptbert.PromptBERT`; its docstring explains each key)."""
+    """PromptBERT (:class:`cl_bench.methods.promptbert.PromptBERT`; conf/method/promptbert.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.promptbert.PromptBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss"})
@@ -423,6 +432,7 @@ class PromptBERTSpec(MethodSpec):
     second_template: str | None
     denoise: bool
     prompt_period: str
+    #: true: the contradictions are the premises' hard negatives
     supervised: bool
     head: str
     denoise_eval: bool
@@ -453,7 +463,8 @@ class PromptBERTSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class QuickThoughtsSpec(MethodSpec):
-    """QuickThoughts (:class:`cl_bench.methods.quickthoughts.QuickThoughts`; its docstring explains each key)."""
+    """QuickThoughts (:class:`cl_bench.methods.quickthoughts.QuickThoughts`; conf/method/quickthoughts.yaml explains
+    each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.quickthoughts.QuickThoughts"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -473,7 +484,7 @@ class QuickThoughtsSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class SBERTSpec(MethodSpec):
-    """Sentence-BERT (:class:`cl_bench.methods.sbert.SBERT`; its docstring explains each key)."""
+    """Sentence-BERT (:class:`cl_bench.methods.sbert.SBERT`; conf/method/sbert.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.sbert.SBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -523,7 +534,7 @@ class SBERTSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class SelfGuidedSpec(MethodSpec):
-    """SG-BERT / SG-OPT (:class:`cl_bench.methods.sg_opt.SelfGuided`; its docstring explains each key)."""
+    """SG-BERT / SG-OPT (:class:`cl_bench.methods.sg_opt.SelfGuided`; conf/method/sg_opt.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.sg_opt.SelfGuided"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -537,6 +548,7 @@ class SelfGuidedSpec(MethodSpec):
     projection_size: int
     freeze_embeddings: bool
     frozen_dropout: bool
+    #: null reads data.train_file only; a file that is not an STS-B sts-<split>.csv is read one sentence per line
     stsb_splits: list[str] | None
 
     def check(self) -> None:
@@ -556,8 +568,8 @@ class SelfGuidedSpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class SupervisedSimCSESpec(MethodSpec):
-    """Supervised SimCSE, optionally guided (GISTEmbed) (:class:`cl_bench.methods.simcse_sup.SupervisedSimCSE`; its
-    docstring explains each key)."""
+    """Supervised SimCSE, optionally guided (GISTEmbed) (:class:`cl_bench.methods.simcse_sup.SupervisedSimCSE`;
+    conf/method/simcse_sup.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.simcse_sup.SupervisedSimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -567,8 +579,11 @@ class SupervisedSimCSESpec(MethodSpec):
                               "hard negative")
     encodes_views: ClassVar[bool] = True  # its columns go through tokenize_groups: model.view_prompts acts
 
+    #: false also accepts 2-column (premise, entailment) files
     use_hard_negatives: bool
+    #: 0: no MLM term, and no MLM head is loaded
     mlm_weight: float
+    #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
     mlm_mode: str
     guide: str | None
@@ -608,7 +623,7 @@ class SupervisedSimCSESpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class SNCSESpec(MethodSpec):
-    """SNCSE (:class:`cl_bench.methods.sncse.SNCSE`; its docstring explains each key)."""
+    """SNCSE (:class:`cl_bench.methods.sncse.SNCSE`; conf/method/sncse.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.sncse.SNCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation"})
@@ -632,7 +647,7 @@ class SNCSESpec(MethodSpec):
 
 @dataclass(kw_only=True)
 class SwAVSpec(MethodSpec):
-    """SwAV (:class:`cl_bench.methods.swav.SwAV`; its docstring explains each key)."""
+    """SwAV (:class:`cl_bench.methods.swav.SwAV`; conf/method/swav.yaml explains each key)."""
 
     target: ClassVar[str] = "cl_bench.methods.swav.SwAV"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})

@@ -12,7 +12,6 @@ features for small batches is not implemented: batches must be large enough on t
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,31 +26,19 @@ from cl_bench.methods.base import (
     text_views,
     tokenize_groups,
 )
+from cl_bench.methods.specs import SwAVSpec
 
 
 class SwAV(Method):
-    """Swapped prediction of prototype assignments between two views.
+    """Swapped prediction of prototype assignments between two views (its loss is ``swav``).
 
-    Args:
-        context: shared build context (its loss is ``swav``).
-        projection: output sizes of the projection head's layers (official: 2048-128).
-        num_prototypes: K (official ImageNet: 3000).
-        freeze_prototypes_steps: optimizer steps during which the prototypes get no update (official: 313).
+    Keys: ``conf/method/swav.yaml`` (spec: :class:`cl_bench.methods.specs.SwAVSpec`).
     """
 
-    name = "swav"
-
-    def __init__(
-        self,
-        context: MethodContext,
-        projection: Sequence[int] = (2048, 128),
-        num_prototypes: int = 3000,
-        freeze_prototypes_steps: int = 313,
-    ) -> None:
-        super().__init__(context)
-        self.projection = mlp_head(self.encoder.hidden_size, list(projection))
-        self.prototypes = nn.Linear(int(projection[-1]), num_prototypes, bias=False)
-        self.freeze_prototypes_steps = int(freeze_prototypes_steps)
+    def __init__(self, context: MethodContext, spec: SwAVSpec) -> None:
+        super().__init__(context, spec)
+        self.projection = mlp_head(self.encoder.hidden_size, spec.projection)
+        self.prototypes = nn.Linear(int(spec.projection[-1]), spec.num_prototypes, bias=False)
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
         self.normalize_prototypes()
 
@@ -70,7 +57,7 @@ class SwAV(Method):
         n = views.size
         z = encode_views(self.encoder, self.augmentation, self.to_device(views.features), n, self.rng)
         prototypes = self.prototypes.weight
-        if int(self.steps_done) < self.freeze_prototypes_steps:
+        if int(self.steps_done) < self.spec.freeze_prototypes_steps:
             prototypes = prototypes.detach()  # no gradient: the optimizer leaves them as they are
         scores = F.normalize(self.projection(z), dim=1) @ prototypes.T
         loss = self.loss_fn(scores[:n], scores[n:])

@@ -111,9 +111,7 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
         seed=cfg.seed,
         data=OmegaConf.to_container(cfg.data, resolve=True),
     )
-    method_cfg = OmegaConf.masked_copy(cfg.method, [k for k in cfg.method if k != "name"])
-    # passed as an instantiate kwarg, the MethodContext dataclass was converted to a dict
-    method: Method = instantiate(method_cfg, _partial_=True, _convert_="all")(context=context)
+    method: Method = build(OmegaConf.to_container(cfg.method, resolve=True), context)  # Method(context, its spec)
     return method.to(device)
 
 

@@ -16,6 +16,7 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import catalog, validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.methods.specs import SimCSESpec
@@ -95,7 +96,7 @@ def one_step(cfg) -> tuple[SimCSE, dict[str, torch.Tensor]]:
     context = MethodContext(
         encoder=encoder, loss=build_loss(cfg.loss), augmentation=augmentation, seed=cfg.seed
     )
-    method = SimCSE(context, augment_both_views=cfg.method.augment_both_views)
+    method = SimCSE(context, yaml_spec("method", "simcse", augment_both_views=cfg.method.augment_both_views))
     out = method.training_step(BATCH)
     out["loss"].backward()
     return method, out

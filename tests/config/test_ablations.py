@@ -16,6 +16,7 @@ from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -172,7 +173,7 @@ def _simcse(tiny_bert: Path, fixed: bool) -> SimCSE:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, max_length=16, mlp_only_train=True)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()))
-    method = SimCSE(context, fixed_dropout_mask=fixed)
+    method = SimCSE(context, yaml_spec("method", "simcse", fixed_dropout_mask=fixed))
     method.train()
     return method
 

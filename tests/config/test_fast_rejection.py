@@ -195,9 +195,7 @@ from cl_bench.specs import MethodSpec
 
 
 class Neighbours(Method):
-    def __init__(self, context, shift: int = 1):
-        super().__init__(context)
-        self.shift = shift
+    """Keys: neighbours.yaml (spec: NeighboursSpec)."""
 
 
 @dataclass(kw_only=True)

@@ -498,15 +498,11 @@ class ToySpec(MethodSpec):
 
 
 class ToyMethod(Method):
-    name = "toy"
-
-    def __init__(self, context, shift: int = 1):
-        super().__init__(context)
-        self.shift = shift
+    """Keys: toy.yaml (spec: ToySpec); built as ToyMethod(context, spec), it reads self.spec.shift."""
 
     def training_step(self, batch):
         z = self.encoder(self.tokenize(batch))
-        loss = self.loss_fn(z, z.roll(self.shift, dims=0))
+        loss = self.loss_fn(z, z.roll(self.spec.shift, dims=0))
         return {"loss": loss}
 '''
 

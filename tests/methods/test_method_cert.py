@@ -33,7 +33,6 @@ from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.cert import CERT
-from cl_bench.methods.specs import CERTSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
@@ -102,7 +101,7 @@ def make_cert(tiny_bert, augmentation: Augmentation | None = None, tau: float = 
     loss = functools.partial(queue_info_nce, tau=tau)
     context = MethodContext(encoder=encoder, loss=loss, augmentation=augmentation or Dropout(DropoutSpec()),
                             model_name_or_path=str(tiny_bert), max_length=16, seed=1)
-    return CERT(context, **kwargs)
+    return CERT(context, yaml_spec("method", "cert", **kwargs))
 
 
 def test_queue_info_nce_is_one_positive_against_the_queue() -> None:
@@ -205,7 +204,7 @@ def test_temperature_comes_from_the_loss(tiny_bert) -> None:
             losses[tau] = method.training_step(SENTENCES[:4])["loss"].item()
     assert losses[0.07] != pytest.approx(losses[0.5], rel=1e-3)
     with pytest.raises(ValueError, match="method.queue_size"):
-        CERTSpec.check_arguments(**{"queue_size": 0})
+        yaml_spec("method", "cert", queue_size=0)
 
 
 @pytest.mark.parametrize("mlp", [True, False])

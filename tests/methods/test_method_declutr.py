@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import math
@@ -20,13 +21,13 @@ from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.declutr import DeCLUTR, Span, min_document_tokens, same_document_mask, sample_spans
-from cl_bench.methods.specs import DeCLUTRSpec
 from cl_bench.models.encoder import build_encoder
 
 WIKI = """<doc id="1" url="?curid=1" title="Red Page">
@@ -58,12 +59,14 @@ def sentence_doc(sentence: str, n: int, doc_id: str) -> Document:
     return Document(doc_id, "", " ".join(words[i % len(words)] for i in range(n)), 1)
 
 
-def make_declutr(tiny_bert, **kwargs) -> DeCLUTR:
+def make_declutr(tiny_bert, unchecked: dict | None = None, **kwargs) -> DeCLUTR:
+    """DeCLUTR on ``tiny_bert`` with ``conf/method/declutr.yaml`` changed by ``kwargs`` (checked) and ``unchecked``
+    (values the checks reject, to test the code's edge cases)."""
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="avg", max_length=64)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()),
                             model_name_or_path=str(tiny_bert), max_length=64, seed=3)
-    return DeCLUTR(context, **kwargs)
+    return DeCLUTR(context, dataclasses.replace(yaml_spec("method", "declutr", **kwargs), **(unchecked or {})))
 
 
 # ----- readers ------------------------------------------------------------------------------------
@@ -241,18 +244,18 @@ def test_training_step_with_mlm_on_the_anchors(tiny_bert) -> None:
 def test_bad_options_fail_with_the_key() -> None:
     """Checked before any model loads (DeCLUTRSpec.check, called by cl_bench.config.validate)."""
     with pytest.raises(ValueError, match="method.sampling_strategy"):
-        DeCLUTRSpec.check_arguments(**{"sampling_strategy": "nearby"})
+        yaml_spec("method", "declutr", sampling_strategy="nearby")
     with pytest.raises(ValueError, match="method.min_span_len"):
-        DeCLUTRSpec.check_arguments(**{"min_span_len": 30, "max_span_len": 20})
+        yaml_spec("method", "declutr", min_span_len=30, max_span_len=20)
     with pytest.raises(ValueError, match="method.num_anchors"):
-        DeCLUTRSpec.check_arguments(**{"num_anchors": 0})
+        yaml_spec("method", "declutr", num_anchors=0)
     with pytest.raises(ValueError, match="method.doc_format"):
-        DeCLUTRSpec.check_arguments(**{"doc_format": "jsonl"})
-    DeCLUTRSpec.check_arguments(**{"min_span_len": 8, "max_span_len": 64, "sampling_strategy": "adjacent"})
+        yaml_spec("method", "declutr", doc_format="jsonl")
+    yaml_spec("method", "declutr", min_span_len=8, max_span_len=64, sampling_strategy="adjacent")
 
 
 def test_mlm_loss_is_zero_not_nan_when_nothing_is_masked(tiny_bert) -> None:
-    method = make_declutr(tiny_bert, min_span_len=2, max_span_len=4, mlm_weight=1.0, mlm_probability=0.0)
+    method = make_declutr(tiny_bert, min_span_len=2, max_span_len=4, mlm_weight=1.0, unchecked={"mlm_probability": 0.0})
     method.train()
     _, mlm_loss = method.embed_anchors(method.tokenize(["the dog runs", "a cat sits"]))
     assert mlm_loss.item() == 0.0 and mlm_loss.requires_grad

@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.diffcse import BatchNormProjector, DiffCSE, replaced_token_loss
 from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.specs import DiffCSESpec
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
@@ -42,7 +42,8 @@ def _context(tiny_bert: Path, pooler: str = "cls") -> MethodContext:
 
 def test_discriminator_labels_are_the_generator_replacements(tiny_bert, tiny_generator) -> None:
     torch.manual_seed(0)
-    method = DiffCSE(_context(tiny_bert), generator=str(tiny_generator), lambda_weight=0.005, mask_ratio=0.3)
+    method = DiffCSE(_context(tiny_bert), yaml_spec("method", "diffcse", generator=str(tiny_generator),
+                                                        lambda_weight=0.005, mask_ratio=0.3))
     method.train()
     features = method.encoder.tokenize(SENTENCES)
     ids, attention = features["input_ids"], features["attention_mask"]
@@ -70,7 +71,7 @@ def test_discriminator_labels_are_the_generator_replacements(tiny_bert, tiny_gen
 
 
 def test_discriminator_is_conditioned_on_the_sentence_embedding(tiny_bert, tiny_generator) -> None:
-    method = DiffCSE(_context(tiny_bert), generator=str(tiny_generator))
+    method = DiffCSE(_context(tiny_bert), yaml_spec("method", "diffcse", generator=str(tiny_generator)))
     method.eval()
     features = method.encoder.tokenize(SENTENCES)
     condition = torch.randn(len(SENTENCES), method.encoder.hidden_size, requires_grad=True)
@@ -89,8 +90,9 @@ def test_discriminator_is_conditioned_on_the_sentence_embedding(tiny_bert, tiny_
 
 def test_lambda_zero_is_simcse_and_the_contrastive_term_is_simcses(tiny_bert, tiny_generator) -> None:
     torch.manual_seed(3)
-    simcse = SimCSE(_context(tiny_bert))
-    diffcse = DiffCSE(_context(tiny_bert), generator=str(tiny_generator), lambda_weight=0.0, projector="mlp")
+    simcse = SimCSE(_context(tiny_bert), yaml_spec("method", "simcse"))
+    diffcse = DiffCSE(_context(tiny_bert), yaml_spec("method", "diffcse", generator=str(tiny_generator),
+                                                         lambda_weight=0.0, projector="mlp"))
     diffcse.load_state_dict(simcse.state_dict(), strict=False)
     assert diffcse.generator is None
     simcse.train()
@@ -101,7 +103,8 @@ def test_lambda_zero_is_simcse_and_the_contrastive_term_is_simcses(tiny_bert, ti
     got = diffcse.training_step(SENTENCES)["loss"]
     assert torch.equal(got, want)
     # with λ > 0 the contrastive term is unchanged and the total adds λ · the ELECTRA loss
-    full = DiffCSE(_context(tiny_bert), generator=str(tiny_generator), lambda_weight=0.5, projector="mlp")
+    full = DiffCSE(_context(tiny_bert), yaml_spec("method", "diffcse", generator=str(tiny_generator),
+                                                      lambda_weight=0.5, projector="mlp"))
     full.load_state_dict(simcse.state_dict(), strict=False)
     full.train()
     torch.manual_seed(7)
@@ -116,14 +119,15 @@ def test_batchnorm_projector_is_the_official_projection_mlp(tiny_bert) -> None:
     assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Linear", "BatchNorm1d"]
     assert projector.net[0].bias is None and projector.net[3].bias is None
     assert projector.net[0].out_features == 16 and projector.net[4].affine is False
-    method = DiffCSE(_context(tiny_bert), lambda_weight=0.0)
+    method = DiffCSE(_context(tiny_bert), yaml_spec("method", "diffcse", lambda_weight=0.0))
     assert isinstance(method.projector, BatchNormProjector)
-    assert DiffCSE(_context(tiny_bert, pooler="avg"), lambda_weight=0.0).projector is None  # official: cls only
+    on_avg = DiffCSE(_context(tiny_bert, pooler="avg"), yaml_spec("method", "diffcse", lambda_weight=0.0))
+    assert on_avg.projector is None  # official: cls only
 
 
 def test_generator_is_checked_before_loading(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"^method.generator: cannot load '.*nowhere'"):
-        DiffCSESpec.check_arguments(**{"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.005})
+        yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.005)
     with pytest.raises(ValueError, match=r"^method.projector: unknown value 'linear'"):
-        DiffCSESpec.check_arguments(**{"projector": "linear"})
-    DiffCSESpec.check_arguments(**{"generator": str(tmp_path / "nowhere"), "lambda_weight": 0.0})  # inert without λ
+        yaml_spec("method", "diffcse", projector="linear", lambda_weight=0.0)
+    yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.0)  # inert without λ

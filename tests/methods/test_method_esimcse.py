@@ -15,7 +15,6 @@ from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE
-from cl_bench.methods.specs import ESimCSESpec
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
@@ -61,7 +60,8 @@ def _method(tiny_bert, neg_size: int = 6, momentum: float = 0.9, dup_type: str =
     augmentation.setup(encoder, str(tiny_bert))
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=augmentation,
                             model_name_or_path=str(tiny_bert), seed=3)
-    return ESimCSE(context, momentum=momentum, neg_size=neg_size, momentum_start=momentum_start)
+    return ESimCSE(context, yaml_spec("method", "esimcse", momentum=momentum, neg_size=neg_size,
+                                          momentum_start=momentum_start))
 
 
 def test_views_are_the_sentence_and_its_token_repetition(tiny_bert) -> None:
@@ -153,7 +153,7 @@ def test_momentum_start_is_checked() -> None:
     import pytest
 
     with pytest.raises(ValueError, match=r"^method.momentum_start: unknown value 'warm'; valid: pretrained, random$"):
-        ESimCSESpec.check_arguments(**{"momentum_start": "warm"})
+        yaml_spec("method", "esimcse", momentum_start="warm")
 
 
 def test_fp16_cuda_precision_is_fp16_on_cuda_only() -> None:

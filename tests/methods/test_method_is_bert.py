@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.augment.base import Augmentation
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import MethodContext
@@ -30,7 +31,7 @@ def _method(tiny_bert: Path, augmentation: Augmentation | None = None, **kwargs)
         encoder=encoder, loss=jsd_mi_loss, augmentation=None,
         model_name_or_path=str(tiny_bert),
     )
-    return ISBERT(context, channels=kwargs.pop("channels", 4), **kwargs)
+    return ISBERT(context, yaml_spec("method", "is_bert", channels=kwargs.pop("channels", 4), **kwargs))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def test_reads_distinct_nli_sentences(tiny_bert: Path, data_dir: Path, tmp_path:
     sentences = method.read_corpus(str(data_dir / "nli" / "snli_senteval" / "s1.dev.gz"))
     assert len(sentences) == len(set(sentences)) == 25741
     assert sentences[0] == "Two women are embracing while holding to go packages ."
-    dev_only = _method(tiny_bert).read_corpus(str(data_dir / "nli" / "snli_senteval" / "s2.dev.gz"))
+    dev_only = _method(tiny_bert, snli_splits=None).read_corpus(str(data_dir / "nli" / "snli_senteval" / "s2.dev.gz"))
     assert 0 < len(dev_only) < len(sentences)
     triples = method.read_corpus(str(data_dir / "nli" / "snli_devtest_triples_for_simcse.csv.gz"))
     assert len(triples) == len(set(triples)) and "Two woman are holding packages ." in triples

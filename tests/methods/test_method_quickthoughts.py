@@ -17,6 +17,7 @@ from test_method_cert import run_cl_bench
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import cosine_logits
 from cl_bench.losses.neighbour import neighbour_classification
 from cl_bench.methods.base import MethodContext
@@ -26,7 +27,6 @@ from cl_bench.methods.quickthoughts import (
     QuickThoughts,
     neighbour_targets,
 )
-from cl_bench.methods.specs import QuickThoughtsSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
@@ -42,7 +42,7 @@ def make_qt(tiny_bert, similarity: str = "dot", tau: float | None = None, **kwar
     loss = functools.partial(neighbour_classification, similarity=similarity, tau=tau)
     context = MethodContext(encoder=encoder, loss=loss, augmentation=None,
                             model_name_or_path=str(tiny_bert), max_length=16, seed=5, data={"name": "enwiki_sentences"})
-    return QuickThoughts(context, **kwargs)
+    return QuickThoughts(context, yaml_spec("method", "quickthoughts", **kwargs))
 
 
 @pytest.mark.parametrize("batch_size,context_size", [(2, 1), (5, 1), (6, 2), (4, 3)])
@@ -149,9 +149,9 @@ def test_eval_embedding_concat_f_g(tiny_bert, tmp_path: Path) -> None:
 
 def test_bad_options_fail_with_the_key() -> None:
     with pytest.raises(ValueError, match="method.encoders"):
-        QuickThoughtsSpec.check_arguments(**{"encoders": 3})
+        yaml_spec("method", "quickthoughts", encoders=3)
     with pytest.raises(ValueError, match="method.embedding"):
-        QuickThoughtsSpec.check_arguments(**{"embedding": "sum"})
+        yaml_spec("method", "quickthoughts", embedding="sum")
     with pytest.raises(ValueError, match="loss.similarity"):
         neighbour_classification(torch.randn(2, 4), torch.randn(2, 4), neighbour_targets(2, 1), similarity="l2")
 

@@ -14,10 +14,10 @@ from omegaconf import OmegaConf
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import build_spec, validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided, pool_layers
-from cl_bench.methods.specs import SelfGuidedSpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 
@@ -129,7 +129,7 @@ def _method(tiny_bert: Path, dropout: float | None = None, objective: str = "opt
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", dropout=dropout, max_length=16)
     loss = functools.partial(sg_contrastive_loss, tau=0.01, objective=objective)
     context = MethodContext(encoder=encoder, loss=loss, augmentation=None, model_name_or_path=str(tiny_bert))
-    return SelfGuided(context, projection_size=kwargs.pop("projection_size", 8), **kwargs)
+    return SelfGuided(context, yaml_spec("method", "sg_opt", projection_size=kwargs.pop("projection_size", 8), **kwargs))
 
 
 def test_frozen_copy_never_changes_and_stays_out_of_training(tiny_bert: Path) -> None:
@@ -221,9 +221,9 @@ def test_no_projection_head_and_bad_options(tiny_bert: Path) -> None:
     with pytest.raises(ValueError, match=r"method.layers: indices must lie in 0..2"):
         _method(tiny_bert, layers=[3])
     with pytest.raises(ValueError, match="method.layer_pooling"):
-        SelfGuidedSpec.check_arguments(**{"layer_pooling": "min"})
+        yaml_spec("method", "sg_opt", layer_pooling="min")
     with pytest.raises(ValueError, match="method.reg_weight"):
-        SelfGuidedSpec.check_arguments(**{"reg_weight": -1})
+        yaml_spec("method", "sg_opt", reg_weight=-1)
 
 
 def test_reads_all_stsb_splits(tiny_bert: Path, data_dir: Path) -> None:

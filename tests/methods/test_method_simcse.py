@@ -6,6 +6,7 @@ import functools
 
 import torch
 
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -18,7 +19,7 @@ def _method(tiny_bert, dropout: float = 0.1, **kwargs) -> SimCSE:
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=dropout, mlp_only_train=True)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05),
                             model_name_or_path=str(tiny_bert), seed=1)
-    return SimCSE(context, **kwargs)
+    return SimCSE(context, yaml_spec("method", "simcse", **kwargs))
 
 
 def test_two_dropout_views_differ_and_loss_is_infonce(tiny_bert) -> None:

@@ -17,6 +17,7 @@ from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce
@@ -40,7 +41,7 @@ def _method(tiny_bert: Path, alpha: float = 1.0, mlm_weight: float = 0.0, **kwar
         augmentation=Dropout(DropoutSpec()),
         model_name_or_path=str(tiny_bert),
     )
-    return SupervisedSimCSE(context, mlm_weight=mlm_weight, **kwargs)
+    return SupervisedSimCSE(context, yaml_spec("method", "simcse_sup", mlm_weight=mlm_weight, **kwargs))
 
 
 def naive_eq5(z1: torch.Tensor, z2: torch.Tensor, z3: torch.Tensor | None, tau: float, alpha: float) -> float:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
 import torch
 
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -41,7 +43,7 @@ def _lm_decoder(method) -> torch.Tensor:
 
 
 def test_masked_mode_encodes_the_mlm_inputs_and_unties_the_head(tiny_bert) -> None:
-    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="masked")
+    method = SimCSE(_context(tiny_bert), yaml_spec("method", "simcse", mlm_weight=0.1, mlm_mode="masked"))
     method.train()
     torch.manual_seed(0)
     contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
@@ -59,7 +61,7 @@ def test_masked_mode_encodes_the_mlm_inputs_and_unties_the_head(tiny_bert) -> No
 
 
 def test_clean_mode_encodes_clean_inputs_with_a_tied_head(tiny_bert) -> None:
-    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="clean")
+    method = SimCSE(_context(tiny_bert), yaml_spec("method", "simcse", mlm_weight=0.1, mlm_mode="clean"))
     method.train()
     torch.manual_seed(0)
     contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
@@ -70,7 +72,7 @@ def test_clean_mode_encodes_clean_inputs_with_a_tied_head(tiny_bert) -> None:
 
 def test_supervised_masked_mode(tiny_bert) -> None:
     triples = [(a, b, c) for a, b, c in zip(BATCH[:8], BATCH[1:9], BATCH[2:10], strict=True)]
-    method = SupervisedSimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="masked")
+    method = SupervisedSimCSE(_context(tiny_bert), yaml_spec("method", "simcse_sup", mlm_weight=0.1, mlm_mode="masked"))
     method.train()
     contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(triples))
     assert torch.equal(contrastive, mlm)
@@ -79,9 +81,9 @@ def test_supervised_masked_mode(tiny_bert) -> None:
 
 def test_masked_mode_needs_an_mlm_weight(tiny_bert) -> None:
     with pytest.raises(ValueError, match=r"method.mlm_mode: 'masked' needs method.mlm_weight > 0"):
-        SimCSE(_context(tiny_bert), mlm_weight=0.0, mlm_mode="masked")
+        SimCSE(_context(tiny_bert), yaml_spec("method", "simcse", mlm_weight=0.0, mlm_mode="masked"))
     with pytest.raises(ValueError, match=r"method.mlm_mode: unknown 'dirty'"):
-        SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="dirty")
+        SimCSE(_context(tiny_bert), dataclasses.replace(yaml_spec("method", "simcse", mlm_weight=0.1), mlm_mode="dirty"))
 
 
 def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> None:
@@ -111,7 +113,7 @@ def test_untied_mode_is_the_latest_official_recipe(tiny_bert) -> None:
     and an untied decoder copied from the checkpoint's LM head: the word embeddings' gradient from the MLM
     term then has no LM-decoder part (rows of tokens absent from the MLM inputs get exactly zero), whereas
     the tied head of mlm_mode=clean sends a gradient to every vocabulary row."""
-    method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode="untied")
+    method = SimCSE(_context(tiny_bert), yaml_spec("method", "simcse", mlm_weight=0.1, mlm_mode="untied"))
     method.train()
     torch.manual_seed(0)
     contrastive, mlm = _backbone_inputs(method, lambda: method.training_step(BATCH))
@@ -123,7 +125,7 @@ def test_untied_mode_is_the_latest_official_recipe(tiny_bert) -> None:
     torch.testing.assert_close(decoder.detach(), word_embeddings.detach())  # a copy of the checkpoint's head
 
     for mode, expect_decoder_part in (("untied", False), ("clean", True)):
-        method = SimCSE(_context(tiny_bert), mlm_weight=0.1, mlm_mode=mode)
+        method = SimCSE(_context(tiny_bert), yaml_spec("method", "simcse", mlm_weight=0.1, mlm_mode=mode))
         method.train()
         grad, inputs = _word_embedding_grad_of_mlm_loss(method)
         absent = torch.ones(grad.shape[0], dtype=torch.bool)

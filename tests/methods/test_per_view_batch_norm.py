@@ -46,9 +46,9 @@ def _gaps(got: list[torch.Tensor], alone: list[torch.Tensor]) -> list[float]:
 def test_barlow_twins_projector_normalises_each_view_alone(tiny_bert: Path, data_dir: Path) -> None:
     method, _ = build(tiny_bert, data_dir, ["method=barlow_twins", "loss=barlow_twins", "method.projector=[16,8]",
                                               "method.batch_norm=joint"])
-    assert method.batch_norm == "joint"  # the key reaches the method; the YAML's default is per_view
+    assert method.spec.batch_norm == "joint"  # the key reaches the method; the YAML's default is per_view
     for mode in ("joint", "per_view"):
-        method.batch_norm = mode
+        method.spec.batch_norm = mode
         got, z, n = _loss_inputs(method)
         with torch.no_grad():
             alone = [method.projector(z[:n]), method.projector(z[n:])]
@@ -62,10 +62,10 @@ def test_barlow_twins_projector_normalises_each_view_alone(tiny_bert: Path, data
 def test_byol_heads_normalise_each_view_alone(tiny_bert: Path, data_dir: Path) -> None:
     method, _ = build(tiny_bert, data_dir, ["method=byol", "loss=byol", "method.projection=[16,8]",
                                             "method.batch_norm=joint"])
-    assert method.batch_norm == "joint"
+    assert method.spec.batch_norm == "joint"
     views = tokenize_groups(method.encoder, [SENTENCES, OTHER])
     for mode in ("joint", "per_view"):
-        method.batch_norm = mode
+        method.spec.batch_norm = mode
         got, z, n = _loss_inputs(method)  # predictions of views 1 and 2, then their targets
         with torch.no_grad():
             target_z = method.target_encoder(method.to_device(views.features))

@@ -16,6 +16,7 @@ import pytest
 import torch
 from conftest import minilm_path
 
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.promptbert import PromptBERT
@@ -30,7 +31,7 @@ TAU = 0.5  # the reference ran with --temp 0.5 (run.sh: 0.05) so that loss and g
 def method() -> PromptBERT:
     encoder = build_encoder(str(minilm_path()), pooler="cls", dropout=0.0, max_length=32)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=TAU), max_length=32)
-    method = PromptBERT(context, dev_embedding="trainer").double()
+    method = PromptBERT(context, yaml_spec("method", "promptbert", dev_embedding="trainer")).double()
     generator = torch.Generator().manual_seed(0)  # the reference's MLP values
     hidden = encoder.hidden_size
     with torch.no_grad():

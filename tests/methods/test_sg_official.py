@@ -10,6 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.sg_opt import sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided
@@ -22,7 +23,7 @@ def _method(tiny_bert: Path, frozen_dropout: bool) -> SelfGuided:
     encoder = build_encoder(str(tiny_bert), pooler="cls_before_pooler", dropout=0.3, max_length=16)
     context = MethodContext(encoder=encoder, loss=functools.partial(sg_contrastive_loss, tau=0.01, objective="opt3"),
                             augmentation=None, model_name_or_path=str(tiny_bert))
-    return SelfGuided(context, projection_size=8, frozen_dropout=frozen_dropout)
+    return SelfGuided(context, yaml_spec("method", "sg_opt", projection_size=8, frozen_dropout=frozen_dropout))
 
 
 def _two_views(method: SelfGuided) -> tuple[torch.Tensor, torch.Tensor]:

@@ -197,7 +197,7 @@ def test_promptbert_subtracts_each_rows_template_state(tokenizer) -> None:
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)
-    method = PromptBERT(MethodContext(encoder=encoder, loss=info_nce, max_length=32))
+    method = PromptBERT(MethodContext(encoder=encoder, loss=info_nce, max_length=32), yaml_spec("method", "promptbert"))
     method.eval()
     sentences = ["A man plays guitar", "hi"]
     views = method.prepare(sentences, random.Random(0))
@@ -284,8 +284,8 @@ def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     from cl_bench.methods.sncse import SNCSE
 
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0, max_length=16)
-    method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(yaml_spec("augmentation", "negation")),
-                                   max_length=16))
+    method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(yaml_spec("augmentation", "negation")), max_length=16),
+                   yaml_spec("method", "sncse"))
     long = "one two three four five six seven eight nine ten"
     views = method.prepare(["A man is playing", long], random.Random(0))
     rows = [tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]) for ids in views.features["input_ids"]]
@@ -310,7 +310,8 @@ def test_promptbert_trainer_dev_embedding_is_denoised_without_period() -> None:
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)
-    method = PromptBERT(MethodContext(encoder=encoder, loss=info_nce, max_length=32), dev_embedding="trainer")
+    method = PromptBERT(MethodContext(encoder=encoder, loss=info_nce, max_length=32),
+                        yaml_spec("method", "promptbert", dev_embedding="trainer"))
     method.eval()
     sentences = ["A man plays guitar", "hi there"]
     selection, test = method.selection_encoder(), method.eval_encoder()
@@ -324,5 +325,6 @@ def test_promptbert_trainer_dev_embedding_is_denoised_without_period() -> None:
         torch.testing.assert_close(got, states - delta, atol=1e-5, rtol=0)
         tested = torch.as_tensor(test.encode(sentences, batch_size=2))
         assert not torch.allclose(tested, got, atol=1e-3)
-    assert PromptBERT(MethodContext(encoder=build_encoder(str(MINILM), pooler="cls"), loss=info_nce,
-                                    max_length=32)).selection_encoder().prompt_period == "promptbert"
+    default = PromptBERT(MethodContext(encoder=build_encoder(str(MINILM), pooler="cls"), loss=info_nce, max_length=32),
+                         yaml_spec("method", "promptbert"))
+    assert default.selection_encoder().prompt_period == "promptbert"

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -31,7 +32,7 @@ def _simcse(tiny_bert: Path, dropout: float, pooler: str = "cls") -> SimCSE:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler=pooler, dropout=dropout, max_length=16, mlp_only_train=True)
     context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()))
-    method = SimCSE(context)
+    method = SimCSE(context, yaml_spec("method", "simcse"))
     method.train()
     return method
 

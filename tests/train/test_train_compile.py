@@ -16,6 +16,7 @@ import torch
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
@@ -42,7 +43,8 @@ def _sentences(count: int, seed: int) -> list[str]:
 def _simcse(tiny_bert: Path, dropout: float = 0.0) -> SimCSE:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=dropout, max_length=32, mlp_only_train=True)
-    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())))
+    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+                  yaml_spec("method", "simcse"))
 
 
 def test_length_buckets() -> None:

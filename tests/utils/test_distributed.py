@@ -21,6 +21,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
+from cl_bench.config.catalog import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
@@ -54,8 +55,9 @@ def _build(tiny_bert: str, method_name: str, loss_fn: object) -> torch.nn.Module
     # what cl_bench.train.loop.build_method does: the loss sees the global batch under torchrun
     context = MethodContext(encoder=encoder, loss=distributed.gather_loss(loss_fn), augmentation=Dropout(DropoutSpec()))
     if method_name == "cert":
-        return CERT(context, queue_size=12, projection_dim=8)
-    return SimCSE(context) if method_name == "simcse" else SupervisedSimCSE(context)
+        return CERT(context, yaml_spec("method", "cert", queue_size=12, projection_dim=8))
+    return SimCSE(context, yaml_spec("method", "simcse")) if method_name == "simcse" else SupervisedSimCSE(
+        context, yaml_spec("method", "simcse_sup"))
 
 
 def _step(tiny_bert: str, case: str) -> dict[str, object]:
