@@ -671,7 +671,8 @@ def unused_groups(cfg: DictConfig) -> dict[str, str]:
 
 
 def _values(node: Any) -> dict[str, Any]:
-    return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if not str(k).startswith("_")}
+    return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
+            if not str(k).startswith("_") and k != "defaults"}  # a YAML read whole: its defaults list names its schema
 
 
 def _condition_holds(condition: str, values: dict[str, Any]) -> bool:

@@ -40,12 +40,23 @@ def test_each_method_alone_gets_its_declared_augmentation(method: str, data_dir:
     (["method=esimcse", "augmentation=dropout"], "cl_bench.augment.base.Dropout"),  # the user's choice wins
     (["method=sncse", "augmentation=eda_delete"], "cl_bench.augment.eda.RandomDeletion"),
     (["experiment=sncse_bert"], "cl_bench.augment.negation.Negation"),
-    (["experiment=esimcse_bert", "augmentation=crop"], "cl_bench.augment.words.Crop"),  # over a preset too
-    (["experiment=promptbert_bert", "method=esimcse"], "cl_bench.augment.word_repetition.WordRepetition"),
+    (["experiment=sncse_bert", "augmentation=crop"], "cl_bench.augment.words.Crop"),  # over a preset too
+    (["experiment=bert_first_last_avg", "method=esimcse"], "cl_bench.augment.word_repetition.WordRepetition"),
     (["method=simcse"], "cl_bench.augment.base.Dropout"),
 ])
 def test_an_explicit_augmentation_wins_over_the_method_default(overrides: list[str], target: str, data_dir: Path) -> None:
     assert _compose(overrides, data_dir).augmentation._target_ == target
+
+
+def test_a_presets_augmentation_keys_do_not_fit_another_augmentation(data_dir: Path) -> None:
+    """ESimCSE's preset sets ``augmentation.dup_rate`` (word repetition's key): with ``augmentation=crop`` chosen, crop's
+    schema (its spec) rejects that key at composition, naming it; so does ESimCSE's for PromptBERT's preset keys."""
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="full_key: augmentation.dup_rate"):
+        _compose(["experiment=esimcse_bert", "augmentation=crop"], data_dir)
+    with pytest.raises(ConfigCompositionException, match="full_key: method.dev_embedding"):  # PromptBERT's key
+        _compose(["experiment=promptbert_bert", "method=esimcse"], data_dir)
 
 
 def test_the_method_defaults_keep_their_keys_overridable(data_dir: Path) -> None:
