@@ -21,11 +21,11 @@ from _common import print_machine
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
-from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.compile import PadToBucket, compile_encoder, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype
@@ -38,12 +38,18 @@ VARIANTS = {  # name: (train.precision, train.compile)
 }
 
 
+
+#: conf/method/simcse.yaml's values (written out: the GPU image has no Hydra to read the YAML with cl-bench's catalog)
+DROPOUT_SIMCSE = SimCSESpec(name="simcse", mlm_weight=0.0, mlm_probability=0.15, mlm_mode="clean", augment_both_views=True,
+                            fixed_dropout_mask=False, select_with_mlp=False)
+
+
 def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     """cl-bench's SimCSE step under the given precision and compilation (the Trainer's own helpers)."""
     torch.manual_seed(0)
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=32, mlp_only_train=True)
     method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
-                    yaml_spec("method", "simcse"))
+                    DROPOUT_SIMCSE)
     prepare = None
     if compiled:  # as the Trainer compiles: static shapes, batches padded to a few length buckets
         compile_encoder(method)

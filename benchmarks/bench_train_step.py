@@ -59,12 +59,12 @@ from transformers import AutoModel, AutoTokenizer
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
-from cl_bench.config.catalog import yaml_spec
 from cl_bench.data.loader import BatchLoader
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
 from cl_bench.train.compile import PadToBucket, compile_encoder, compile_mode, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype
@@ -82,6 +82,12 @@ class StepKind:
 
     label: str
     run_round: Round
+
+
+
+#: conf/method/simcse.yaml's values (written out: the GPU image has no Hydra to read the YAML with cl-bench's catalog)
+DROPOUT_SIMCSE = SimCSESpec(name="simcse", mlm_weight=0.0, mlm_probability=0.15, mlm_mode="clean", augment_both_views=True,
+                            fixed_dropout_mask=False, select_with_mlp=False)
 
 
 def sequential_rounds(step: Step, batches: list[list[str]]) -> Round:
@@ -108,7 +114,7 @@ def cl_bench_round(model_path: str, lr: float, device: torch.device, dtype: torc
     """cl-bench's Trainer step (:class:`TrainStep`) over the batches as its DataLoader workers prepare them."""
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=max_length, mlp_only_train=True)
     method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
-                    yaml_spec("method", "simcse"))
+                    DROPOUT_SIMCSE)
     method.to(device)
     params = [p for p in method.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, **implementation(device))

@@ -5,15 +5,20 @@ keys other than ``_target_``, ``_partial_`` and ``defaults``) with their types; 
 what the option is (the groups a method uses, the loss calls it makes, a loss's kind, whether an
 augmentation rewrites text, the one-line summary of ``cl-bench list``); its methods hold the rules that
 decide, before any model loads, whether a value can work (:meth:`Spec.check`) and whether a key can act
-on this run (:meth:`MethodSpec.inert_keys`). The YAML keeps the values and their comments; the ``nn.Module``
-or loss function (the YAML's ``_target_``, what Hydra instantiates) keeps the code.
+on this run (:meth:`MethodSpec.inert_keys`).
+
+Each built-in option's YAML extends its spec's schema (:meth:`Spec.schema`, stored in Hydra's ConfigStore as
+``schema/<group>/<SpecClass>``), so composition rejects a key the option lacks and a wrongly typed value. The
+YAML keeps the values and their comments. A method or augmentation is built by :func:`build`, which passes the
+spec to its class (``SimCSE(context, spec)``); a loss stays a pure function, built ``_partial_`` by Hydra with
+its keys as keyword arguments.
 
 A spec names its target (:attr:`Spec.target`) and is registered under it when its class is defined.
 cl-bench's own specs live in ``cl_bench/methods/specs.py``, ``cl_bench/losses/specs.py`` and
 ``cl_bench/augment/specs.py``, which import no torch, so every check answers before torch loads. A
 user's spec may sit in the same module as their ``nn.Module`` (their checks then run after that module,
-and torch, are imported) or in a module of its own. An option without a spec is checked against its
-target's constructor signature when the job imports it.
+and torch, are imported) or in a module of its own; their YAML may leave out the schema line (its spec, not yet
+imported when Hydra composes, then checks the keys and types: :func:`cl_bench.config.build_spec`).
 """
 
 from __future__ import annotations

@@ -149,3 +149,12 @@ print("imported")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0 and result.stdout.strip() == "imported", result.stderr[-2000:]
+
+
+def test_the_benchmarks_simcse_spec_is_its_yamls() -> None:
+    """The GPU benchmarks write SimCSE's spec out (no Hydra on the GPU image): it equals conf/method/simcse.yaml's."""
+    import bench_precision
+
+    from cl_bench.config.catalog import yaml_spec
+
+    assert bench_train_step.DROPOUT_SIMCSE == yaml_spec("method", "simcse") == bench_precision.DROPOUT_SIMCSE

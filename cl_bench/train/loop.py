@@ -82,7 +82,7 @@ def resolve_device(name: str) -> torch.device:
 
 def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:
     """The loss function of a ``loss`` config node (its ``name`` is a label, not an argument)."""
-    return instantiate(OmegaConf.masked_copy(node, [k for k in node if k != "name"]))
+    return instantiate(OmegaConf.masked_copy(node, [k for k in node if k not in ("name", "defaults")]))
 
 
 def build_method(cfg: DictConfig, device: torch.device) -> Method:

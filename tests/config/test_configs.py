@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
@@ -57,11 +56,16 @@ def test_every_loss_option_builds_its_function(data_dir: Path) -> None:
 
 
 def test_every_augmentation_option_instantiates(data_dir: Path) -> None:
-    """``augmentation=NAME``: Hydra's ``instantiate`` builds it (its model, if any, loads at ``setup``)."""
+    """``augmentation=NAME``: the job's route, :func:`cl_bench.specs.build`, builds it from its checked spec (its
+    model, if any, loads at ``setup``)."""
+    from cl_bench.config import build_spec
+    from cl_bench.specs import build
+
     os.environ["CL_BENCH_DATA"] = str(data_dir)
     for option, cfg in _compose_all("augmentation").items():
-        built = instantiate(cfg.augmentation)
+        built = build(OmegaConf.to_container(cfg.augmentation, resolve=True))
         assert type(built).__module__.startswith("cl_bench.augment."), option
+        assert built.spec == build_spec(cfg.augmentation, "augmentation"), option
 
 
 @pytest.mark.parametrize("training", [True, False])

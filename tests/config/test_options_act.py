@@ -617,7 +617,7 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
                 assert error and error.startswith("loss: ") and "\n" not in error, (method, loss, error)
             elif error is not None:
                 continue
-            with open_dict(cfg):
+            with open_dict(cfg.method):  # the method's node is typed by its spec: as Hydra's +method.guide adds it
                 cfg.method.guide = str(guide)
             error = _verdict(cfg, [f"loss={loss}", f"method.guide={guide}"])
             takes_mask = "ignore" in spec_class(cfg, "loss").inputs
