@@ -24,6 +24,7 @@ imported when Hydra composes, then checks the keys and types: :func:`cl_bench.co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ class Spec:
         return cls(**{key: values[key] for key in cls.keys()})
 
     @classmethod
+    @functools.cache
     def schema(cls) -> type:
         """The spec as the structured config its YAML extends (``defaults: [/schema/<group>/<SpecClass>@_here_]``):
         its fields and the YAML's ``_target_`` (and a loss's ``_partial_``), so Hydra's composition rejects an unknown

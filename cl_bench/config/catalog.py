@@ -111,14 +111,18 @@ def import_target(target: str) -> Any:
 
 
 def yaml_spec(group: str, name: str, **changes: Any) -> Any:
-    """The spec of ``conf/<group>/<name>.yaml`` with ``changes`` applied, checked: an option built from Python with
-    its YAML's values, e.g. ``SimCSE(context, yaml_spec("method", "simcse", mlm_weight=0.1))``.
+    """The spec of ``conf/<group>/<name>.yaml`` with ``changes`` applied, checked as a run's is (its keys and types by
+    :func:`cl_bench.config.build_spec`, then its rules): an option built from Python with its YAML's values, e.g.
+    ``SimCSE(context, yaml_spec("method", "simcse", mlm_weight=0.1))``.
 
     Raises:
         ValueError: one line naming the key whose value cannot work.
     """
-    values = read_yaml(options(group, internal=True)[name])
-    spec = spec_for(str(values["_target_"])).from_config(values, **changes)
+    from omegaconf import OmegaConf
+
+    from cl_bench.config import build_spec
+
+    spec = build_spec(OmegaConf.create({**read_yaml(options(group, internal=True)[name]), **changes}), group)
     spec.check()
     return spec
 

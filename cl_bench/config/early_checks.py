@@ -19,6 +19,7 @@ import difflib
 import itertools
 import logging
 import math
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cl_bench.config import ConfigError, catalog, check_values
 from cl_bench.config.catalog import CONF_DIR, GROUPS
+from cl_bench.specs import registered
 from cl_bench.utils.overrides import is_override, override_parser, parsed_overrides
 
 
@@ -67,10 +69,6 @@ def raise_keyed_composition_error(err: Exception) -> None:
     Raises:
         ConfigError: the one line.
     """
-    import re
-
-    from cl_bench.specs import registered
-
     text = str(err)
     key = re.search(r"full_key: (\S+)", text)
     if key is None:
@@ -84,7 +82,7 @@ def raise_keyed_composition_error(err: Exception) -> None:
     if spec is None:
         raise ConfigError(f"{key}: {reason.rstrip('.')}{source}")
     group = key.split(".")[0]
-    valid = {f"{group}.{name}" for name in spec.keys()}
+    valid = {f"{group}.{name}" for name in spec.keys() if name != "name"}  # name: a label, not a setting
     hint = _closest_key_hint(key, valid) or f"; valid keys: {', '.join(sorted(valid))}"
     raise ConfigError(f"{key}: unknown key{source}{hint}")
 
