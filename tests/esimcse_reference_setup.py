@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from conftest import build_tiny_bert
 
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE

@@ -155,6 +155,6 @@ def test_the_benchmarks_simcse_spec_is_its_yamls() -> None:
     """The GPU benchmarks write SimCSE's spec out (no Hydra on the GPU image): it equals conf/method/simcse.yaml's."""
     import bench_precision
 
-    from cl_bench.config.catalog import yaml_spec
+    from cl_bench.config import yaml_spec
 
     assert bench_train_step.DROPOUT_SIMCSE == yaml_spec("method", "simcse") == bench_precision.DROPOUT_SIMCSE

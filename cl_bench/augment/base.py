@@ -27,7 +27,7 @@ class Augmentation:
 
     An option's keys, its name and what it does (rewrites text, edits embeddings) are its spec's
     (:class:`cl_bench.specs.AugmentationSpec`; the values from ``conf/augmentation/<name>.yaml``), built and
-    checked by :func:`cl_bench.specs.build` or, from Python, :func:`cl_bench.config.catalog.yaml_spec`.
+    checked by :func:`cl_bench.specs.build` or, from Python, :func:`cl_bench.config.yaml_spec`.
     """
 
     def __init__(self, spec: AugmentationSpec) -> None:

@@ -209,6 +209,21 @@ def build_spec(node: DictConfig, group: str) -> Spec:
     return cls.from_config(OmegaConf.to_container(typed))
 
 
+def yaml_spec(group: str, name: str, **changes: Any) -> Any:
+    """The spec of ``conf/<group>/<name>.yaml`` with ``changes`` applied, checked as a run's is (its keys and types by
+    :func:`cl_bench.config.build_spec`, then its rules): an option built from Python with its YAML's values, e.g.
+    ``SimCSE(context, yaml_spec("method", "simcse", mlm_weight=0.1))``.
+
+    Raises:
+        ValueError: one line naming the key whose value cannot work.
+    """
+    from cl_bench.config.catalog import options, read_yaml
+
+    spec = build_spec(OmegaConf.create({**read_yaml(options(group, internal=True)[name]), **changes}), group)
+    spec.check()
+    return spec
+
+
 _SPEC_BASES = {"method": MethodSpec.__name__, "loss": LossSpec.__name__, "augmentation": AugmentationSpec.__name__}
 
 

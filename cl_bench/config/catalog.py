@@ -110,23 +110,6 @@ def import_target(target: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def yaml_spec(group: str, name: str, **changes: Any) -> Any:
-    """The spec of ``conf/<group>/<name>.yaml`` with ``changes`` applied, checked as a run's is (its keys and types by
-    :func:`cl_bench.config.build_spec`, then its rules): an option built from Python with its YAML's values, e.g.
-    ``SimCSE(context, yaml_spec("method", "simcse", mlm_weight=0.1))``.
-
-    Raises:
-        ValueError: one line naming the key whose value cannot work.
-    """
-    from omegaconf import OmegaConf
-
-    from cl_bench.config import build_spec
-
-    spec = build_spec(OmegaConf.create({**read_yaml(options(group, internal=True)[name]), **changes}), group)
-    spec.check()
-    return spec
-
-
 def loss_kind_of(path: Path) -> str | None:
     """The kind of a loss option (:attr:`cl_bench.specs.LossSpec.kind`; None when its spec cannot be found)."""
     spec = _spec(read_yaml(path).get("_target_"))

@@ -9,7 +9,7 @@ import torch
 
 from cl_bench.augment.cutoff import FeatureCutoff, SpanCutoff, TokenCutoff, encode_with_embedding_augmentation
 from cl_bench.augment.specs import FeatureCutoffSpec, SpanCutoffSpec, TokenCutoffSpec
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.models.encoder import build_encoder, special_tokens_mask
 
 H = 40

@@ -20,7 +20,7 @@ from cl_bench.augment.back_translation import (
 )
 from cl_bench.augment.mlm_replace import MLMHeadMissing, MLMReplace
 from cl_bench.augment.words import split_affixes
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.models.encoder import build_encoder
 

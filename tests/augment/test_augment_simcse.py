@@ -15,8 +15,7 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import catalog, validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import catalog, validate, yaml_spec
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE
 from cl_bench.methods.specs import SimCSESpec

@@ -9,7 +9,7 @@ import pytest
 from cl_bench.augment.lexicon import load_lexicon
 from cl_bench.augment.synonym import SynonymSubstitution, nlpaug_count
 from cl_bench.augment.words import split_affixes
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 
 SENTENCE = (
     "The old man plays his guitar on the street every evening while young children dance and happy "

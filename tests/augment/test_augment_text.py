@@ -27,8 +27,7 @@ from cl_bench.augment.eda import (
 from cl_bench.augment.lexicon import WORDNET_ENV, LexiconUnavailable, find_wordnet_dir, load_lexicon
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.augment.words import Crop, DeleteOneWord, WordDeletion, split_affixes
-from cl_bench.config import build_spec
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import build_spec, yaml_spec
 from cl_bench.specs import AugmentationSpec, build
 
 CONF_AUG = Path(__file__).resolve().parents[2] / "conf" / "augmentation"

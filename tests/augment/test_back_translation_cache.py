@@ -9,7 +9,7 @@ import pytest
 
 from cl_bench.augment import back_translation
 from cl_bench.augment.back_translation import BackTranslation, BackTranslationUnavailable
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 
 
 class FakeTranslator:

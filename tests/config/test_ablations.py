@@ -15,8 +15,7 @@ from omegaconf import DictConfig
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE

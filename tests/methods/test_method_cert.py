@@ -27,8 +27,7 @@ from cl_bench.augment.cutoff import TokenCutoff
 from cl_bench.augment.eda import RandomDeletion
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext

@@ -20,8 +20,7 @@ from test_method_cert import run_cl_bench
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce

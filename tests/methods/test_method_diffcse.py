@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.diffcse import BatchNormProjector, DiffCSE, replaced_token_loss

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.augment.word_repetition import WordRepetition, repeat_tokens, repeat_words
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.esimcse import ESimCSE

@@ -13,8 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Augmentation
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import MethodContext

@@ -16,8 +16,7 @@ from hydra import compose, initialize_config_dir
 from test_method_cert import run_cl_bench
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.losses.infonce import cosine_logits
 from cl_bench.losses.neighbour import neighbour_classification
 from cl_bench.methods.base import MethodContext

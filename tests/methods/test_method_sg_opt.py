@@ -13,8 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import build_spec, validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import build_spec, validate, yaml_spec
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided, pool_layers

@@ -16,8 +16,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import validate, yaml_spec
 from cl_bench.data.nli import read_nli_triples
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce

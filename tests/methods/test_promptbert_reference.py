@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import minilm_path
 
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.promptbert import PromptBERT

@@ -10,7 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.sg_opt import sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt import SelfGuided

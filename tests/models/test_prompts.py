@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from conftest import minilm_path
 
 from cl_bench.augment.negation import Negation, negate
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.sncse import sncse_loss
 from cl_bench.methods.base import MethodContext, tokenize_groups
 from cl_bench.models.encoder import build_encoder

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse import SimCSE

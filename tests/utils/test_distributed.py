@@ -21,7 +21,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
-from cl_bench.config.catalog import yaml_spec
+from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
