@@ -1,7 +1,9 @@
 """Specs: what each method, loss and augmentation takes and checks, declared once and torch-free.
 
 A spec is a dataclass beside the code it describes. Its fields are the option's config keys (the YAML's
-keys other than ``_target_``, ``_partial_`` and ``defaults``) with their types; its class attributes say
+keys other than ``_target_``, ``_partial_`` and ``defaults``) with their types, a key with a fixed set of values
+typed by a :class:`enum.StrEnum` (``MlmMode = StrEnum("MlmMode", "clean masked untied")``: OmegaConf rejects any
+other value, and a member equals its string); its class attributes say
 what the option is (the groups a method uses, the loss calls it makes, a loss's kind, whether an
 augmentation rewrites text, the one-line summary of ``cl-bench list``); its methods hold the rules that
 decide, before any model loads, whether a value can work (:meth:`Spec.check`) and whether a key can act
@@ -26,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 #: the torch-free modules holding cl-bench's own specs (imported on the first lookup)
@@ -36,7 +39,7 @@ BUILTIN_SPEC_MODULES = ("cl_bench.methods.specs", "cl_bench.losses.specs", "cl_b
 METHOD_GROUPS = ("loss", "augmentation", "pooler")
 
 #: the auxiliary-MLM modes of SimCSE-style methods (``method.mlm_mode``; :mod:`cl_bench.models.mlm` implements them)
-MLM_MODES: tuple[str, ...] = ("clean", "masked", "untied")
+MlmMode = StrEnum("MlmMode", "clean masked untied")
 
 _REGISTRY: dict[str, type[Spec]] = {}
 
@@ -268,9 +271,3 @@ def check_ranges(group: str, values: Mapping[str, Any], rules: Mapping[str, tupl
     for key, (ok, what) in rules.items():
         if key in values and values[key] is not None and not ok(values[key]):
             raise ValueError(f"{group}.{key}: must be {what}, got {values[key]!r}")
-
-
-def check_choice(group: str, values: Mapping[str, Any], key: str, choices: Sequence[str]) -> None:
-    """Raise ``ValueError`` naming ``<group>.<key>`` when its value is not one of ``choices``."""
-    if key in values and values[key] not in choices:
-        raise ValueError(f"{group}.{key}: unknown value '{values[key]}'; valid: {', '.join(choices)}")

@@ -8,17 +8,18 @@ Torch-free (see :mod:`cl_bench.specs`). An augmentation receives its spec (:func
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
 from cl_bench.specs import AugmentationSpec
 
 #: back-translation's sources of views (``augmentation.source``): models, else file | models | file
-BACK_TRANSLATION_SOURCES: tuple[str, ...] = ("auto", "models", "file")
+BackTranslationSource = StrEnum("BackTranslationSource", "auto models file")
 #: the negation's sources (``augmentation.source``): SNCSE's rule, or precomputed negations
-NEGATION_SOURCES: tuple[str, ...] = ("rules", "file")
+NegationSource = StrEnum("NegationSource", "rules file")
 #: word repetition's units (``augmentation.dup_type``): subword tokens of the training tokenizer, or words
-DUP_TYPES: tuple[str, ...] = ("bpe", "word")
+DupType = StrEnum("DupType", "bpe word")
 
 
 def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) -> None:
@@ -187,13 +188,11 @@ class WordRepetitionSpec(AugmentationSpec):
     name: ClassVar[str] = "word_repetition"
 
     dup_rate: float
-    dup_type: str
+    dup_type: DupType
 
     def check(self) -> None:
         if not 0.0 <= float(self.dup_rate) <= 1.0:
             raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {self.dup_rate}")
-        if self.dup_type not in DUP_TYPES:
-            raise ValueError(f"augmentation.dup_type: unknown '{self.dup_type}'; valid: {', '.join(DUP_TYPES)}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -206,13 +205,11 @@ class NegationSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.negation.Negation"
     name: ClassVar[str] = "negation"
 
-    source: str
+    source: NegationSource
     file: str | None
 
     def check(self) -> None:
-        """A known ``source``; ``file`` an existing file with ``source=file`` and unset otherwise."""
-        if self.source not in NEGATION_SOURCES:
-            raise ValueError(f"augmentation.source: unknown '{self.source}'; valid: {', '.join(NEGATION_SOURCES)}")
+        """``file`` an existing file with ``source=file`` and unset otherwise."""
         if self.source == "file" and not (self.file and Path(self.file).is_file()):
             raise ValueError(
                 f"augmentation.file: source=file needs a file of [sentence, negation] lines, got {self.file!r}"
@@ -258,7 +255,7 @@ class BackTranslationSpec(AugmentationSpec):
     backward_model: str | None  #: pivot -> source model id or path
     paraphrase_file: str | None  #: precomputed paraphrases, one per line of ``corpus_file``
     corpus_file: str | None  #: the corpus the paraphrase file is aligned with (and the cache translates)
-    source: str
+    source: BackTranslationSource
     num_beams: int  #: beam size of the translations
     do_sample: bool
     max_length: int  #: longest translation, in tokens
@@ -266,12 +263,6 @@ class BackTranslationSpec(AugmentationSpec):
     cache: bool
     cache_dir: str | None
     limit: int | None
-
-    def check(self) -> None:
-        if self.source not in BACK_TRANSLATION_SOURCES:
-            raise ValueError(
-                f"augmentation.source: must be one of {', '.join(BACK_TRANSLATION_SOURCES)}, got '{self.source}'"
-            )
 
     def translates_corpus_once(self) -> bool:
         """Whether the corpus is translated once into the cache (beam search, a corpus file, ``cache`` on) instead

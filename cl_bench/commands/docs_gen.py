@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import enum
 import inspect
 import io
 import sys
 import textwrap
 import tokenize
+import typing
 from pathlib import Path
 
 import yaml
@@ -295,16 +297,21 @@ def _default(f: dataclasses.Field) -> str:
         return "-"
     if dataclasses.is_dataclass(value):
         return "(section)"
+    if isinstance(value, enum.Enum):
+        value = value.value
     text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
     return "-" if text in ("???", "'???'") else f"`{text}`"
 
 
 def _schema_rows(cls: type, prefix: str, sections: list[tuple[str, type]]) -> list[str]:
     comments = _field_comments(cls)
+    hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
         key = prefix + f.name
         type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if isinstance(hints[f.name], type) and issubclass(hints[f.name], enum.Enum):  # a choice: its values
+            type_name = " | ".join(member.value for member in hints[f.name])
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
         if dataclasses.is_dataclass(default):
             sections.append((key, type(default)))

@@ -33,6 +33,7 @@ from cl_bench.tracking.mlflow_logger import (
     ui_url,
 )
 from cl_bench.tracking.names import sweep_run_name
+from cl_bench.utils.overrides import override_parser
 from cl_bench.utils.rundir import SweepDir
 
 log = logging.getLogger(__name__)
@@ -191,22 +192,18 @@ def log_sweep_outcome(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """Every job's overrides, as Hydra's basic sweeper will launch them (preset params + command line)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    parsed = override_parser().parse_overrides([*params, *config.hydra.overrides.task])
     return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
 def varied_keys(jobs: list[list[str]]) -> list[str]:
     """The keys whose values differ among the jobs, in command-line order, as Hydra's ``OverridesParser``
     reads each job's overrides (a config group by its name, ``+``/``~`` dropped)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
     values: dict[str, set[str]] = {}
     for job in jobs:
-        for override in parser.parse_overrides(job):
+        for override in override_parser().parse_overrides(job):
             value = "" if override.is_delete() else override.get_value_element_as_str()
             values.setdefault(override.key_or_group, set()).add(value)
     return [key for key, seen in values.items() if len(seen) > 1]

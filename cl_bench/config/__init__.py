@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from cl_bench.eval.options import EvalConfig, EvalOptions
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
+from cl_bench.models.prompts import PeriodRule
 from cl_bench.specs import (
     METHOD_GROUPS,
     AugmentationSpec,
@@ -32,13 +34,17 @@ from cl_bench.specs import (
     registered,
     spec_for,
 )
-from cl_bench.train.selection import EARLY_STOPPING_RULES, FINAL_WEIGHTS
+from cl_bench.train.selection import EarlyStoppingRule, FinalWeights
 from cl_bench.utils.overrides import override_key
 
 log = logging.getLogger("cl_bench")
 
-MODES = ("train", "eval")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp16_cuda")  # fp16_cuda: fp16 on CUDA, fp32 elsewhere
+#: ``mode``: train (then evaluate) | eval (evaluate model.name_or_path)
+Mode = StrEnum("Mode", "train eval")
+#: ``train.precision`` (fp16_cuda: fp16 on CUDA, fp32 elsewhere)
+TrainPrecision = StrEnum("TrainPrecision", "auto fp32 bf16 fp16 fp16_cuda")
+#: ``train.nonfinite``: what a NaN/Inf loss or gradient does
+NonfiniteAction = StrEnum("NonfiniteAction", "stop skip")
 
 
 class ConfigError(ValueError):
@@ -63,7 +69,7 @@ class ModelConfig:
     prompt: str = ""  # prefix ("query: ") or [X] template around every sentence, training and evaluation (cl_bench/models/prompts.py)
     view_prompts: list[str] = field(default_factory=list)  # one prompt per view/column in training (last one repeats); [] = model.prompt
     include_prompt: bool = True  # false: averaging poolers leave the prompt's tokens out (sentence-transformers' include_prompt)
-    prompt_period: str = "none"  # none | promptbert | sncse | prompteol: the final period each recipe's code adds (cl_bench/models/prompts.py)
+    prompt_period: PeriodRule = PeriodRule.none  # none | promptbert | sncse | prompteol: the final period each recipe's code adds (cl_bench/models/prompts.py)
     bidirectional: bool = False  # decoders: replace the causal mask by a bidirectional one (LLM2Vec)
     attn_implementation: str | None = None  # eager | sdpa | flash_attention_2 (null: transformers' default)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (training only)
@@ -102,17 +108,17 @@ class TrainConfig:
     select_metric: str = "stsb_dev"  # dev metric that picks the best checkpoint
     save_best: bool = True  # write the best weights to best_model/ (Hugging Face format)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
+    precision: TrainPrecision = TrainPrecision.auto  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
     compile: str = "auto"  # auto (CUDA, jobs >= 1000 steps) | true | false: compiled backbone on bucketed lengths (cl_bench/train/compile.py)
     num_workers: int = -1  # DataLoader worker processes preparing batches (augmentation, tokenisation); -1: auto (2 on CUDA, else 0)
     num_threads: int | None = None  # torch CPU threads (None = torch default)
     progress_bar: bool = True  # tqdm progress bar of the training steps
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
-    nonfinite: str = "stop"  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
+    nonfinite: NonfiniteAction = NonfiniteAction.stop  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
     early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10); needs train.eval_steps > 0
-    early_stopping_rule: str = "no_gain"  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
-    final_weights: str = "best"  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
+    early_stopping_rule: EarlyStoppingRule = EarlyStoppingRule.no_gain  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
+    final_weights: FinalWeights = FinalWeights.best  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
     gradcache_chunk: int = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
     matryoshka_dims: list[int] | None = None  # Matryoshka: the loss summed over these embedding prefix sizes (cl_bench/losses/matryoshka.py)
     matryoshka_weights: list[float] | None = None  # one weight per size (null: 1 each)
@@ -135,7 +141,7 @@ class PathsConfig:
 
 @dataclass
 class CLBenchConfig:
-    mode: str = "train"  # train (then evaluate) | eval (evaluate model.name_or_path)
+    mode: Mode = Mode.train  # train (then evaluate) | eval (evaluate model.name_or_path)
     seed: int = 42  # seeds torch, numpy, random and the data order
     seeds: int = 1  # replicates per grid point (cl_bench/config/seeds.py expands it into a seed list)
     dropout: float = 0.1  # shortcut: hidden and attention dropout of the encoder
@@ -418,8 +424,6 @@ def check_values(cfg: DictConfig) -> None:
     Raises:
         ConfigError: one line naming the offending key.
     """
-    if cfg.mode not in MODES:
-        raise ConfigError(f"mode: unknown mode '{cfg.mode}'; valid: {', '.join(MODES)}")
     if not re.fullmatch(r"auto|[a-z]+(:\d+)?", str(cfg.train.device)):
         raise ConfigError(f"train.device: '{cfg.train.device}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps")
     if cfg.pooler.name not in POOLERS:
@@ -438,18 +442,11 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"train.lr: must be > 0, got {cfg.train.lr}")
         if cfg.train.epochs < 1 and cfg.train.max_steps <= 0:
             raise ConfigError("train.epochs: must be >= 1 unless train.max_steps > 0")
-        if cfg.train.nonfinite not in ("stop", "skip"):
-            raise ConfigError(f"train.nonfinite: must be stop or skip, got '{cfg.train.nonfinite}'")
         if cfg.train.early_stopping_patience < 0:
             raise ConfigError(f"train.early_stopping_patience: must be >= 0 (0 = off), got {cfg.train.early_stopping_patience}")
-        if cfg.train.early_stopping_rule not in EARLY_STOPPING_RULES:
-            raise ConfigError(f"train.early_stopping_rule: unknown '{cfg.train.early_stopping_rule}'; "
-                              f"valid: {', '.join(EARLY_STOPPING_RULES)}")
         if cfg.train.early_stopping_rule != "no_gain" and cfg.train.early_stopping_patience == 0:
             raise ConfigError(f"train.early_stopping_rule: '{cfg.train.early_stopping_rule}' needs "
                               "train.early_stopping_patience > 0 (early stopping is off)")
-        if cfg.train.final_weights not in FINAL_WEIGHTS:
-            raise ConfigError(f"train.final_weights: unknown '{cfg.train.final_weights}'; valid: {', '.join(FINAL_WEIGHTS)}")
         if cfg.train.checkpoint_steps < 0:
             raise ConfigError(f"train.checkpoint_steps: must be >= 0, got {cfg.train.checkpoint_steps}")
         if str(cfg.train.compile).strip().lower() not in ("auto", "true", "false"):
@@ -457,8 +454,6 @@ def check_values(cfg: DictConfig) -> None:
         if cfg.train.num_workers < -1:
             raise ConfigError(f"train.num_workers: must be >= 0 (0 = prepare batches in the main process) or -1 (auto), "
                               f"got {cfg.train.num_workers}")
-        if cfg.train.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision: must be one of {', '.join(PRECISIONS)}, got '{cfg.train.precision}'")
         device = str(cfg.train.device)
         if cfg.train.precision == "fp16" and device != "auto" and not device.startswith("cuda"):
             raise ConfigError(f"train.precision: fp16 needs a CUDA device (loss scaling), got train.device={device}; "
@@ -483,11 +478,9 @@ def check_values(cfg: DictConfig) -> None:
 
 def check_prompt_options(cfg: DictConfig) -> None:
     """``model.prompt``/``view_prompts``/``prompt_period`` and the prompt poolers (before any model loads)."""
-    from cl_bench.models.prompts import PERIOD_RULES, check_prompt
+    from cl_bench.models.prompts import check_prompt
 
     model = cfg.model
-    if model.prompt_period not in PERIOD_RULES:
-        raise ConfigError(f"model.prompt_period: unknown rule '{model.prompt_period}'; valid: {', '.join(PERIOD_RULES)}")
     pooler = str(cfg.pooler.name)
     if cfg.mode == "train" and spec_class(cfg, "method").own_prompts:
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
@@ -1017,7 +1010,7 @@ def acting_params(cfg: DictConfig) -> dict[str, Any]:
     copies (``model.dropout``, ``train.batch_size``) and Hydra's ``_partial_`` markers."""
     import pandas as pd
 
-    flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=True), sep=".").iloc[0].to_dict()
+    flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), sep=".").iloc[0].to_dict()
     for copy, shortcut in SHORTCUT_COPIES.items():  # the value that acted: `train.batch_size=8` given directly
         if copy in flat and shortcut in flat:      # (not through the shortcut) is logged as batch_size 8
             flat[shortcut] = flat[copy]

@@ -21,13 +21,14 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from cl_bench.data.text import DataFileError, iter_lines
 
 log = logging.getLogger(__name__)
 
-DOCUMENT_FORMATS: tuple[str, ...] = ("auto", "wikiextractor", "plain")
+DocumentFormat = StrEnum("DocumentFormat", "auto wikiextractor plain")
 _DOC_OPEN = re.compile(r"^<doc\b(?P<attrs>[^>]*)>\s*$")
 _DOC_CLOSE = "</doc>"
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
@@ -138,8 +139,8 @@ def read_documents(path: str | Path, limit: int | None = None, doc_format: str =
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"data.train_file: document corpus not found: {path}")
-    if doc_format not in DOCUMENT_FORMATS:
-        raise DataFileError(f"document format '{doc_format}' unknown; valid: {', '.join(DOCUMENT_FORMATS)}")
+    if doc_format not in list(DocumentFormat):
+        raise DataFileError(f"document format '{doc_format}' unknown; valid: {', '.join(DocumentFormat)}")
     if doc_format == "auto":
         doc_format = detect_format(path)
     reader = iter_wikiextractor_documents if doc_format == "wikiextractor" else iter_plain_documents

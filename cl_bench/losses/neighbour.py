@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import cosine_logits, dot_logits
-from cl_bench.losses.specs import SIMILARITIES
+from cl_bench.losses.specs import Similarity
 
 
 def neighbour_scores(inputs: torch.Tensor, candidates: torch.Tensor, similarity: str, tau: float | None) -> torch.Tensor:
@@ -25,7 +25,7 @@ def neighbour_scores(inputs: torch.Tensor, candidates: torch.Tensor, similarity:
         return cosine_logits(inputs, candidates, tau)
     if similarity == "dot":
         return dot_logits(inputs, candidates, 1.0)
-    raise ValueError(f"loss.similarity: unknown similarity '{similarity}'; valid: {', '.join(SIMILARITIES)}")
+    raise ValueError(f"loss.similarity: unknown similarity '{similarity}'; valid: {', '.join(Similarity)}")
 
 
 def neighbour_classification(

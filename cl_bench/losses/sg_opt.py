@@ -28,7 +28,7 @@ import torch
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, multi_positive_nce
-from cl_bench.losses.specs import SG_OBJECTIVES  # the objectives of the paper's loss ablation
+from cl_bench.losses.specs import SGObjective  # the objectives of the paper's loss ablation
 
 
 def sg_contrastive_loss(
@@ -51,14 +51,14 @@ def sg_contrastive_loss(
         sampled_layer: (b,) the paper's layer sampler σ: the view index ``base``/``opt1``/``opt2``
             use for each sentence (``opt3`` uses every view).
         tau: temperature τ (> 0).
-        objective: one of :data:`SG_OBJECTIVES`.
+        objective: one of :data:`SGObjective`.
 
     Returns:
         Scalar float32 loss.
     """
-    if objective not in SG_OBJECTIVES:
+    if objective not in list(SGObjective):
         raise ValueError(
-            f"loss.objective: unknown SG objective '{objective}'; valid: {', '.join(SG_OBJECTIVES)}"
+            f"loss.objective: unknown SG objective '{objective}'; valid: {', '.join(SGObjective)}"
         )
     if layer_views.dim() != 3 or layer_views.shape[0] != anchors.shape[0]:
         raise ValueError(

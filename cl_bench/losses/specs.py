@@ -11,22 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from cl_bench.specs import LossSpec
 
 #: AnglE's reductions of a pair's element-wise angle differences (``loss.angle_pooling``)
-ANGLE_POOLINGS: tuple[str, ...] = ("sum", "mean")
+AnglePooling = StrEnum("AnglePooling", "sum mean")
 #: MixCSE's treatments of the mixed logits that hold the row's positive (``loss.mask_positive_mix``)
-MASK_POSITIVE_MIX: tuple[str, ...] = ("zero", "drop", "none")
+MaskPositiveMix = StrEnum("MaskPositiveMix", "zero drop none")
 #: SupCon's anchor sets (``loss.contrast_mode``): both views, or the first views only
-CONTRAST_MODES: tuple[str, ...] = ("all", "one")
+ContrastMode = StrEnum("ContrastMode", "all one")
 #: the triplet loss's in-batch negative choice (``loss.mining``)
-MINING: tuple[str, ...] = ("hardest", "random")
+Mining = StrEnum("Mining", "hardest random")
 #: QuickThoughts' neighbour scores (``loss.similarity``)
-SIMILARITIES: tuple[str, ...] = ("dot", "cosine")
+Similarity = StrEnum("Similarity", "dot cosine")
 #: The SG objectives of the paper's loss ablation, in the order they were introduced (``loss.objective``).
-SG_OBJECTIVES: tuple[str, ...] = ("base", "opt1", "opt2", "opt3")
+SGObjective = StrEnum("SGObjective", "base opt1 opt2 opt3")
 
 
 
@@ -55,16 +56,16 @@ def check_angle(weights: Mapping[str, float], scales: Mapping[str, float], pooli
             raise ValueError(f"loss.{key}: must be >= 0, got {value}")
     for key, value in scales.items():
         check_scale(value, key)
-    if pooling not in ANGLE_POOLINGS:
-        raise ValueError(f"loss.angle_pooling: unknown '{pooling}'; valid: {', '.join(ANGLE_POOLINGS)}")
+    if pooling not in list(AnglePooling):
+        raise ValueError(f"loss.angle_pooling: unknown '{pooling}'; valid: {', '.join(AnglePooling)}")
 
 
 def check_mixcse(lambd: Any, mask_positive_mix: Any) -> None:
     """MixCSE's keys: ``lambd`` in [0, 1], a known ``mask_positive_mix``."""
     if not 0.0 <= float(lambd) <= 1.0:
         raise ValueError(f"loss.lambd: must be in [0, 1], got {lambd}")
-    if mask_positive_mix not in MASK_POSITIVE_MIX:
-        raise ValueError(f"loss.mask_positive_mix: unknown '{mask_positive_mix}'; valid: {', '.join(MASK_POSITIVE_MIX)}")
+    if mask_positive_mix not in list(MaskPositiveMix):
+        raise ValueError(f"loss.mask_positive_mix: unknown '{mask_positive_mix}'; valid: {', '.join(MaskPositiveMix)}")
 
 
 def check_debiasing(tau_plus: float, beta: float) -> None:
@@ -120,13 +121,9 @@ class SupConSpec(_PairLossSpec):
     target: ClassVar[str] = "cl_bench.losses.supcon.supcon"
 
     tau: float
-    contrast_mode: str
+    contrast_mode: ContrastMode
 
     def check(self) -> None:
-        if self.contrast_mode not in CONTRAST_MODES:
-            raise ValueError(
-                f"loss.contrast_mode: must be one of {', '.join(CONTRAST_MODES)}, got '{self.contrast_mode}'"
-            )
         check_tau(self.tau)
 
 
@@ -212,7 +209,7 @@ class MixCSESpec(_PairLossSpec):
 
     tau: float
     lambd: float
-    mask_positive_mix: str
+    mask_positive_mix: MaskPositiveMix
 
     def check(self) -> None:
         check_mixcse(self.lambd, self.mask_positive_mix)
@@ -254,13 +251,11 @@ class TripletSpec(LossSpec):
     inputs: ClassVar[frozenset[str]] = frozenset({"labels", "generator"})
 
     margin: float
-    mining: str
+    mining: Mining
     normalize: bool
 
     def check(self) -> None:
         check_margin(self.margin)
-        if self.mining not in MINING:
-            raise ValueError(f"loss.mining: must be one of {', '.join(MINING)}, got '{self.mining}'")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -383,7 +378,7 @@ class AnglESpec(LossSpec):
     cosine_tau: float
     ibn_tau: float
     angle_tau: float
-    angle_pooling: str
+    angle_pooling: AnglePooling
 
     def check(self) -> None:
         check_angle({"cosine_w": self.cosine_w, "ibn_w": self.ibn_w, "angle_w": self.angle_w},
@@ -405,7 +400,7 @@ class AnglENLISpec(LossSpec):
     cosine_tau: float
     ibn_tau: float
     angle_tau: float
-    angle_pooling: str
+    angle_pooling: AnglePooling
 
     def check(self) -> None:
         check_angle({"cosine_w": self.cosine_w, "ibn_w": self.ibn_w, "cln_w": self.cln_w, "angle_w": self.angle_w},
@@ -474,7 +469,7 @@ class NeighbourSpec(LossSpec):
     kind: ClassVar[str] = "neighbour"
     needs: ClassVar[Mapping[str, str]] = {"tau": "similarity=cosine"}
 
-    similarity: str
+    similarity: Similarity
     tau: float | None
 
     def check(self) -> None:
@@ -482,8 +477,6 @@ class NeighbourSpec(LossSpec):
             if self.tau is None:
                 raise ValueError("loss.tau: similarity=cosine needs a temperature")
             check_tau(self.tau)
-        elif self.similarity != "dot":
-            raise ValueError(f"loss.similarity: unknown similarity '{self.similarity}'; valid: {', '.join(SIMILARITIES)}")
 
 
 @dataclass(kw_only=True)
@@ -493,14 +486,10 @@ class SGContrastiveSpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.sg_opt.sg_contrastive_loss"
     kind: ClassVar[str] = "self_guided"
 
-    objective: str
+    objective: SGObjective
     tau: float
 
     def check(self) -> None:
-        if self.objective not in SG_OBJECTIVES:
-            raise ValueError(
-                f"loss.objective: unknown SG objective '{self.objective}'; valid: {', '.join(SG_OBJECTIVES)}"
-            )
         check_tau(self.tau)
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
-from cl_bench.losses.specs import CONTRAST_MODES
+from cl_bench.losses.specs import ContrastMode
 
 
 def supcon(
@@ -38,9 +38,9 @@ def supcon(
     Returns:
         Scalar loss (mean over anchors that have a positive).
     """
-    if contrast_mode not in CONTRAST_MODES:
+    if contrast_mode not in list(ContrastMode):
         raise ValueError(
-            f"loss.contrast_mode: must be one of {', '.join(CONTRAST_MODES)}, got '{contrast_mode}'"
+            f"loss.contrast_mode: must be one of {', '.join(ContrastMode)}, got '{contrast_mode}'"
         )
     pairs = contrast_pairs(
         anchors,

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 
 from cl_bench.losses.similarity import contrast_pairs, squared_distances
-from cl_bench.losses.specs import MINING, check_margin
+from cl_bench.losses.specs import Mining, check_margin
 
 
 def triplet(
@@ -42,8 +42,8 @@ def triplet(
         Scalar loss (mean over positive pairs whose anchor has a negative; 0 if none has).
     """
     check_margin(margin)
-    if mining not in MINING:
-        raise ValueError(f"loss.mining: must be one of {', '.join(MINING)}, got '{mining}'")
+    if mining not in list(Mining):
+        raise ValueError(f"loss.mining: must be one of {', '.join(Mining)}, got '{mining}'")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     sq = squared_distances(pairs.rows, pairs.columns, normalize)
     has_negative = pairs.negative.any(dim=1)

@@ -31,7 +31,7 @@ from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
 from cl_bench.methods.base import Method, MethodContext, Prepared
-from cl_bench.methods.specs import SAMPLING_STRATEGIES, DeCLUTRSpec
+from cl_bench.methods.specs import DeCLUTRSpec, SamplingStrategy
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -123,8 +123,8 @@ def sample_spans(
     Raises:
         ValueError: invalid lengths/strategy, or a document shorter than the minimum.
     """
-    if sampling_strategy not in SAMPLING_STRATEGIES:
-        raise ValueError(f"method.sampling_strategy: '{sampling_strategy}' unknown; valid: {', '.join(SAMPLING_STRATEGIES)}")
+    if sampling_strategy not in list(SamplingStrategy):
+        raise ValueError(f"method.sampling_strategy: '{sampling_strategy}' unknown; valid: {', '.join(SamplingStrategy)}")
     if not 1 <= min_span_len <= max_span_len:
         raise ValueError(f"method.min_span_len: must be in [1, max_span_len={max_span_len}], got {min_span_len}")
     needed = min_document_tokens(num_anchors, max_span_len)

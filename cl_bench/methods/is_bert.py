@@ -32,7 +32,7 @@ from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences
 from cl_bench.methods.base import Method, MethodContext, Tokenized
-from cl_bench.methods.specs import ACTIVATIONS, ISBERTSpec
+from cl_bench.methods.specs import Activation, ISBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 from cl_bench.utils.rundir import ENCODER_META_FILE
@@ -58,8 +58,8 @@ class NGramCNN(nn.Module):
             raise ValueError(f"method.kernel_sizes: need odd positive window sizes for 'same' padding, got {list(kernel_sizes)}")
         if channels < 1:
             raise ValueError(f"method.channels: must be >= 1, got {channels}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"method.activation: unknown activation '{activation}'; valid: {', '.join(ACTIVATIONS)}")
+        if activation not in list(Activation):
+            raise ValueError(f"method.activation: unknown activation '{activation}'; valid: {', '.join(Activation)}")
         self.kernel_sizes = [int(k) for k in kernel_sizes]
         self.channels = int(channels)
         self.activation = activation

@@ -24,7 +24,7 @@ class PromptTemplateMethod(Method):
         context: shared build context.
         spec: the method's settings.
         templates: the template of each view/column (the first one is also the evaluation prompt).
-        prompt_period: the final-period rule of the official code (:data:`cl_bench.models.prompts.PERIOD_RULES`).
+        prompt_period: the final-period rule of the official code (:data:`cl_bench.models.prompts.PeriodRule`).
     """
 
     def __init__(self, context: MethodContext, spec: MethodSpec, templates: list[str], prompt_period: str) -> None:

@@ -139,7 +139,7 @@ class PromptBERT(PromptTemplateMethod):
     """Two templates as the two views, ``[MASK]`` pooling, template denoising, in-batch InfoNCE.
 
     Keys: ``conf/method/promptbert.yaml`` (spec: :class:`cl_bench.methods.specs.PromptBERTSpec`; ``dev_embedding``:
-    :data:`cl_bench.methods.specs.DEV_EMBEDDINGS`).
+    :data:`cl_bench.methods.specs.DevEmbedding`).
     """
 
     def __init__(self, context: MethodContext, spec: PromptBERTSpec) -> None:

@@ -36,7 +36,7 @@ from cl_bench.data.senteval import read_stsb_split
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.sg_opt import parameter_drift
 from cl_bench.methods.base import Method, MethodContext, Prepared
-from cl_bench.methods.specs import LAYER_POOLINGS, STSB_FILE, SelfGuidedSpec
+from cl_bench.methods.specs import STSB_FILE, LayerPooling, SelfGuidedSpec
 from cl_bench.models.poolers import masked_mean
 
 
@@ -68,7 +68,7 @@ def pool_layers(
         stacked = torch.stack([hidden_states[k] for k in layers], dim=1)  # (B, K, T, H)
         padding = ~attention_mask.bool()[:, None, :, None]
         return stacked.masked_fill(padding, torch.finfo(stacked.dtype).min).amax(dim=2)
-    raise ValueError(f"method.layer_pooling: unknown pooling '{pooling}'; valid: {', '.join(LAYER_POOLINGS)}")
+    raise ValueError(f"method.layer_pooling: unknown pooling '{pooling}'; valid: {', '.join(LayerPooling)}")
 
 
 def projection_head(hidden_size: int, size: int, init_std: float) -> nn.Module:

@@ -8,44 +8,47 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cl_bench.data.documents import DOCUMENT_FORMATS
+from cl_bench.data.documents import DocumentFormat
 from cl_bench.data.nli import senteval_snli_split
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
 from cl_bench.models.prompts import MASK_PLACEHOLDER, SENTENCE_SLOT, check_prompt
-from cl_bench.specs import MLM_MODES, MethodSpec, RunSetting, check_choice, check_ranges
+from cl_bench.specs import MethodSpec, MlmMode, RunSetting, check_ranges
 
 #: ``method.batch_norm`` of the two-view methods with BatchNorm heads (Barlow Twins, BYOL)
-BATCH_NORM_MODES: tuple[str, ...] = ("per_view", "joint")
+BatchNormMode = StrEnum("BatchNormMode", "per_view joint")
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
 MOCHI_HARDEST = 1024
 #: ``method.sampling_strategy`` of DeCLUTR: how a positive span relates to its anchor
-SAMPLING_STRATEGIES: tuple[str, ...] = ("any", "adjacent", "subsuming")
+SamplingStrategy = StrEnum("SamplingStrategy", "any adjacent subsuming")
 #: ``method.projector`` of DiffCSE
-PROJECTORS = ("batchnorm", "mlp")
+Projector = StrEnum("Projector", "batchnorm mlp")
 #: ``method.momentum_start`` of ESimCSE: where the momentum encoder starts (see :mod:`cl_bench.methods.esimcse`)
-MOMENTUM_STARTS: tuple[str, ...] = ("pretrained", "random")
+MomentumStart = StrEnum("MomentumStart", "pretrained random")
 #: ``method.activation`` of IS-BERT's CNN
-ACTIVATIONS: tuple[str, ...] = ("relu", "none")
+Activation = StrEnum("Activation", "relu none")
 #: ``method.discriminator`` of IS-BERT
-DISCRIMINATORS: tuple[str, ...] = ("dot", "mlp_dot")
+Discriminator = StrEnum("Discriminator", "dot mlp_dot")
 #: ``method.head``: SimCSE's fresh Linear+tanh in training only (unsup-bert), or the checkpoint's masked-LM
 #: transform trained and kept at evaluation (sup-bert's ``--mask_embedding_sentence_org_mlp``)
-HEADS = ("mlp", "mlm_transform")
+PromptBertHead = StrEnum("PromptBertHead", "mlp mlm_transform")
 #: ``method.dev_embedding``: the embedding the checkpoint-selecting dev evaluation scores
 #: * ``test``: the final test's (the first template, ``method.prompt_period``, ``method.denoise_eval``);
 #: * ``trainer``: Prompt-BERT's trainer's (prompt_bert/trainers.py ``evaluate`` → models.py ``sentemb_forward``
 #:   with the training arguments still set): the first template's ``[MASK]`` state minus the template's own
 #:   (``--mask_embedding_sentence_delta``), no period appended — what the official run selected its checkpoint on.
-DEV_EMBEDDINGS = ("test", "trainer")
+DevEmbedding = StrEnum("DevEmbedding", "test trainer")
+#: ``method.prompt_period`` of PromptBERT: the final period its code adds, or none (:data:`cl_bench.models.prompts.PeriodRule`)
+PromptBertPeriod = StrEnum("PromptBertPeriod", "promptbert none")
 #: ``method.embedding`` of QuickThoughts: f ⊕ g (the paper), or one of the two encoders
-EMBEDDINGS: tuple[str, ...] = ("concat", "f", "g")
+QuickThoughtsEmbedding = StrEnum("QuickThoughtsEmbedding", "concat f g")
 #: where a scored_pair loss's pairs come from (``method.scored_pairs`` of SBERT)
-SCORED_PAIRS = ("stsb", "nli")
+ScoredPairs = StrEnum("ScoredPairs", "stsb nli")
 #: ``method.layer_pooling`` of SG-OPT: per-layer pooling over tokens
-LAYER_POOLINGS: tuple[str, ...] = ("max", "mean")
+LayerPooling = StrEnum("LayerPooling", "max mean")
 #: an STS-B split file (``sts-<split>.csv``), whose splits ``method.stsb_splits`` of SG-OPT picks
 STSB_FILE = re.compile(r"^sts-(?P<split>\w+)\.csv$")
 #: the loss SBERT's regression is (its ``_target_``): it fits the cosine to a score in [0, 1]
@@ -56,7 +59,6 @@ def check_mlm_config(values: dict[str, Any]) -> None:
     """The auxiliary-MLM keys shared by SimCSE and supervised SimCSE: weight, probability, mode."""
     check_ranges("method", values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
                                     "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
-    check_choice("method", values, "mlm_mode", MLM_MODES)
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -123,7 +125,7 @@ class SimCSESpec(MethodSpec):
     mlm_weight: float
     #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
-    mlm_mode: str
+    mlm_mode: MlmMode
     #: false: the text augmentation rewrites the second view only
     augment_both_views: bool
     fixed_dropout_mask: bool
@@ -165,12 +167,11 @@ class BarlowTwinsSpec(MethodSpec):
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
     projector: list[int]
-    batch_norm: str
+    batch_norm: BatchNormMode
 
     def check(self) -> None:
         values = self.values()
         check_head(values, "projector")
-        check_choice("method", values, "batch_norm", BATCH_NORM_MODES)
 
 
 @dataclass(kw_only=True)
@@ -186,12 +187,11 @@ class BYOLSpec(MethodSpec):
 
     projection: list[int]
     momentum: float
-    batch_norm: str
+    batch_norm: BatchNormMode
 
     def check(self) -> None:
         values = self.values()
         check_head(values, "projection")
-        check_choice("method", values, "batch_norm", BATCH_NORM_MODES)
         check_ranges("method", values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
 
 
@@ -260,15 +260,13 @@ class DeCLUTRSpec(MethodSpec):
     #: DeCLUTR: 32 and 512
     min_span_len: int
     max_span_len: int
-    sampling_strategy: str
+    sampling_strategy: SamplingStrategy
     mlm_weight: float
     mlm_probability: float
-    doc_format: str
+    doc_format: DocumentFormat
 
     def check(self) -> None:
         values = self.values()
-        check_choice("method", values, "sampling_strategy", SAMPLING_STRATEGIES)
-        check_choice("method", values, "doc_format", DOCUMENT_FORMATS)
         check_ranges("method", values, {
             "num_anchors": (lambda v: v >= 1, ">= 1"),
             "num_positives": (lambda v: v >= 1, ">= 1"),
@@ -297,7 +295,7 @@ class DiffCSESpec(MethodSpec):
     generator: str | None
     lambda_weight: float
     mask_ratio: float
-    projector: str
+    projector: Projector
 
     def check(self) -> None:
         values = self.values()
@@ -305,7 +303,6 @@ class DiffCSESpec(MethodSpec):
             "lambda_weight": (lambda v: v >= 0, ">= 0"),
             "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
         })
-        check_choice("method", values, "projector", PROJECTORS)
         if float(self.lambda_weight or 0) > 0 and self.generator:
             check_generator_reachable(str(self.generator))
 
@@ -339,7 +336,7 @@ class ESimCSESpec(MethodSpec):
 
     momentum: float
     neg_size: int
-    momentum_start: str
+    momentum_start: MomentumStart
 
     def check(self) -> None:
         values = self.values()
@@ -347,7 +344,6 @@ class ESimCSESpec(MethodSpec):
             "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
             "neg_size": (lambda v: v >= 0, ">= 0"),
         })
-        check_choice("method", values, "momentum_start", MOMENTUM_STARTS)
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         if int(self.neg_size or 0) == 0:
@@ -368,15 +364,13 @@ class ISBERTSpec(MethodSpec):
 
     kernel_sizes: list[int] | None
     channels: int
-    activation: str
-    discriminator: str
+    activation: Activation
+    discriminator: Discriminator
     discriminator_size: int
     snli_splits: list[str] | None
 
     def check(self) -> None:
         values = self.values()
-        check_choice("method", values, "discriminator", DISCRIMINATORS)
-        check_choice("method", values, "activation", ACTIVATIONS)
         check_ranges("method", values, {
             "channels": (lambda v: v >= 1, ">= 1"),
             "discriminator_size": (lambda v: v >= 1, ">= 1"),
@@ -431,19 +425,16 @@ class PromptBERTSpec(MethodSpec):
     template: str
     second_template: str | None
     denoise: bool
-    prompt_period: str
+    prompt_period: PromptBertPeriod
     #: true: the contradictions are the premises' hard negatives
     supervised: bool
-    head: str
+    head: PromptBertHead
     denoise_eval: bool
-    dev_embedding: str
+    dev_embedding: DevEmbedding
 
     def check(self) -> None:
         values = self.values()
         check_templates(values, ("template", "second_template"))
-        check_choice("method", values, "prompt_period", ("promptbert", "none"))
-        check_choice("method", values, "head", HEADS)
-        check_choice("method", values, "dev_embedding", DEV_EMBEDDINGS)
 
     def check_setting(self, setting: RunSetting) -> None:
         """``head=mlm_transform`` takes BERT's masked-LM head transform: rejected before loading another model type."""
@@ -473,11 +464,10 @@ class QuickThoughtsSpec(MethodSpec):
 
     encoders: int
     context_size: int
-    embedding: str
+    embedding: QuickThoughtsEmbedding
 
     def check(self) -> None:
         values = self.values()
-        check_choice("method", values, "embedding", EMBEDDINGS)
         check_ranges("method", values, {"encoders": (lambda v: v in (1, 2), "1 (shared f = g) or 2"),
                                         "context_size": (lambda v: v >= 1, ">= 1")})
 
@@ -495,14 +485,12 @@ class SBERTSpec(MethodSpec):
 
     nli_splits: list[str] | None
     train_classifier: bool
-    scored_pairs: str
+    scored_pairs: ScoredPairs
     score_max: float
     loss_block: int
 
     def check(self) -> None:
-        """``method.scored_pairs`` is one of :data:`SCORED_PAIRS`; ``method.score_max`` a number > 0."""
-        if self.scored_pairs not in SCORED_PAIRS:
-            raise ValueError(f"method.scored_pairs: unknown '{self.scored_pairs}'; valid: {', '.join(SCORED_PAIRS)}")
+        """``method.score_max`` a number > 0, ``method.loss_block`` an integer >= 0."""
         score_max = self.score_max
         if isinstance(score_max, bool) or not isinstance(score_max, int | float) or not score_max > 0:
             raise ValueError(f"method.score_max: must be a number > 0, got {score_max!r}")
@@ -544,7 +532,7 @@ class SelfGuidedSpec(MethodSpec):
 
     reg_weight: float
     layers: list[int] | None
-    layer_pooling: str
+    layer_pooling: LayerPooling
     projection_size: int
     freeze_embeddings: bool
     frozen_dropout: bool
@@ -553,7 +541,6 @@ class SelfGuidedSpec(MethodSpec):
 
     def check(self) -> None:
         values = self.values()
-        check_choice("method", values, "layer_pooling", LAYER_POOLINGS)
         check_ranges("method", values, {"reg_weight": (lambda v: v >= 0, ">= 0"),
                                         "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
 
@@ -585,7 +572,7 @@ class SupervisedSimCSESpec(MethodSpec):
     mlm_weight: float
     #: the fraction of tokens masked for the MLM loss
     mlm_probability: float
-    mlm_mode: str
+    mlm_mode: MlmMode
     guide: str | None
     guide_pooler: str
 

@@ -245,7 +245,7 @@ class SentenceEncoder(nn.Module):
         prompt: a prefix or ``[X]`` template around every sentence, in training and evaluation
             (:mod:`cl_bench.models.prompts`); "" for none (a prompt pooler then uses its default template).
         include_prompt: False drops the prompt's tokens from the averaging poolers.
-        prompt_period: a rule of :data:`cl_bench.models.prompts.PERIOD_RULES`.
+        prompt_period: a rule of :data:`cl_bench.models.prompts.PeriodRule`.
     """
 
     def __init__(

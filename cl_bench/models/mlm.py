@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from cl_bench.models.encoder import SentenceEncoder, special_tokens_mask
-from cl_bench.specs import MLM_MODES
+from cl_bench.specs import MlmMode
 
 #: key of the MLM labels in a features dict whose ``input_ids`` were masked for the contrastive views too
 MLM_LABELS = "mlm_labels"
@@ -47,8 +47,8 @@ class MLMHead(nn.Module):
         super().__init__()
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-        if mode not in MLM_MODES:
-            raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MLM_MODES)}")
+        if mode not in list(MlmMode):
+            raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MlmMode)}")
         self.mode = mode
         mlm_model = AutoModelForMaskedLM.from_pretrained(name_or_path, config=encoder.backbone.config)
         # Share the backbone: swap the MLM model's base model for the encoder's.
@@ -96,8 +96,8 @@ def mlm_head(
     Raises:
         ValueError: ``mlm_mode=masked`` with ``mlm_weight=0`` (nothing would be masked: the option would not act).
     """
-    if mode not in MLM_MODES:
-        raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MLM_MODES)}")
+    if mode not in list(MlmMode):
+        raise ValueError(f"method.mlm_mode: unknown '{mode}'; valid: {', '.join(MlmMode)}")
     if weight <= 0:
         if mode == "masked":
             raise ValueError("method.mlm_mode: 'masked' needs method.mlm_weight > 0 (without MLM nothing is masked)")

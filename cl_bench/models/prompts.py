@@ -36,6 +36,7 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch loads with the model: the prompt checks run before it (cl-bench's early checks)
@@ -57,7 +58,7 @@ DEFAULT_TEMPLATES = {"mask": PROMPTBERT_TEMPLATE, "prompt_last": PROMPTEOL_TEMPL
 #:   ``string.punctuation`` (SNCSE train_SNCSE.py and bert_prediction.py);
 #: * ``prompteol``: at evaluation only, as ``promptbert``, then ``"`` -> ``'`` and a final ``?`` -> ``.``
 #:   (kongds/scaling_sentemb evaluation.py l.197-200).
-PERIOD_RULES = ("none", "promptbert", "sncse", "prompteol")
+PeriodRule = StrEnum("PeriodRule", "none promptbert sncse prompteol")
 _LAYOUT_FIELDS = 6
 
 
@@ -81,7 +82,7 @@ def check_prompt(prompt: str, key: str, pooler: str | None = None) -> None:
 
 
 def with_period(sentence: str, rule: str, training: bool) -> str:
-    """``sentence`` with the final period of ``rule`` (:data:`PERIOD_RULES`) where it applies."""
+    """``sentence`` with the final period of ``rule`` (:data:`PeriodRule`) where it applies."""
     stripped = sentence.strip()
     if rule == "promptbert" and not training and stripped and stripped[-1] not in ".?\"'":
         return sentence + "."

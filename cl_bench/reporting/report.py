@@ -39,6 +39,7 @@ from cl_bench.reporting.reference_results import (
     values_equal,
 )
 from cl_bench.reporting.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
+from cl_bench.utils.overrides import override_parser
 
 log = logging.getLogger("cl_bench.reporting.report")
 
@@ -437,13 +438,11 @@ def job_overrides(value: Any) -> dict[str, str] | None:
     None when the run recorded none."""
     import json
 
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     if _missing(value) or value == "":
         return None
     items = json.loads(value) if isinstance(value, str) else list(value)
     parsed = {}
-    for override in OverridesParser.create().parse_overrides([str(item) for item in items]):
+    for override in override_parser().parse_overrides([str(item) for item in items]):
         if override.is_delete():
             continue
         key = override.key_or_group + (f"@{override.package}" if override.package else "")
@@ -1169,11 +1168,9 @@ def point_runs(table: SweepTable, runs: pd.DataFrame, ref: str) -> pd.DataFrame:
     exact = finished[finished["point"] == ref]
     if len(exact) or "=" not in ref:
         return exact
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     try:
         wanted = {o.key_or_group: o.get_value_element_as_str()
-                  for o in OverridesParser.create().parse_overrides(ref.replace(", ", " ").split())}
+                  for o in override_parser().parse_overrides(ref.replace(", ", " ").split())}
     except Exception:  # noqa: BLE001 (not overrides: no point, the caller says what is accepted)
         return exact
     raw = runs.set_index("run_id")

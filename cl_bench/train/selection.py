@@ -17,8 +17,12 @@ Either way training stops once the count reaches ``train.early_stopping_patience
 
 from __future__ import annotations
 
-EARLY_STOPPING_RULES: tuple[str, ...] = ("no_gain", "drops")
-FINAL_WEIGHTS: tuple[str, ...] = ("best", "last")
+from enum import StrEnum
+
+#: ``train.early_stopping_rule``: no_gain (reset by a new best) | drops (SG-BERT: below the previous evaluation)
+EarlyStoppingRule = StrEnum("EarlyStoppingRule", "no_gain drops")
+#: ``train.final_weights``: the weights of the final evaluation
+FinalWeights = StrEnum("FinalWeights", "best last")
 
 
 def early_stopping_count(rule: str, count: int, score: float, previous_score: float, improved: bool) -> int:
@@ -38,4 +42,4 @@ def early_stopping_count(rule: str, count: int, score: float, previous_score: fl
         return 0 if improved else count + 1
     if rule == "drops":
         return count + 1 if score < previous_score else count
-    raise ValueError(f"train.early_stopping_rule: unknown '{rule}'; valid: {', '.join(EARLY_STOPPING_RULES)}")
+    raise ValueError(f"train.early_stopping_rule: unknown '{rule}'; valid: {', '.join(EarlyStoppingRule)}")

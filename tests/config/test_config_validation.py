@@ -56,7 +56,6 @@ def test_valid_config_passes(corpus_root, tiny_bert) -> None:
         ("model.max_length=0", "model.max_length: must be >= 1"),
         ("train.lr=0", "train.lr: must be > 0"),
         ("pooler.name=max", "pooler.name: unknown pooler 'max'; valid: cls"),
-        ("mode=serve", "mode: unknown mode 'serve'"),
         ("train.compile=maybe", "train.compile: must be one of auto, true, false, got 'maybe'"),
     ],
 )
@@ -85,6 +84,10 @@ def test_misspelled_override_key_fails_at_composition(corpus_root) -> None:
     with pytest.raises(Exception, match="method.mlm_weight=abc") as err:  # typed by the method's spec (its schema)
         _compose(corpus_root, ["method.mlm_weight=abc"])
     assert "could not be converted to Float" in str(err.value.__cause__)
+    for override, choices in (("mode=serve", "[train, eval]"), ("method.mlm_mode=noisy", "[clean, masked, untied]")):
+        with pytest.raises(Exception, match=override) as err:  # a choice is a StrEnum: no other value composes
+            _compose(corpus_root, [override])
+        assert f"expected one of {choices}" in str(err.value.__cause__)
 
 
 def test_missing_files_are_named(corpus_root, tiny_bert, tmp_path) -> None:

@@ -635,12 +635,12 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
     BatchNorm projector kept at test, which a saved encoder cannot hold), or accepted and acting (one step
     of a tiny model; the BatchNorm projector exactly where it was asked for)."""
     from cl_bench.methods.diffcse import BatchNormProjector
-    from cl_bench.methods.specs import PROJECTORS
+    from cl_bench.methods.specs import Projector
     from cl_bench.train import loop
 
     base = _method_config("diffcse", data_dir, tiny_bert, corpus_files[0])
     accepted = 0
-    for pooler, projector, mlp_only_train in itertools.product(POOLERS, PROJECTORS, (True, False)):
+    for pooler, projector, mlp_only_train in itertools.product(POOLERS, Projector, (True, False)):
         cfg = _with_option(base, "pooler", pooler)
         with open_dict(cfg):
             cfg.method.projector, cfg.pooler.mlp_only_train = projector, mlp_only_train

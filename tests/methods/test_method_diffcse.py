@@ -128,6 +128,6 @@ def test_batchnorm_projector_is_the_official_projection_mlp(tiny_bert) -> None:
 def test_generator_is_checked_before_loading(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"^method.generator: cannot load '.*nowhere'"):
         yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.005)
-    with pytest.raises(ValueError, match=r"^method.projector: unknown value 'linear'"):
+    with pytest.raises(ValueError, match=r"^method.projector: Invalid value 'linear', expected one of \[batchnorm, mlp\]"):
         yaml_spec("method", "diffcse", projector="linear", lambda_weight=0.0)
     yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.0)  # inert without λ

@@ -152,7 +152,7 @@ def test_random_momentum_start_is_redrawn_then_moved_once(tiny_bert) -> None:
 def test_momentum_start_is_checked() -> None:
     import pytest
 
-    with pytest.raises(ValueError, match=r"^method.momentum_start: unknown value 'warm'; valid: pretrained, random$"):
+    with pytest.raises(ValueError, match=r"^method.momentum_start: Invalid value 'warm', expected one of \[pretrained, random\]$"):
         yaml_spec("method", "esimcse", momentum_start="warm")
 
 
