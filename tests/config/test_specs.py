@@ -134,3 +134,36 @@ def test_composition_rejects_a_key_the_spec_lacks_and_a_wrongly_typed_value(tmp_
             compose("config", overrides=["method=cert", "method.queue_size=1.5"])
         cfg = compose("config", overrides=[search_path, "experiment=right"])
     assert cfg.method.mlm_weight == 0.1 and cfg.loss.tau == 0.1
+
+
+def test_every_choice_key_composes_its_values_and_rejects_any_other() -> None:
+    """Every option key typed by a ``StrEnum`` in its spec (``method.mlm_mode``, ``loss.mining``, ...) composes with each
+    of its values, which compare equal to their strings, and rejects any other value at composition, naming the
+    key and the valid values."""
+    import enum
+
+    import pytest
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+
+    from cl_bench.config import register_schemas
+
+    register_schemas()
+    checked = 0
+    with initialize_config_dir(config_dir=str(catalog.CONF_DIR), version_base="1.3"):
+        for group in ("method", "loss", "augmentation"):
+            for name, (target, values) in _options(group).items():
+                hints = typing.get_type_hints(spec_for(target))
+                for key in values:
+                    choices = hints[key]
+                    if not (isinstance(choices, type) and issubclass(choices, enum.Enum)):
+                        continue
+                    for choice in choices:
+                        cfg = compose("config", overrides=[f"{group}={name}", f"{group}.{key}={choice.value}"])
+                        assert cfg[group][key] == choice.value, (group, name, key)
+                    with pytest.raises(ConfigCompositionException) as err:
+                        compose("config", overrides=[f"{group}={name}", f"{group}.{key}=not_a_choice"])
+                    assert f"full_key: {group}.{key}" in str(err.value.__cause__), (group, name, key)
+                    assert f"expected one of [{', '.join(choices)}]" in str(err.value.__cause__), (group, name, key)
+                    checked += 1
+    assert checked >= 20  # the spec fields typed by a choice, over the options that use them
