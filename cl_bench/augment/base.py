@@ -85,12 +85,10 @@ class Dropout(Augmentation):
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Warn when the encoder has no dropout: the two views would then be identical."""
+        from cl_bench.models.encoder import DROPOUT_KEYS
+
         config = getattr(getattr(encoder, "backbone", None), "config", None)
-        rates = [
-            getattr(config, key)
-            for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
-            if isinstance(getattr(config, key, None), (int, float))
-        ]
+        rates = [getattr(config, key) for key in DROPOUT_KEYS if isinstance(getattr(config, key, None), (int, float))]
         if rates and max(rates) == 0:
             log.warning(
                 "augmentation=dropout with dropout=0: both views are identical (SimCSE's 'no dropout' row)"

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cl_bench.eval.flow_options import FIT_MODES, FLOW_LOSSES, FLOW_POOLERS, FlowOptions  # noqa: F401 (the schema lives torch-free)
+from cl_bench.eval.flow_options import FlowOptions  # the schema lives torch-free
 from cl_bench.utils.optim import AdamWNoBiasCorrection
 
 #: official ``logscale_factor`` of actnorm and of the coupling network's output scale

@@ -260,13 +260,17 @@ class MomentumMethod(Method):
         self.pending_keys = None
 
 
-# ----- helpers of the two-view methods with their own heads (Barlow Twins, BYOL, SwAV, memory bank) -----
-def text_views(augmentation: Any, sentences: Sequence[str], rng: random.Random) -> tuple[list[str], list[str]]:
-    """Two text views of ``sentences``: each rewritten independently by a text augmentation, or the
-    sentences themselves twice (dropout-only views, or an embedding-level augmentation applied later)."""
+# ----- helpers of the two-view methods (SimCSE, CERT, ESimCSE; with their own heads: Barlow Twins, BYOL, SwAV, memory bank) -----
+def text_views(
+    augmentation: Any, sentences: Sequence[str], rng: random.Random, augment_first: bool = True
+) -> tuple[list[str], list[str]]:
+    """Two text views of ``sentences``: each rewritten independently by a text augmentation (the first only
+    with ``augment_first``, else the sentence itself), or the sentences themselves twice (dropout-only views,
+    or an embedding-level augmentation applied later). The first view's draws come first from ``rng``."""
     if augmentation is None or augmentation.embedding_level:
         return list(sentences), list(sentences)
-    return augmentation.augment_text(sentences, rng), augmentation.augment_text(sentences, rng)
+    first = augmentation.augment_text(sentences, rng) if augment_first else list(sentences)
+    return first, augmentation.augment_text(sentences, rng)
 
 
 def encode_views(

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cl_bench.augment.cutoff import encode_with_embedding_augmentation
 from cl_bench.losses.mochi import mix_hard_negatives
 from cl_bench.losses.moco import queue_logits
-from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared
+from cl_bench.methods.base import MethodContext, MomentumMethod, Prepared, encode_views, text_views
 from cl_bench.methods.specs import MOCHI_HARDEST, CERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 
@@ -75,11 +74,7 @@ class CERT(MomentumMethod):
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
         """Query and key texts: the key is the text augmentation of the sentence (CERT: back-translation),
         drawn from ``rng`` (default the method's)."""
-        aug, rng = self.augmentation, rng or self.rng
-        if aug is None or aug.embedding_level:
-            return list(sentences), list(sentences)
-        query = aug.augment_text(sentences, rng) if self.spec.augment_query else list(sentences)
-        return query, aug.augment_text(sentences, rng)
+        return text_views(self.augmentation, sentences, rng or self.rng, augment_first=self.spec.augment_query)
 
     def prepare(self, items: list[str], rng: random.Random) -> QueryKey:
         """Query and key texts (the key's text augmentation: back-translation look-ups, EDA…) as token
@@ -91,10 +86,8 @@ class CERT(MomentumMethod):
         """Encode prepared token ids; with an embedding-level augmentation (cutoff) and ``augment_embeddings``,
         every row's embedding-layer output is augmented (the augmentation package's hook)."""
         features = self.to_device(features)
-        aug = self.augmentation
-        if augment_embeddings and aug is not None and aug.embedding_level:
-            generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
-            return encode_with_embedding_augmentation(encoder, features, aug, 0, generator)
+        if augment_embeddings:
+            return encode_views(encoder, self.augmentation, features, 0, self.rng)
         return encoder(features)
 
     # ----- training ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from cl_bench.methods.base import (
     MomentumMethod,
     TextViews,
     encode_views,
+    text_views,
     tokenize_groups,
 )
 from cl_bench.methods.specs import ESimCSESpec
@@ -103,9 +104,7 @@ class ESimCSE(MomentumMethod):
             if "token_type_ids" in tokenizer.model_input_names:
                 features["token_type_ids"] = torch.zeros_like(padded["input_ids"])
             return TextViews(len(sentences), features)
-        if aug is None or aug.embedding_level:
-            return tokenize_groups(self.encoder, (sentences, sentences))
-        return tokenize_groups(self.encoder, (sentences, aug.augment_text(sentences, rng)))
+        return tokenize_groups(self.encoder, text_views(aug, sentences, rng, augment_first=False))
 
     # ----- training ---------------------------------------------------------------------------
     def training_step(self, batch: list[str] | TextViews) -> dict[str, torch.Tensor]:

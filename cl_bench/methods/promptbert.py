@@ -180,26 +180,19 @@ class PromptBERT(PromptTemplateMethod):
             return tokenize_groups(self.encoder, [[row[c] for row in items] for c in range(3)])
         return tokenize_groups(self.encoder, (items, items))
 
-    def denoised(self, states: torch.Tensor, layout: torch.Tensor, views: int, size: int) -> torch.Tensor:
-        """``states`` minus each row's template ``[MASK]`` state at the row's sentence length."""
+    def denoised(
+        self, states: torch.Tensor, layout: torch.Tensor, views: int, size: int, head: nn.Module | None = None
+    ) -> torch.Tensor:
+        """``states`` minus each row's template ``[MASK]`` state at the row's sentence length; with ``head``,
+        head(state) − head(template state) (sup-bert's ``--mask_embedding_sentence_org_mlp`` with delta)."""
+        head = head or nn.Identity()
         rows = []
         for view in range(views):
             block = slice(view * size, (view + 1) * size)
             lengths, inverse = torch.unique(layout[block, 1], return_inverse=True)
             template = self.encoder.prompt_layout(self.encoder.view_prompt(view))
-            delta = template_mask_states(self.encoder.backbone, template, lengths)
-            rows.append(states[block] - delta[inverse.to(delta.device)].to(states.dtype))
-        return torch.cat(rows)
-
-    def denoised_after_head(self, states: torch.Tensor, layout: torch.Tensor, views: int, size: int) -> torch.Tensor:
-        """head(state) − head(template state) per row (sup-bert's ``--mask_embedding_sentence_org_mlp`` with delta)."""
-        rows = []
-        for view in range(views):
-            block = slice(view * size, (view + 1) * size)
-            lengths, inverse = torch.unique(layout[block, 1], return_inverse=True)
-            template = self.encoder.prompt_layout(self.encoder.view_prompt(view))
-            delta = self.head(template_mask_states(self.encoder.backbone, template, lengths))
-            rows.append(self.head(states[block]) - delta[inverse.to(delta.device)].to(states.dtype))
+            delta = head(template_mask_states(self.encoder.backbone, template, lengths))
+            rows.append(head(states[block]) - delta[inverse.to(delta.device)].to(states.dtype))
         return torch.cat(rows)
 
     def training_step(self, batch: list[Any] | TextViews) -> dict[str, torch.Tensor]:
@@ -208,7 +201,7 @@ class PromptBERT(PromptTemplateMethod):
         groups = 3 if self.spec.supervised else 2
         states = self.mask_states(features)
         if self.spec.head == "mlm_transform":
-            z = self.denoised_after_head(states, features["prompt_layout"], groups, n) if self.spec.denoise else self.head(states)
+            z = self.denoised(states, features["prompt_layout"], groups, n, self.head) if self.spec.denoise else self.head(states)
         else:
             z = self.head(self.denoised(states, features["prompt_layout"], groups, n) if self.spec.denoise else states)
         loss = self.loss_fn(*z.split(n))

@@ -66,12 +66,6 @@ class TargetedColumns(TextViews):
     targets: torch.Tensor | None = None
 
 
-def configured_loss_kind(loss_fn: Any) -> str | None:
-    """The kind of the configured loss (a Hydra ``functools.partial``), as its spec declares it."""
-    spec = loss_spec_of(loss_fn)
-    return None if spec is None else spec.kind
-
-
 class SBERT(Method):
     """Siamese fine-tuning with SBERT's classification, regression or triplet objective.
 
@@ -82,7 +76,8 @@ class SBERT(Method):
 
     def __init__(self, context: MethodContext, spec: SBERTSpec) -> None:
         super().__init__(context, spec)
-        self.kind = configured_loss_kind(context.loss)
+        loss_spec = loss_spec_of(context.loss)  # the configured loss's kind, as its spec declares it
+        self.kind = None if loss_spec is None else loss_spec.kind
         if self.kind not in SBERTSpec.loss_kinds:
             raise ValueError("loss: method=sbert needs a classifier, scored_pair or triplet loss (e.g. sbert_softmax, "
                              "sbert_regression, cosent, angle, sbert_triplet, angle_nli)")

@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 
-from cl_bench.augment.cutoff import encode_with_embedding_augmentation
-from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
+from cl_bench.methods.base import Method, MethodContext, TextViews, encode_views, text_views, tokenize_groups
 from cl_bench.methods.specs import SimCSESpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.mlm import mlm_head, with_mlm_term
@@ -47,11 +46,7 @@ class SimCSE(Method):
 
     def make_views(self, sentences: list[str], rng: random.Random | None = None) -> tuple[list[str], list[str]]:
         """Text views of the batch (identical for dropout-only SimCSE), drawn from ``rng`` (default the method's)."""
-        aug, rng = self.augmentation, rng or self.rng
-        if aug is None or aug.embedding_level:
-            return list(sentences), list(sentences)
-        first = aug.augment_text(sentences, rng) if self.spec.augment_both_views else list(sentences)
-        return first, aug.augment_text(sentences, rng)
+        return text_views(self.augmentation, sentences, rng or self.rng, augment_first=self.spec.augment_both_views)
 
     def prepare(self, items: list[str], rng: random.Random) -> TextViews:
         """The two text views and their token ids (CPU), as one DataLoader worker makes them."""
@@ -66,17 +61,12 @@ class SimCSE(Method):
         features, n = self.to_device(views.features), views.size
         if self.mlm is not None:
             features = self.mlm.contrastive_inputs(features)  # masked in mlm_mode=masked
-        aug = self.augmentation
-        if aug is not None and aug.embedding_level:
-            # Shen et al.'s cutoffs act on the second view's embedding-layer output (and mask).
-            generator = torch.Generator(device="cpu").manual_seed(self.rng.getrandbits(63))
-            z = encode_with_embedding_augmentation(self.encoder, features, aug, n, generator)
-            return z[:n], z[n:], features
-        # fixed dropout mask (Table 3 "fixed 0.1")
+        # fixed dropout mask (Table 3 "fixed 0.1"; never with an embedding-level augmentation: __init__ rejects it)
         if self.spec.fixed_dropout_mask:
             z1, z2 = self._encode_views_same_mask(features, n)
             return z1, z2, features
-        z = self.encoder(features)
+        # Shen et al.'s cutoffs act on the second view's embedding-layer output (and mask)
+        z = encode_views(self.encoder, self.augmentation, features, n, self.rng)
         return z[:n], z[n:], features
 
     # fixed dropout mask and GradCache hooks (cl_bench/train/gradcache.py)

@@ -68,9 +68,8 @@ from cl_bench.utils import interrupt
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 log = logging.getLogger(__name__)
-# Config attribute names that hold dropout rates, across BERT/RoBERTa/DistilBERT/MPNet families.
-_HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "dropout")
-_ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout")
+#: config attribute names that hold dropout rates (hidden, then attention), across BERT/RoBERTa/DistilBERT/MPNet families
+DROPOUT_KEYS = ("hidden_dropout_prob", "dropout", "attention_probs_dropout_prob", "attention_dropout")
 
 
 def quiet_transformers_bars() -> None:
@@ -112,7 +111,7 @@ def apply_dropout(config: Any, dropout: float | None) -> None:
     """Set hidden and attention dropout of a transformers config to ``dropout`` (None keeps it)."""
     if dropout is None:
         return
-    for key in _HIDDEN_DROPOUT_KEYS + _ATTENTION_DROPOUT_KEYS:
+    for key in DROPOUT_KEYS:
         if hasattr(config, key):
             setattr(config, key, float(dropout))
 

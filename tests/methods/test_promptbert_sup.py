@@ -80,7 +80,7 @@ def test_supervised_training_and_evaluation_as_sup_bert(tiny_mlm_bert: Path, dat
     # training: head(state) - head(template state at the row's sentence length), by hand, one row per column
     method.eval()  # no dropout: the same forward twice
     with torch.no_grad():
-        z = method.denoised_after_head(method.mask_states(views.features), views.features["prompt_layout"], 3, 4)
+        z = method.denoised(method.mask_states(views.features), views.features["prompt_layout"], 3, 4, method.head)
         layout = method.encoder.prompt_layout(method.encoder.prompt)
         for row in (0, 5, 11):
             single = {k: v[row:row + 1] for k, v in views.features.items()}
