@@ -663,9 +663,6 @@ def _spec_of(target: Any, group: str) -> type[Spec]:
     return cls
 
 
-
-
-
 def unused_groups(cfg: DictConfig) -> dict[str, str]:
     """The groups of :data:`METHOD_GROUPS` the run's method does not use (``MethodSpec.uses``), each with the reason."""
     used = spec_class(cfg, "method").uses
@@ -673,9 +670,6 @@ def unused_groups(cfg: DictConfig) -> dict[str, str]:
     uses = ", ".join(g for g in METHOD_GROUPS if g in used) or "none of loss, augmentation, pooler"
     return {group: f"method={name} does not use the {group} group (it uses: {uses})"
             for group in METHOD_GROUPS if group not in used}
-
-
-
 
 
 def _values(node: Any) -> dict[str, Any]:
@@ -829,17 +823,14 @@ def pooler_inert_keys(cfg: DictConfig) -> dict[str, str]:
 
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
-    inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
     cls = spec_class(cfg, "method") if cfg.mode == "train" else None
-    if cls is not None and cls.own_prompts:
-        why = f"method={cfg.method.get('name')} sets its own templates (method.* keys) and [MASK] pooler"
-        for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
-            inert[key] = why
-        return inert
-    if cls is not None and "pooler" not in cls.uses:
-        why = f"method={cfg.method.get('name')} encodes with its own encoder (it uses no pooler group)"
+    if cls is not None and (cls.own_prompts or "pooler" not in cls.uses):
+        does = ("sets its own templates (method.* keys) and [MASK] pooler" if cls.own_prompts
+                else "encodes with its own encoder (it uses no pooler group)")
+        why = f"method={cfg.method.get('name')} {does}"
         return {key: why for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt")}
+    inert: dict[str, str] = {}
     if cfg.mode == "eval":
         inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
     elif not cls.encodes_views:
@@ -948,9 +939,6 @@ def eval_check_arguments(
     select_metric = str(cfg.train.select_metric) if cfg.mode == "train" else None
     return (str(cfg.paths.data_dir), own_tasks, EvalOptions.from_config(cfg.eval), select_metric,
             str(cfg.train.device))
-
-
-
 
 
 def check_workers_can_augment(cfg: DictConfig, before_torch: bool = False) -> None:

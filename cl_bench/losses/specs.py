@@ -30,7 +30,6 @@ Similarity = StrEnum("Similarity", "dot cosine")
 SGObjective = StrEnum("SGObjective", "base opt1 opt2 opt3")
 
 
-
 def check_tau(tau: float) -> None:
     """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
     if not tau > 0:
