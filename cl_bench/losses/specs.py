@@ -32,8 +32,7 @@ SGObjective = StrEnum("SGObjective", "base opt1 opt2 opt3")
 
 def check_tau(tau: float) -> None:
     """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
-    if not tau > 0:
-        raise ValueError(f"loss.tau: must be > 0, got {tau}")
+    check_scale(tau, "tau")
 
 
 def check_scale(value: float, key: str) -> None:
@@ -44,8 +43,7 @@ def check_scale(value: float, key: str) -> None:
 
 def check_margin(margin: float) -> None:
     """Raise a one-line error naming ``loss.margin`` unless ``margin > 0``."""
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_scale(margin, "margin")
 
 
 def check_angle(weights: Mapping[str, float], scales: Mapping[str, float], pooling: str) -> None:
@@ -300,8 +298,7 @@ class SwAVSpec(LossSpec):
 
     def check(self) -> None:
         check_tau(self.tau)
-        if not self.epsilon > 0:
-            raise ValueError(f"loss.epsilon: must be > 0, got {self.epsilon}")
+        check_scale(self.epsilon, "epsilon")
         if self.sinkhorn_iterations < 1:
             raise ValueError(f"loss.sinkhorn_iterations: must be >= 1, got {self.sinkhorn_iterations}")
 
