@@ -126,11 +126,6 @@ class RunSetting:
         return frozenset() if self.loss is None else self.loss.inputs
 
     @property
-    def loss_name(self) -> str | None:
-        """The configured loss option's name (None without a loss)."""
-        return None if self.loss is None else self.loss.name
-
-    @property
     def augmentation_name(self) -> str:
         """The augmentation's name, for messages."""
         return "none" if self.augmentation is None else self.augmentation.name

@@ -28,6 +28,18 @@ def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) 
         raise ValueError(f"{key}: must be in [0, {upper:g}), got {rate}")
 
 
+@dataclass(kw_only=True)
+class RateSpec(AugmentationSpec):
+    """An augmentation whose one key is the fraction it changes, ``rate``, in [0, 1) (the cutoffs, crop, word deletion)."""
+
+    #: the fraction changed: of the words (crop, word deletion), of the sentence's tokens (token/span cutoff) or of
+    #: the hidden features (feature cutoff)
+    rate: float
+
+    def check(self) -> None:
+        check_rate(self.rate)
+
+
 # ------------------------------------------------------------------------------------------------
 # no text change
 # ------------------------------------------------------------------------------------------------
@@ -41,17 +53,11 @@ class DropoutSpec(AugmentationSpec):
 
 
 @dataclass(kw_only=True)
-class CutoffSpec(AugmentationSpec):
+class CutoffSpec(RateSpec):
     """The three cutoffs' key (:class:`cl_bench.augment.cutoff.Cutoff`): the erased fraction, in [0, 1)."""
 
     rewrites_text: ClassVar[bool] = False
     embedding_level: ClassVar[bool] = True
-
-    #: the fraction of the sentence's tokens (token/span) or of the hidden features (feature) erased
-    rate: float
-
-    def check(self) -> None:
-        check_rate(self.rate)
 
 
 @dataclass(kw_only=True)
@@ -82,29 +88,19 @@ class FeatureCutoffSpec(CutoffSpec):
 # word-level (SimCSE Table 1, EDA, nlpaug's synonyms)
 # ------------------------------------------------------------------------------------------------
 @dataclass(kw_only=True)
-class CropSpec(AugmentationSpec):
+class CropSpec(RateSpec):
     """SimCSE "crop k%" (:class:`cl_bench.augment.words.Crop`)."""
 
     target: ClassVar[str] = "cl_bench.augment.words.Crop"
     name: ClassVar[str] = "crop"
 
-    rate: float
-
-    def check(self) -> None:
-        check_rate(self.rate)
-
 
 @dataclass(kw_only=True)
-class WordDeletionSpec(AugmentationSpec):
+class WordDeletionSpec(RateSpec):
     """SimCSE "word deletion k%" (:class:`cl_bench.augment.words.WordDeletion`)."""
 
     target: ClassVar[str] = "cl_bench.augment.words.WordDeletion"
     name: ClassVar[str] = "word_deletion"
-
-    rate: float
-
-    def check(self) -> None:
-        check_rate(self.rate)
 
 
 @dataclass(kw_only=True)

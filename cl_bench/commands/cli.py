@@ -314,9 +314,8 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     value = str(cfg.train.get("resume", "") or "")
     if value.lower() in ("", "false", "none", "null"):
         return None
+    # a folder that is not there was rejected before (preflight: cl_bench.config.check_local_paths)
     path = hydra_run_dir if value.lower() in ("true", "auto") else Path(value)
-    if not path.is_dir():
-        raise ConfigError(f"train.resume: run directory not found: {path}")
     checkpoint = RunDir(path).checkpoint
     if checkpoint.is_file():  # a checkpoint that would run code is refused here, before any model loads
         from cl_bench.train.checkpoint import UnsafeCheckpointError, check_checkpoint
@@ -455,7 +454,6 @@ def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
             train(cfg, run_dir, lambda metrics, step: None, lambda encoder: {}, stop.requested, resume)
         except TrainingInterrupted:
             raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
-    return None
 
 
 def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:

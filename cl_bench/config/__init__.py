@@ -663,30 +663,9 @@ def _spec_of(target: Any, group: str) -> type[Spec]:
     return cls
 
 
-
-
-
-def unused_groups(cfg: DictConfig) -> dict[str, str]:
-    """The groups of :data:`METHOD_GROUPS` the run's method does not use (``MethodSpec.uses``), each with the reason."""
-    used = spec_class(cfg, "method").uses
-    name = cfg.method.get("name")
-    uses = ", ".join(g for g in METHOD_GROUPS if g in used) or "none of loss, augmentation, pooler"
-    return {group: f"method={name} does not use the {group} group (it uses: {uses})"
-            for group in METHOD_GROUPS if group not in used}
-
-
-
-
-
 def _values(node: Any) -> dict[str, Any]:
     return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
             if not str(k).startswith("_") and k != "defaults"}  # a YAML read whole: its defaults list names its schema
-
-
-def _condition_holds(condition: str, values: dict[str, Any]) -> bool:
-    """``key=value`` on the loss's own config (e.g. ``similarity=cosine``)."""
-    key, _, expected = condition.partition("=")
-    return str(values.get(key)) == expected
 
 
 def run_setting(cfg: DictConfig, method: MethodSpec) -> RunSetting:
@@ -763,7 +742,10 @@ def inert_keys(cfg: DictConfig) -> dict[str, str]:
                 inert[f"train.{key}"] = why
     else:
         method = option_spec(cfg, "method")
-        inert.update(unused_groups(cfg))
+        uses = ", ".join(g for g in METHOD_GROUPS if g in method.uses) or "none of loss, augmentation, pooler"
+        for group in METHOD_GROUPS:  # a group the method does not use (MethodSpec.uses)
+            if group not in method.uses:
+                inert[group] = f"method={method.name} does not use the {group} group (it uses: {uses})"
         for key, reason in method.inert_keys(run_setting(cfg, method)).items():
             inert[f"method.{key}"] = reason
         if "loss" in method.uses:
@@ -806,8 +788,9 @@ def loss_inert_keys(cfg: DictConfig, method: str, needs: dict[str, str], supplie
     loss_values = _values(cfg.loss)
     inert = {}
     for key, need in needs.items():
-        if "=" in need:
-            if not _condition_holds(need, loss_values):
+        if "=" in need:  # a condition on the loss's own values (similarity=cosine)
+            condition_key, _, expected = need.partition("=")
+            if str(loss_values.get(condition_key)) != expected:
                 inert[f"loss.{key}"] = f"loss={loss_values.get('name')} uses {key} only with loss.{need}"
         elif supplied is not None and need not in supplied:
             inert[f"loss.{key}"] = f"method={method} gives its loss no {need.replace('_', ' ')}"
@@ -829,17 +812,14 @@ def pooler_inert_keys(cfg: DictConfig) -> dict[str, str]:
 
 def prompt_inert_keys(cfg: DictConfig) -> dict[str, str]:
     """The ``model.*`` prompt keys that cannot act on this run, each with the reason."""
-    inert: dict[str, str] = {}
     model, pooler = cfg.model, str(cfg.pooler.name)
     cls = spec_class(cfg, "method") if cfg.mode == "train" else None
-    if cls is not None and cls.own_prompts:
-        why = f"method={cfg.method.get('name')} sets its own templates (method.* keys) and [MASK] pooler"
-        for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt"):
-            inert[key] = why
-        return inert
-    if cls is not None and "pooler" not in cls.uses:
-        why = f"method={cfg.method.get('name')} encodes with its own encoder (it uses no pooler group)"
+    if cls is not None and (cls.own_prompts or "pooler" not in cls.uses):
+        does = ("sets its own templates (method.* keys) and [MASK] pooler" if cls.own_prompts
+                else "encodes with its own encoder (it uses no pooler group)")
+        why = f"method={cfg.method.get('name')} {does}"
         return {key: why for key in ("model.prompt", "model.view_prompts", "model.prompt_period", "model.include_prompt")}
+    inert: dict[str, str] = {}
     if cfg.mode == "eval":
         inert["model.view_prompts"] = "mode=eval encodes no training views (model.prompt acts)"
     elif not cls.encodes_views:
@@ -948,9 +928,6 @@ def eval_check_arguments(
     select_metric = str(cfg.train.select_metric) if cfg.mode == "train" else None
     return (str(cfg.paths.data_dir), own_tasks, EvalOptions.from_config(cfg.eval), select_metric,
             str(cfg.train.device))
-
-
-
 
 
 def check_workers_can_augment(cfg: DictConfig, before_torch: bool = False) -> None:

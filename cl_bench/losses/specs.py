@@ -30,11 +30,9 @@ Similarity = StrEnum("Similarity", "dot cosine")
 SGObjective = StrEnum("SGObjective", "base opt1 opt2 opt3")
 
 
-
 def check_tau(tau: float) -> None:
     """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
-    if not tau > 0:
-        raise ValueError(f"loss.tau: must be > 0, got {tau}")
+    check_scale(tau, "tau")
 
 
 def check_scale(value: float, key: str) -> None:
@@ -45,8 +43,7 @@ def check_scale(value: float, key: str) -> None:
 
 def check_margin(margin: float) -> None:
     """Raise a one-line error naming ``loss.margin`` unless ``margin > 0``."""
-    if not margin > 0:
-        raise ValueError(f"loss.margin: must be > 0, got {margin}")
+    check_scale(margin, "margin")
 
 
 def check_angle(weights: Mapping[str, float], scales: Mapping[str, float], pooling: str) -> None:
@@ -88,132 +85,120 @@ class _PairLossSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class InfoNCESpec(_PairLossSpec):
+class _TemperaturePairLossSpec(_PairLossSpec):
+    """A ``pair`` loss over similarities divided by a temperature, ``loss.tau > 0``."""
+
+    tau: float
+
+    def check(self) -> None:
+        check_tau(self.tau)
+
+
+@dataclass(kw_only=True)
+class InfoNCESpec(_TemperaturePairLossSpec):
     """InfoNCE with in-batch negatives (:func:`cl_bench.losses.infonce.info_nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.infonce.info_nce"
     needs: ClassVar[Mapping[str, str]] = {"hard_negative_alpha": "hard_negatives"}
     inputs: ClassVar[frozenset[str]] = frozenset({"labels", "ignore"})
 
-    tau: float
     hard_negative_alpha: float
-
-    def check(self) -> None:
-        check_tau(self.tau)
 
 
 @dataclass(kw_only=True)
-class NTXentSpec(_PairLossSpec):
+class NTXentSpec(_TemperaturePairLossSpec):
     """NT-Xent, SimCLR's symmetric InfoNCE (:func:`cl_bench.losses.ntxent.ntxent`)."""
 
     target: ClassVar[str] = "cl_bench.losses.ntxent.ntxent"
 
-    tau: float
-
-    def check(self) -> None:
-        check_tau(self.tau)
-
 
 @dataclass(kw_only=True)
-class SupConSpec(_PairLossSpec):
+class SupConSpec(_TemperaturePairLossSpec):
     """Supervised contrastive loss, L_out (:func:`cl_bench.losses.supcon.supcon`)."""
 
     target: ClassVar[str] = "cl_bench.losses.supcon.supcon"
 
-    tau: float
     contrast_mode: ContrastMode
-
-    def check(self) -> None:
-        check_tau(self.tau)
 
 
 @dataclass(kw_only=True)
-class DebiasedSpec(_PairLossSpec):
+class DebiasedSpec(_TemperaturePairLossSpec):
     """Debiased contrastive loss (:func:`cl_bench.losses.debiased.debiased`)."""
 
     target: ClassVar[str] = "cl_bench.losses.debiased.debiased"
 
-    tau: float
     tau_plus: float
     symmetric: bool
 
     def check(self) -> None:
         check_debiasing(self.tau_plus, 0.0)
-        check_tau(self.tau)
+        super().check()
 
 
 @dataclass(kw_only=True)
-class HardNegativeSpec(_PairLossSpec):
+class HardNegativeSpec(_TemperaturePairLossSpec):
     """Hard-negative-weighted contrastive loss (:func:`cl_bench.losses.hard_negative.hard_negative`)."""
 
     target: ClassVar[str] = "cl_bench.losses.hard_negative.hard_negative"
 
-    tau: float
     beta: float
     tau_plus: float
     symmetric: bool
 
     def check(self) -> None:
         check_debiasing(self.tau_plus, self.beta)
-        check_tau(self.tau)
+        super().check()
 
 
 @dataclass(kw_only=True)
-class NCESpec(_PairLossSpec):
+class NCESpec(_TemperaturePairLossSpec):
     """Noise-contrastive estimation over in-batch noise (:func:`cl_bench.losses.nce.nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.nce.nce"
 
-    tau: float
     noise_prob: float | None
 
     def check(self) -> None:
         if self.noise_prob is not None and not 0.0 < self.noise_prob <= 1.0:
             raise ValueError(f"loss.noise_prob: must be in (0, 1], got {self.noise_prob}")
-        check_tau(self.tau)
+        super().check()
 
 
 @dataclass(kw_only=True)
-class NPairSpec(_PairLossSpec):
+class NPairSpec(_TemperaturePairLossSpec):
     """Multi-class N-pair loss (:func:`cl_bench.losses.npair.npair`)."""
 
     target: ClassVar[str] = "cl_bench.losses.npair.npair"
 
-    tau: float
     l2_reg: float
 
     def check(self) -> None:
         if self.l2_reg < 0:
             raise ValueError(f"loss.l2_reg: must be >= 0, got {self.l2_reg}")
-        check_tau(self.tau)
+        super().check()
 
 
 @dataclass(kw_only=True)
-class SNNSpec(_PairLossSpec):
+class SNNSpec(_TemperaturePairLossSpec):
     """Soft nearest-neighbour loss (:func:`cl_bench.losses.snn.snn`)."""
 
     target: ClassVar[str] = "cl_bench.losses.snn.snn"
 
-    tau: float
     normalize: bool
-
-    def check(self) -> None:
-        check_tau(self.tau)
 
 
 @dataclass(kw_only=True)
-class MixCSESpec(_PairLossSpec):
+class MixCSESpec(_TemperaturePairLossSpec):
     """MixCSE: InfoNCE with mixed hard negatives (:func:`cl_bench.losses.mixcse.mixcse`)."""
 
     target: ClassVar[str] = "cl_bench.losses.mixcse.mixcse"
 
-    tau: float
     lambd: float
     mask_positive_mix: MaskPositiveMix
 
     def check(self) -> None:
         check_mixcse(self.lambd, self.mask_positive_mix)
-        check_tau(self.tau)
+        super().check()
 
 
 @dataclass(kw_only=True)
@@ -313,8 +298,7 @@ class SwAVSpec(LossSpec):
 
     def check(self) -> None:
         check_tau(self.tau)
-        if not self.epsilon > 0:
-            raise ValueError(f"loss.epsilon: must be > 0, got {self.epsilon}")
+        check_scale(self.epsilon, "epsilon")
         if self.sinkhorn_iterations < 1:
             raise ValueError(f"loss.sinkhorn_iterations: must be >= 1, got {self.sinkhorn_iterations}")
 

@@ -99,15 +99,11 @@ class Cls(Pooler):
 
 
 @register
-class ClsBeforePooler(Pooler):
-    """``cls_before_pooler``: the raw last-layer [CLS] vector."""
+class ClsBeforePooler(Cls):
+    """``cls_before_pooler``: the raw last-layer [CLS] vector (``cls`` without its MLP)."""
 
     name = "cls_before_pooler"
-    first_token = True
-
-    @staticmethod
-    def pool(last_hidden, attention_mask, hidden_states, first_layer, token_index):  # noqa: ANN001, ANN205
-        return last_hidden[:, 0]
+    has_mlp = False
 
 
 @register
@@ -171,10 +167,12 @@ class ClsAvg(Pooler):
 
 
 class _PromptToken(Pooler):
+    """A pooler reading the last-layer state at one token of the prompt (``token_index``, found by the encoder)."""
+
     reads_prompt_token = True
 
     @classmethod
-    def _at_token(cls, last_hidden: torch.Tensor, token_index: torch.Tensor | None) -> torch.Tensor:
+    def pool(cls, last_hidden, attention_mask, hidden_states, first_layer, token_index):  # noqa: ANN001, ANN206
         if token_index is None:
             raise ValueError(f"pooler={cls.name} needs inputs built with a prompt (model.prompt)")
         return last_hidden[_rows(last_hidden), token_index]
@@ -186,20 +184,12 @@ class Mask(_PromptToken):
 
     name = "mask"
 
-    @staticmethod
-    def pool(last_hidden, attention_mask, hidden_states, first_layer, token_index):  # noqa: ANN001, ANN205
-        return Mask._at_token(last_hidden, token_index)
-
 
 @register
 class PromptLast(_PromptToken):
     """``prompt_last``: the last-layer state at the prompt's last token (PromptEOL)."""
 
     name = "prompt_last"
-
-    @staticmethod
-    def pool(last_hidden, attention_mask, hidden_states, first_layer, token_index):  # noqa: ANN001, ANN205
-        return PromptLast._at_token(last_hidden, token_index)
 
 
 @register
