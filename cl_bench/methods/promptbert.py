@@ -185,7 +185,7 @@ class PromptBERT(PromptTemplateMethod):
     ) -> torch.Tensor:
         """``states`` minus each row's template ``[MASK]`` state at the row's sentence length; with ``head``,
         head(state) − head(template state) (sup-bert's ``--mask_embedding_sentence_org_mlp`` with delta)."""
-        head = head or nn.Identity()
+        head = nn.Identity() if head is None else head  # explicit: an nn.Module's truth value is its length
         rows = []
         for view in range(views):
             block = slice(view * size, (view + 1) * size)
