@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,8 +32,10 @@ from cl_bench.config import (
 )
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.config.early_checks import is_group
+from cl_bench.config.run_folder import FinishedRun, check_run_folder, segment_changes
 from cl_bench.tracking.names import RUN_NAME_CHARS
 from cl_bench.utils import interrupt
+from cl_bench.utils.atomic import SaveError
 from cl_bench.utils.overrides import is_override, parsed_overrides
 from cl_bench.utils.rundir import RunDir
 
@@ -65,6 +68,27 @@ def discard_unused_run_dir(run_dir: Path) -> None:
 def main() -> None:
     """Console-script entry point."""
     interrupt.mark_launcher()
+    interrupt.stop_at_startup()  # a signal before the run's own handler: 128+signal, never a half-made run
+    try:
+        _main()
+    except interrupt.Stopped as stopped:  # before a job started, or in a sweep's launching process
+        from cl_bench.commands.sweep_callbacks import close_open_parents
+
+        close_open_parents(killed=True)  # a sweep's MLflow parent run ends KILLED, not RUNNING
+        started = interrupt.job_dir()  # Hydra made the job's folder, its task had not begun
+        if started is not None and started.is_dir() and not RunDir(started).status.is_file():
+            from cl_bench.tracking.mlflow_logger import RunTracker
+
+            RunTracker(started, enabled=False).finish("KILLED", error=str(stopped))
+        print(f"cl-bench: stopped by {stopped}", file=sys.stderr)
+        logging.shutdown()
+        sys.stdout.flush()
+        # at once, as the signal's default would: a joblib launcher would otherwise wait for its workers, which
+        # stop themselves when this process is gone (interrupt.stop_with_launcher)
+        os._exit(128 + stopped.signum)
+
+
+def _main() -> None:
     sys.argv[1:] = flags_first(sys.argv[1:])  # `cl-bench a=1 -m b=1,2`: Hydra's parser wants its flags first
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A dead tracking server must cost seconds, not minutes of retries (cl-bench then logs locally).
@@ -89,6 +113,9 @@ def main() -> None:
         from cl_bench.config.early_checks import check_command
 
         check_command(sys.argv[1:])  # every check that needs no model, before torch loads
+    except FinishedRun as done:  # train.resume=<a finished run>: nothing to do, nothing written
+        print(f"cl-bench: {done}")
+        sys.exit(0)
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -327,6 +354,24 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     return path
 
 
+def record_segment(cfg: DictConfig, run_dir: Path) -> dict[str, str]:
+    """Append this resume's segment to the run's ``segments.jsonl`` (its number, when, the resumable keys it set to
+    other values than the first segment, :data:`cl_bench.config.run_folder.RESUMABLE_KEYS`) and return it as the
+    MLflow tag ``segment.<N>`` (``train.max_steps=200 (was 100)``; "no change" when it changed nothing)."""
+    from cl_bench.utils.atomic import write_text
+
+    files = RunDir(run_dir)
+    previous = files.segments.read_text() if files.segments.is_file() else ""
+    number = 2 + sum(1 for line in previous.splitlines() if line.strip())  # segment 1: the run's start (params.json)
+    changed = segment_changes(cfg, run_dir)
+    record = {"segment": number, "time": time.time(),
+              "changed": {k: {"was": was, "now": now} for k, (was, now) in changed.items()}}
+    write_text(files.segments, previous + json.dumps(record, default=str) + "\n")
+    text = ", ".join(f"{k}={now} (was {was})" for k, (was, now) in changed.items()) or "no change"
+    log.info("resumed segment %d of the run in %s: %s", number, run_dir, text)
+    return {f"segment.{number}": text}
+
+
 def run(cfg: DictConfig) -> float | None:
     """Validate, train and/or evaluate, and record the results. Returns the sweep objective."""
     hydra_cfg = HydraConfig.get()
@@ -339,42 +384,68 @@ def run(cfg: DictConfig) -> float | None:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     try:
-        if cfg.mode == "eval":
-            use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
-        preflight(cfg, list(hydra_cfg.overrides.task))
-        resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
+        # checked before Hydra's job too (check_command); again here for a sweep's job and a command it did not compose
+        check_run_folder(cfg, run_dir)
+    except FinishedRun as done:
+        print(f"cl-bench: {done}")
+        discard_unused_run_dir(run_dir)  # train.resume=<dir>: the folder Hydra made for this command
+        return None
     except ConfigError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
-        if not multirun:
-            discard_unused_run_dir(run_dir)
-            sys.exit(2)
+        discard_unused_run_dir(run_dir)  # only Hydra's own files: a folder holding a run is never touched
+        sys.exit(2)
+    tracker = None
+    try:  # start-up: a signal here ends the job as KILLED, with 128+signal
+        try:
+            if cfg.mode == "eval":
+                use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
+            preflight(cfg, list(hydra_cfg.overrides.task))
+            resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
+        except ConfigError as err:
+            print(f"cl-bench: error: {err}", file=sys.stderr)
+            if not multirun:
+                discard_unused_run_dir(run_dir)
+                sys.exit(2)
+            tracker = make_tracker(cfg, run_dir, hydra_cfg)
+            tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
+            tracker.finish("FAILED", error=str(err))
+            raise  # Hydra records the job as failed; the other jobs of the sweep go on
+        # torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes
+        from cl_bench.utils import distributed
+
+        if distributed.is_distributed():
+            if multirun:
+                print("cl-bench: error: torchrun runs one training job, not a multirun", file=sys.stderr)
+                sys.exit(2)
+            if not distributed.is_main_process():
+                return _train_worker(cfg, run_dir, resume_from is not None)
+        if resume_from is not None:
+            if resume_from.resolve() != run_dir.resolve():
+                continue_in(resume_from, run_dir)
+            run_dir = resume_from
+        elif RunDir(run_dir).run_files():  # train.overwrite_output_dir=true (check_run_folder refused it otherwise)
+            log.warning("train.overwrite_output_dir=true: replacing the run in %s (%s)", run_dir,
+                        ", ".join(RunDir(run_dir).run_files()))
+            RunDir(run_dir).clear_run()
         tracker = make_tracker(cfg, run_dir, hydra_cfg)
-        tracker.start(OmegaConf.to_container(cfg, resolve=False), {"mode": str(cfg.mode)})
-        tracker.finish("FAILED", error=str(err))
-        raise  # Hydra records the job as failed; the other jobs of the sweep go on
-    # torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes
-    from cl_bench.utils import distributed
+        from cl_bench.config import acting_params
 
-    if distributed.is_distributed():
-        if multirun:
-            print("cl-bench: error: torchrun runs one training job, not a multirun", file=sys.stderr)
-            sys.exit(2)
-        if not distributed.is_main_process():
-            return _train_worker(cfg, run_dir, resume_from is not None)
-    if resume_from is not None:
-        if resume_from.resolve() != run_dir.resolve():
-            continue_in(resume_from, run_dir)
-        run_dir = resume_from
-    tracker = make_tracker(cfg, run_dir, hydra_cfg)
-    from cl_bench.config import acting_params
+        params = acting_params(cfg)
+        if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
+            from cl_bench.utils.rundir import INERT_VALUE, SweepDir
 
-    params = acting_params(cfg)
-    if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
-        from cl_bench.utils.rundir import INERT_VALUE, SweepDir
+            params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
+        segment = record_segment(cfg, run_dir) if resume_from is not None else None
+        tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+        if segment is not None:  # MLflow's params are the first segment's; each later one says what it changed
+            tracker.set_tags(segment)
+        tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
+    except interrupt.Stopped as stopped:
+        from cl_bench.tracking.mlflow_logger import RunTracker
 
-        params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
-    tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
-    tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
+        (tracker or RunTracker(run_dir, enabled=False)).finish("KILLED", error=str(stopped))
+        log.error("%s: the run in %s is marked KILLED", stopped, run_dir)
+        _end_job(128 + stopped.signum)
     from cl_bench.train.loop import TrainingInterrupted
 
     with StopSignal() as stop:
@@ -401,6 +472,13 @@ def run(cfg: DictConfig) -> float | None:
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
             _end_job(130)
+        except SaveError as err:  # a full disk, a read-only folder: one line, the complete copy that remains
+            print(f"cl-bench: error: {err}", file=sys.stderr)
+            try:
+                tracker.finish("FAILED", error=str(err))
+            except SaveError as also:  # status.json did not fit either: MLflow (if reachable) still got FAILED
+                log.error("%s", also)
+            _end_job(1)
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -468,20 +467,21 @@ def export(
             raise ExportError(f"{out_dir}: exists and is not empty; pass --overwrite to replace it")
         if out_dir.resolve() in (info.model_dir.resolve(), *(info.model_dir.resolve().parents)):
             raise ExportError(f"{out_dir}: would overwrite the checkpoint being exported")
-        shutil.rmtree(out_dir)
-    with tempfile.TemporaryDirectory(prefix="cl_bench_merged_") as merged:
+    from cl_bench.models.embedding_cache import respect_umask
+    from cl_bench.utils.atomic import atomic_folder
+
+    # written beside out_dir and renamed into place: a replaced export stays whole until the new one is complete
+    with tempfile.TemporaryDirectory(prefix="cl_bench_merged_") as merged, atomic_folder(out_dir) as folder:
         source = info.model_dir
         if is_lora_dir(info.model_dir):  # LoRA adapters: merged into the base weights, so any loader reads one model
             source = merge_lora(info.model_dir, Path(merged))
         model = build_sentence_transformer(source, **settings)
-        model.save(str(out_dir), create_model_card=False)
-    meta = {**info.meta, **settings}
-    (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
-    names = [_describe(module) for module in model]
-    (out_dir / "README.md").write_text(model_card(info, settings, names, out_dir), encoding="utf-8")
-    from cl_bench.models.embedding_cache import respect_umask
-
-    respect_umask(out_dir)  # the weights are written 0600 (mkstemp): group-readable as the umask says
+        model.save(str(folder), create_model_card=False)
+        meta = {**info.meta, **settings}
+        (folder / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
+        names = [_describe(module) for module in model]
+        (folder / "README.md").write_text(model_card(info, settings, names, out_dir), encoding="utf-8")
+        respect_umask(folder)  # the weights are written 0600 (mkstemp): group-readable as the umask says
     if check:
         check_export(out_dir, info.model_dir, settings)
     return out_dir

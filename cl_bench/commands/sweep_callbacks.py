@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cl_bench.tracking.mlflow_logger import (
+    absolute_tracking_uri,
     compare_url,
     default_tracking_uri,
     ensure_experiment,
@@ -33,6 +34,8 @@ from cl_bench.tracking.mlflow_logger import (
     ui_url,
 )
 from cl_bench.tracking.names import sweep_run_name
+from cl_bench.tracking.sync import close_parent_run
+from cl_bench.utils import interrupt
 from cl_bench.utils.overrides import override_parser
 from cl_bench.utils.rundir import SweepDir
 
@@ -56,6 +59,7 @@ class MLflowSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        _check_folder(config)  # before anything is written: no sweep replaces another's jobs unseen
         sweep_dir.mkdir(parents=True, exist_ok=True)
         varied = check_sweep(config, partly_inert := [])
         SweepDir(sweep_dir).varied_keys_file.write_text(json.dumps(varied))
@@ -80,7 +84,19 @@ class MLflowSweepCallback(Callback):
             return
         self.parent_run_id, self.tracking_uri = run.info.run_id, uri
         SweepDir(sweep_dir).parent_run_id.write_text(self.parent_run_id)
+        # where the parent lives, for cl-bench-sync SWEEP_DIR after a killed launcher (it then ends the parent KILLED)
+        SweepDir(sweep_dir).tracking.write_text(json.dumps(
+            {"tracking_uri": absolute_tracking_uri(uri), "experiment_name": experiment_name}))
         atexit.register(self._close)  # Hydra exits early when a job failed: still close the parent
+        _OPEN.append(self)
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # the folder Hydra is about to make (the same `now` as the job's: one config object): a signal before the
+        # job's own handler marks it KILLED (cli.main)
+        interrupt.note_job_dir(Path(str(config.hydra.run.dir)).absolute())
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        interrupt.note_job_dir(Path(config.hydra.runtime.output_dir))  # a sweep's job (on_run_start: single runs)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close()
@@ -124,14 +140,38 @@ class MLflowSweepCallback(Callback):
             except Exception as err:
                 log.warning("could not attach the sweep table to MLflow run %s: %s", self.parent_run_id, err)
 
-    def _close(self) -> None:
+    def _close(self, killed: bool = False) -> None:
         if self._closed or self.parent_run_id is None:
             return
         self._closed = True
         try:
-            close_parent_run(self.tracking_uri, self.parent_run_id)
+            close_parent_run(self.tracking_uri, self.parent_run_id, killed=killed)
         except Exception as err:
             log.warning("could not close MLflow parent run %s: %s", self.parent_run_id, err)
+
+
+#: the sweeps of this process whose MLflow parent run is still open (:func:`close_open_parents`)
+_OPEN: list[MLflowSweepCallback] = []
+
+
+def close_open_parents(killed: bool) -> None:
+    """End the open MLflow parent runs of this process's sweeps (``killed``: a signal stopped the launcher)."""
+    for callback in _OPEN:
+        callback._close(killed=killed)
+
+
+def _check_folder(config: DictConfig) -> None:
+    """:func:`cl_bench.config.run_folder.check_sweep_folder`, its refusal as one line and exit 2."""
+    import sys
+
+    from cl_bench.config import ConfigError
+    from cl_bench.config.run_folder import check_sweep_folder
+
+    try:
+        check_sweep_folder(config)
+    except ConfigError as err:
+        print(f"cl-bench: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 #: MLflow's longest param value (MLflow 3)
@@ -278,29 +318,3 @@ def _collect_keys(job_config: DictConfig, acting: list[set[str]], everything: li
         return
     acting.append(keys)
     everything.append(every)
-
-
-def close_parent_run(tracking_uri: str, parent_run_id: str) -> dict[str, list[str]]:
-    """Tag the parent with its children's outcomes and end it (FAILED if any child failed).
-
-    Returns:
-        {"finished": [...], "failed": [...], "killed": [...], "running": [...]} child run names.
-    """
-    mlflow = import_mlflow()
-
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-    parent = client.get_run(parent_run_id)
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=10000
-    )
-    summary: dict[str, list[str]] = {"finished": [], "failed": [], "killed": [], "running": []}
-    for child in children:
-        name = child.data.tags.get("mlflow.runName", child.info.run_id)
-        summary.setdefault(child.info.status.lower(), []).append(name)
-    client.set_tag(parent_run_id, "sweep.children", str(len(children)))
-    client.set_tag(parent_run_id, "sweep.failed_children", ", ".join(sorted(summary["failed"])) or "none")
-    status = "FAILED" if summary["failed"] else "FINISHED"
-    client.set_terminated(parent_run_id, status)
-    if summary["failed"]:
-        log.error("sweep: %d of %d jobs failed: %s", len(summary["failed"]), len(children), ", ".join(summary["failed"]))
-    return summary

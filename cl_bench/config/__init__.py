@@ -115,6 +115,7 @@ class TrainConfig:
     progress_bar: bool = True  # tqdm progress bar of the training steps
     checkpoint_steps: int = 500  # write run_dir/checkpoint.pt every N steps (0 = only on interruption)
     resume: str = ""  # "" = fresh run; "true"/"auto" = continue this run dir's checkpoint; or a run dir path
+    overwrite_output_dir: bool = False  # true: a run folder (hydra.run.dir) already holding a run is replaced; false: refused (cl_bench/config/run_folder.py)
     nonfinite: NonfiniteAction = NonfiniteAction.stop  # NaN/Inf loss or gradient: stop (keep last good checkpoint) | skip (count it)
     early_stopping_patience: int = 0  # > 0: stop after this many dev evaluations without a new best (SG-BERT: 10); needs train.eval_steps > 0
     early_stopping_rule: EarlyStoppingRule = EarlyStoppingRule.no_gain  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
@@ -162,12 +163,17 @@ def register_schemas() -> None:
     """Register the schemas with Hydra's ConfigStore: the run's (``conf/config.yaml`` extends it) and each option's
     spec as ``schema/<group>/<SpecClass>`` (its YAML extends it: composition then rejects a key the option does not
     take and a value of the wrong type); and the ``cl_bench.data_dir`` resolver: the default data root, defined once
-    in :func:`cl_bench.utils.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it)."""
+    in :func:`cl_bench.utils.cache_dirs.default_data_dir` (``conf/paths/default.yaml`` uses it); and ``cl_bench.unique``,
+    the default run folder's per-process suffix (:func:`cl_bench.utils.rundir.process_token`)."""
     store = ConfigStore.instance()
     store.store(name="cl_bench_schema", node=CLBenchConfig)
     for spec in registered().values():
         store.store(group=f"schema/{spec.group}", name=spec.__name__, node=spec.schema())
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
+    from cl_bench.utils.rundir import process_token
+
+    # the default run and sweep folders' suffix: one per process (cached too, so Hydra copies it to a sweep's jobs)
+    OmegaConf.register_new_resolver("cl_bench.unique", process_token, replace=True, use_cache=True)
 
 
 def _default_data_dir() -> str:

@@ -47,6 +47,9 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
             raise_keyed_composition_error(cfg)
         return
     check_values(cfg)
+    from cl_bench.config.run_folder import check_run_folder
+
+    check_run_folder(cfg, Path(str(cfg.hydra.run.dir)))  # before Hydra's job writes .hydra/ into it
     check_composed(cfg)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
+from cl_bench.utils.atomic import write_text
 from cl_bench.utils.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,17 @@ def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
     if env:
         return env
     return f"sqlite:///{Path(launch_dir or os.getcwd()).resolve() / 'mlflow.db'}"
+
+
+def absolute_tracking_uri(uri: str, launch_dir: str | Path | None = None) -> str:
+    """``uri`` with a relative SQLite file or store folder made absolute (against ``launch_dir``, default the current
+    folder): what a run records, so ``cl-bench-sync`` started anywhere reaches the run's own store."""
+    base = Path(launch_dir or os.getcwd())
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{(base / uri[len('sqlite:///'):]).resolve()}"
+    if "://" not in uri and not uri.startswith("databricks"):
+        return str((base / uri).resolve())
+    return uri
 
 
 def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
@@ -167,6 +179,10 @@ class RunTracker:
         if not resume or not self.files.params.is_file():
             _write_json(self.files.params, flatten(params))
             _write_json(self.files.tags, {**tags, **parent_tag})
+        if not resume or not self.files.tracking.is_file():  # where this run logs: cl-bench-sync sends it there
+            _write_json(self.files.tracking, {
+                "tracking_uri": absolute_tracking_uri(self.tracking_uri), "experiment_name": self.experiment_name,
+                "run_name": self.run_name, "parent_run_id": self.parent_run_id, "enabled": self.enabled})
         if not self.enabled:
             return
         mlflow = import_mlflow()
@@ -289,9 +305,7 @@ def metric_batch(record: dict[str, Any]) -> list[Any]:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str))  # atomic (SaveError on failure)
 
 
 def _count_lines(path: Path) -> int:

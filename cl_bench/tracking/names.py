@@ -24,7 +24,7 @@ KEPT = ("seed",)
 #: or how it is scored (a sweep that varies one of them still names it: it is what tells the jobs apart)
 HOUSEKEEPING = frozenset({
     "train.progress_bar", "train.num_threads", "train.num_workers", "train.log_steps", "train.checkpoint_steps",
-    "train.resume", "train.save_best", "train.device", "eval.anisotropy", "eval.align_uniform", "eval.cache",
+    "train.resume", "train.overwrite_output_dir", "train.save_best", "train.device", "eval.anisotropy", "eval.align_uniform", "eval.cache",
     "eval.cache_dir", "eval.cache_size_gb", "eval.batch_size", "eval.backend", "logger", "paths", "hydra",
 })
 

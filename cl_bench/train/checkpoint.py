@@ -8,7 +8,6 @@ holds anything else (a pickle naming ``os.system``, a custom class) is refused b
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import zipfile
@@ -18,14 +17,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from cl_bench.utils.atomic import write_file
 from cl_bench.utils.rundir import RunDir
 
 
 def atomic_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temporary file, then rename: a kill never leaves a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """``torch.save`` to a temporary sibling, then rename: a kill or a full disk never leaves a half-written file.
+
+    Raises:
+        cl_bench.utils.atomic.SaveError: the save failed (one line: the file, why, the complete copy that remains).
+    """
+    write_file(path, lambda tmp: torch.save(obj, tmp))
 
 
 def rng_states(method_rng: random.Random) -> dict[str, Any]:

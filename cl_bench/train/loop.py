@@ -50,6 +50,7 @@ from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
 from cl_bench.train.step import NonFiniteReport, TrainStep, scaler_step
 from cl_bench.utils import distributed  # torchrun (no-ops in one process)
+from cl_bench.utils.atomic import atomic_folder
 from cl_bench.utils.rundir import RunDir
 
 __all__ = ["NonFiniteLossError", "Trainer", "TrainingInterrupted", "TrainState", "compile_encoder", "scaler_step",
@@ -440,7 +441,8 @@ class Trainer:
             state.best_score, state.best_step = score, state.step
             self.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in self.method.state_dict().items()}
             if tcfg.save_best:  # the one copy of the best weights a finished run keeps
-                self.method.eval_encoder().save(self.run_dir.best_model, {"step": state.step, tcfg.select_metric: score})
+                with atomic_folder(self.run_dir.best_model) as folder:  # the previous best stays until this one is whole
+                    self.method.eval_encoder().save(folder, {"step": state.step, tcfg.select_metric: score})
 
     def patience_ran_out(self) -> bool:
         """Early stopping: ``train.early_stopping_patience`` evaluations without a new best."""

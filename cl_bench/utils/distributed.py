@@ -181,7 +181,10 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
     init_from_env(device)
     extra: list[str] = []
     if not any(arg.startswith("hydra.run.dir=") for arg in argv):
-        extra.append(f"hydra.run.dir={broadcast_object(datetime.now().strftime(run_dir_pattern))}")
+        # rank 0's suffix, as conf/config.yaml's default has one
+        from cl_bench.utils.rundir import process_token
+
+        extra.append(f"hydra.run.dir={broadcast_object(datetime.now().strftime(run_dir_pattern) + '-' + process_token())}")
     if not is_main_process():
         extra += [
             "hydra.output_subdir=null",

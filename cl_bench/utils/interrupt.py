@@ -9,6 +9,10 @@ region (the dev evaluations of training) :func:`check` does nothing: training st
 A job run in a launcher's worker process (Hydra's joblib launcher: loky workers) outlives a killed
 launcher unless told: :func:`stop_with_launcher` sends it SIGTERM when the launcher dies, which stops
 it like a user's SIGTERM (run marked KILLED); then the worker process exits.
+
+Before that handler is in place (start-up: the checks, Hydra's set-up, the run's tracker) :func:`stop_at_startup`'s
+handler raises :class:`Stopped`, so a SIGINT/SIGTERM there ends the command with 128+signal and the run folder, if
+one was made, marked KILLED, not killed by the signal half-way.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 _signum: int | None = None
 _depth = 0
@@ -33,6 +38,41 @@ class EvaluationInterrupted(Exception):
         self.signum = signum
         self.partial: dict[str, float] = dict(partial or {})
         super().__init__(f"{signal.Signals(signum).name} during evaluation")
+
+
+class Stopped(BaseException):  # noqa: N818 (like KeyboardInterrupt: not an Exception, so nothing swallows it)
+    """A SIGINT/SIGTERM during start-up (:func:`stop_at_startup`); ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"{signal.Signals(signum).name} during start-up")
+
+
+def _startup_handler(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+_job_dir: Path | None = None
+
+
+def note_job_dir(path: Path) -> None:
+    """Remember the folder Hydra made for the job starting in this process (Hydra's ``on_job_start``)."""
+    global _job_dir
+    _job_dir = path
+
+
+def job_dir() -> Path | None:
+    """The folder of the job last started in this process (:func:`note_job_dir`), None before any."""
+    return _job_dir
+
+
+def stop_at_startup() -> None:
+    """SIGINT and SIGTERM raise :class:`Stopped` until the run's own handler replaces this one (and after it)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(signum, _startup_handler)
+        except ValueError:  # not the main thread
+            pass
 
 
 def request_stop(signum: int) -> None:
