@@ -72,9 +72,7 @@ def main() -> None:
     try:
         _main()
     except interrupt.Stopped as stopped:  # before a job started, or in a sweep's launching process
-        from cl_bench.commands.sweep_callbacks import close_open_parents
-
-        close_open_parents(killed=True)  # a sweep's MLflow parent run ends KILLED, not RUNNING
+        interrupt.stopped()  # e.g. a sweep's MLflow parent run ends KILLED, not RUNNING
         started = interrupt.job_dir()  # Hydra made the job's folder, its task had not begun
         if started is not None and started.is_dir() and not RunDir(started).status.is_file():
             from cl_bench.tracking.mlflow_logger import RunTracker
@@ -383,9 +381,13 @@ def run(cfg: DictConfig) -> float | None:
     except ValueError as err:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
+    from cl_bench.utils import distributed
+
     try:
         # checked before Hydra's job too (check_command); again here for a sweep's job and a command it did not compose
-        check_run_folder(cfg, run_dir)
+        # (not on torchrun's ranks > 0: rank 0 may have begun writing in the folder they share)
+        if distributed.is_main_process():
+            check_run_folder(cfg, run_dir)
     except FinishedRun as done:
         print(f"cl-bench: {done}")
         discard_unused_run_dir(run_dir)  # train.resume=<dir>: the folder Hydra made for this command
@@ -411,8 +413,6 @@ def run(cfg: DictConfig) -> float | None:
             tracker.finish("FAILED", error=str(err))
             raise  # Hydra records the job as failed; the other jobs of the sweep go on
         # torchrun ranks > 0 only train; rank 0 tracks, evaluates and writes
-        from cl_bench.utils import distributed
-
         if distributed.is_distributed():
             if multirun:
                 print("cl-bench: error: torchrun runs one training job, not a multirun", file=sys.stderr)

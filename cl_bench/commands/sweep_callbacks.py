@@ -88,7 +88,7 @@ class MLflowSweepCallback(Callback):
         SweepDir(sweep_dir).tracking.write_text(json.dumps(
             {"tracking_uri": absolute_tracking_uri(uri), "experiment_name": experiment_name}))
         atexit.register(self._close)  # Hydra exits early when a job failed: still close the parent
-        _OPEN.append(self)
+        interrupt.at_stop(lambda: self._close(killed=True))  # a signal to the launcher: the parent ends KILLED
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         # the folder Hydra is about to make (the same `now` as the job's: one config object): a signal before the
@@ -148,16 +148,6 @@ class MLflowSweepCallback(Callback):
             close_parent_run(self.tracking_uri, self.parent_run_id, killed=killed)
         except Exception as err:
             log.warning("could not close MLflow parent run %s: %s", self.parent_run_id, err)
-
-
-#: the sweeps of this process whose MLflow parent run is still open (:func:`close_open_parents`)
-_OPEN: list[MLflowSweepCallback] = []
-
-
-def close_open_parents(killed: bool) -> None:
-    """End the open MLflow parent runs of this process's sweeps (``killed``: a signal stopped the launcher)."""
-    for callback in _OPEN:
-        callback._close(killed=killed)
 
 
 def _check_folder(config: DictConfig) -> None:

@@ -22,7 +22,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _signum: int | None = None
@@ -53,6 +53,25 @@ def _startup_handler(signum: int, frame: object) -> None:
 
 
 _job_dir: Path | None = None
+_at_stop: list[Callable[[], None]] = []
+
+
+def at_stop(action: Callable[[], None]) -> None:
+    """Run ``action`` when a signal stops this process outside a job's own handler (:func:`stopped`): e.g. end a
+    sweep's MLflow parent run KILLED before the launching process exits."""
+    _at_stop.append(action)
+
+
+def stopped() -> None:
+    """The actions :func:`at_stop` registered, each once; one that fails is logged, the others still run."""
+    import logging
+
+    while _at_stop:
+        action = _at_stop.pop(0)
+        try:
+            action()
+        except Exception as err:  # noqa: BLE001 (the process is exiting on a signal: say it and go on)
+            logging.getLogger(__name__).warning("on stop: %s", err)
 
 
 def note_job_dir(path: Path) -> None:

@@ -417,3 +417,147 @@ def test_sync_of_a_sweep_whose_launcher_was_killed_ends_its_parent_killed(tmp_pa
                                                                          ("dropout=0.1", "KILLED")]
     assert len(client.get_metric_history(child, "stsb")) == 3
     assert not (tmp_path / "mlflow.db").exists()
+
+
+# ----- the same promises on real runs (tiny BERT) --------------------------------------------------------------------
+def _train_args(tiny_bert: Path, db: Path, *extra: str) -> list[str]:
+    return [shutil.which("cl-bench") or "cl-bench", f"model.name_or_path={tiny_bert}", "data=wiki1m_head",
+            "data.limit=400", "batch_size=8", "train.eval_steps=20", "train.checkpoint_steps=2", "train.log_steps=1",
+            "train.progress_bar=false", "eval=quick", "eval.anisotropy=false", "eval.align_uniform=false",
+            f"logger.tracking_uri=sqlite:///{db}", *extra]
+
+
+@pytest.mark.slow  # three tiny trainings (~2 min on a busy 2-core machine)
+def test_a_real_run_is_never_overwritten_and_resumes_honestly(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    import mlflow
+
+    db, run_dir, env = tmp_path / "mlflow.db", tmp_path / "run", cli_env(data_dir)
+    with (tmp_path / "first.log").open("w") as out:
+        proc = subprocess.Popen(_train_args(tiny_bert, db, "train.max_steps=40", f"hydra.run.dir={run_dir}"),
+                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        started = time.time()
+        while not RunDir(run_dir).checkpoint.is_file():
+            assert proc.poll() is None and time.time() - started < 300, (tmp_path / "first.log").read_text()[-3000:]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 128 + signal.SIGTERM
+    killed = _snapshot(run_dir)
+
+    again = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=40", f"hydra.run.dir={run_dir}"), cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and again.stderr.strip().startswith(
+        f"cl-bench: error: hydra.run.dir: {run_dir} already holds a run (") and again.stderr.count("\n") == 1
+    other = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=40", f"train.resume={run_dir}", "batch_size=16"),
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert other.returncode == 2 and "(batch_size: was 8, now 16)" in other.stderr
+    assert _snapshot(run_dir) == killed  # both refusals left the killed run byte-identical (.hydra/ included)
+
+    longer = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=60", f"train.resume={run_dir}"), cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    assert json.loads(RunDir(run_dir).results.read_text())["steps"] == 60
+    segment = json.loads(RunDir(run_dir).segments.read_text())
+    assert segment["segment"] == 2 and segment["changed"] == {"train.max_steps": {"was": 40, "now": 60}}
+    assert json.loads(RunDir(run_dir).params.read_text())["train.max_steps"] == 40  # the first segment's
+    client = mlflow.MlflowClient(f"sqlite:///{db}")
+    run = client.get_run(RunDir(run_dir).run_id.read_text())
+    assert run.info.status == "FINISHED" and run.data.tags["segment.2"] == "train.max_steps=60 (was 40)"
+    finished = _snapshot(run_dir)
+    done = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=60", f"train.resume={run_dir}"), cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().startswith(f"cl-bench: train.resume: {run_dir} is a finished run")
+    assert _snapshot(run_dir) == finished
+
+    replaced = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=4", f"hydra.run.dir={run_dir}",
+                                          "train.overwrite_output_dir=true"), cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in RunDir(run_dir).metrics.read_text().splitlines()]
+    assert max(steps) == 4 and not RunDir(run_dir).segments.exists()  # the new run's lines only, not a mix
+    assert RunDir(run_dir).run_id.read_text() != run.info.run_id  # a new MLflow run; the old one stays as it was
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"
+
+
+@pytest.mark.slow  # a mode=eval start-up and a SIGKILL (~40 s)
+def test_a_sigkilled_eval_is_marked_killed_by_sync_in_its_own_store(tiny_bert: Path, data_dir: Path, tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    import mlflow
+
+    from cl_bench.tracking.sync import main as sync_main
+
+    db, run_dir = tmp_path / "store" / "mlflow.db", tmp_path / "eval"
+    db.parent.mkdir()
+    args = [shutil.which("cl-bench") or "cl-bench", "mode=eval", f"model.name_or_path={tiny_bert}", "eval=quick",
+            f"hydra.run.dir={run_dir}", f"logger.tracking_uri=sqlite:///{db}"]
+    with (tmp_path / "eval.log").open("w") as out:
+        proc = subprocess.Popen(args, cwd=tmp_path, env=cli_env(data_dir), stdout=out, stderr=subprocess.STDOUT)
+        started = time.time()
+        while not RunDir(run_dir).run_id.is_file():  # the MLflow run exists: the evaluation is under way
+            assert proc.poll() is None and time.time() - started < 300, (tmp_path / "eval.log").read_text()[-3000:]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    client = mlflow.MlflowClient(f"sqlite:///{db}")
+    run_id = RunDir(run_dir).run_id.read_text()
+    assert client.get_run(run_id).info.status == "RUNNING" and not RunDir(run_dir).status.exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        sync_main([str(run_dir)])
+    assert exit_.value.code == 0
+    assert client.get_run(run_id).info.status == "KILLED"
+    assert json.loads(RunDir(run_dir).status.read_text())["status"] == "KILLED"
+    assert not (elsewhere / "mlflow.db").exists()
+
+
+_FULL_DISK_AT_SECOND_CHECKPOINT = '''
+import errno, hashlib, os
+from pathlib import Path
+from cl_bench.utils import atomic
+
+_real, _calls = atomic.write_file, []
+
+
+def write_file(path, write):
+    path = Path(path)
+    if path.name == "checkpoint.pt":
+        _calls.append(path)
+        if len(_calls) == 2:  # the disk fills during the second checkpoint, half-way through the file
+            (path.parent / "kept.sha256").write_text(hashlib.sha256(path.read_bytes()).hexdigest())
+
+            def half(tmp):
+                Path(tmp).write_bytes(b"PK half a checkpoint")
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            return _real(path, half)
+    return _real(path, write)
+
+
+atomic.write_file = write_file
+'''
+
+
+@pytest.mark.slow  # a tiny training (~40 s)
+def test_a_full_disk_during_training_is_one_line_and_keeps_the_last_checkpoint(tiny_bert: Path, data_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    import mlflow
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_FULL_DISK_AT_SECOND_CHECKPOINT)
+    db, run_dir = tmp_path / "mlflow.db", tmp_path / "run"
+    env = cli_env(data_dir, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=40", f"hydra.run.dir={run_dir}"), cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    checkpoint = RunDir(run_dir).checkpoint
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("cl-bench: error:")]
+    assert errors == [f"cl-bench: error: could not save {checkpoint}: No space left on device (ENOSPC); the previous "
+                      f"complete checkpoint.pt is kept unchanged at {checkpoint}"]
+    assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == (run_dir / "kept.sha256").read_text()
+    assert not [p.name for p in run_dir.iterdir() if ".tmp-" in p.name]  # no half file beside it
+    assert json.loads(RunDir(run_dir).status.read_text())["status"] == "FAILED"
+    run = mlflow.MlflowClient(f"sqlite:///{db}").get_run(RunDir(run_dir).run_id.read_text())
+    assert run.info.status == "FAILED" and "No space left on device" in run.data.tags["error"]
