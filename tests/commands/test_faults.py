@@ -305,6 +305,15 @@ def test_a_killed_sweep_parent_leaves_no_evaluation_running(tiny_bert, data_dir,
         assert json.loads((sweep / job / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
         run = client.get_run((sweep / job / "mlflow_run_id.txt").read_text())
         assert run.info.status == "KILLED" and "SIGTERM during evaluation" in run.data.tags["error"]
+    parent = (sweep / "mlflow_parent_run_id.txt").read_text()
+    if signum == signal.SIGKILL:  # the parent said nothing: `cl-bench-sync SWEEP_DIR` ends its MLflow run (issue 46)
+        assert client.get_run(parent).info.status == "RUNNING"
+        with pytest.raises(SystemExit) as exit_:
+            sync_main([str(sweep)])
+        assert exit_.value.code == 0
+    else:
+        assert proc.returncode == 128 + signal.SIGTERM
+    assert client.get_run(parent).info.status == "KILLED"
 
 
 def test_a_killed_training_leaves_no_dataloader_worker(tiny_bert, data_dir, tmp_path) -> None:
