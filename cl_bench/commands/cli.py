@@ -55,11 +55,12 @@ def discard_unused_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
         return
     shutil.rmtree(run_dir, ignore_errors=True)
-    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/
-        try:
-            run_dir.parent.rmdir()
-        except OSError:  # other runs that day
-            pass
+    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/, then outputs/runs/ and outputs/ if now empty
+        for folder in (run_dir.parent, run_dir.parent.parent, run_dir.parent.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:  # other runs that day (or ever)
+                break
 
 
 def main() -> None:
@@ -375,7 +376,8 @@ def run(cfg: DictConfig) -> float | None:
         params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
     tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
     tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
-    from cl_bench.train.loop import TrainingInterrupted
+    from cl_bench.eval.embed import NonFiniteEmbeddingError
+    from cl_bench.train.loop import NonFiniteLossError, TrainingInterrupted
 
     with StopSignal() as stop:
         try:
@@ -401,6 +403,12 @@ def run(cfg: DictConfig) -> float | None:
         except KeyboardInterrupt:
             tracker.finish("KILLED", error="interrupted")
             _end_job(130)
+        except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # diverged: one line, run FAILED, exit 1
+            tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
+            if multirun:
+                raise  # Hydra records the job as failed
+            print(f"cl-bench: error: {err}", file=sys.stderr)
+            _end_job(1)
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise

@@ -302,7 +302,7 @@ def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> Non
         )
     try:
         if cfg.mode == "train":
-            check_text_file(cfg.data.train_file)
+            check_text_file(cfg.data.train_file, cfg.data.get("limit"))
     except DataFileError as err:
         raise ConfigError(str(err)) from err
 

@@ -39,6 +39,7 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         ConfigError: the first rejection, in the job's words.
     """
     argv = list(argv)
+    check_override_syntax(argv)
     check_group_choices(argv)
     cfg = None if any(arg.startswith("-") for arg in argv) else _composed(argv, conf_dir)
     if not isinstance(cfg, DictConfig) or "MULTIRUN" in str(cfg.hydra.get("mode")):
@@ -48,6 +49,25 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         return
     check_values(cfg)
     check_composed(cfg)
+
+
+#: Hydra's override grammar, which the syntax errors point at
+OVERRIDE_GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+
+
+def check_override_syntax(argv: Sequence[str]) -> None:
+    """Fail with one line, with the column, for an override Hydra's grammar does not read (``loss.tau=[0.05``), where
+    Hydra prints several lines and exits with status 1.
+
+    Raises:
+        ConfigError: ``loss.tau=[0.05: not a valid override at column 15: no viable alternative at input '[0.05' ...``.
+    """
+    from cl_bench.utils.overrides import syntax_error
+
+    for arg in argv:
+        if is_override(arg) and (why := syntax_error(arg)) is not None:
+            raise ConfigError(f"{arg}: not a valid override at {why} (the grammar: {OVERRIDE_GRAMMAR})"
+                              if why.startswith("column") else f"{arg}: not a valid override: {why}")
 
 
 def _composed(argv: list[str], conf_dir: Path) -> DictConfig | Exception:
@@ -169,8 +189,13 @@ def check_model_and_data(cfg: DictConfig) -> None:
         raise ConfigError(" -- and ".join(problems))
     if not root.is_dir():
         return  # the job's message (cl_bench.config.check_model_and_files)
-    if cfg.mode == "train" and not Path(str(cfg.data.train_file)).is_file():
-        raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")
+    if cfg.mode == "train":  # the corpus's format and content, as the job checks it (no model needed)
+        from cl_bench.data.text import DataFileError, check_text_file
+
+        try:
+            check_text_file(str(cfg.data.train_file), cfg.data.get("limit"))
+        except DataFileError as err:
+            raise ConfigError(str(err)) from err
 
 
 def _choices(override: Any) -> list[str] | None:

@@ -7,7 +7,6 @@ final status (so it is not left RUNNING). Lines that already reached MLflow are 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -69,11 +68,17 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    parser = argparse.ArgumentParser(prog="cl-bench-sync", description=__doc__.splitlines()[0])
+    from cl_bench.utils.arguments import OneLineParser
+
+    parser = OneLineParser(prog="cl-bench-sync", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", help="Hydra run directories of cl-bench runs")
     parser.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db here")
     parser.add_argument("--experiment-name", default="cl-bench")
     args = parser.parse_args(argv)
+    missing = [run_dir for run_dir in args.run_dirs if not Path(run_dir).is_dir()]
+    if missing:  # bad input: one line, exit 2, before any store is opened (or created)
+        print(f"cl-bench-sync: error: {missing[0]}: no such run directory", file=sys.stderr)
+        sys.exit(2)
     failed = 0
     for run_dir in args.run_dirs:
         try:
