@@ -127,6 +127,9 @@ def _cases(tmp_path: Path, tiny_bert: Path, cwd: Path) -> list[tuple[str, list[s
         ("cl-bench-report", ["--bogus"], [], "unrecognized arguments: --bogus", True),
         ("cl-bench-data", ["download", "--retries", "-3"], [], "argument --retries: must be an integer >= 0, got -3",
          True),
+        ("cl-bench-data", ["download", "--timeout", "0"], [], "argument --timeout: must be a number > 0, got 0", True),
+        ("cl-bench-data", ["download", "--data-dir", str(tmp_path / "NEW"), "--url", "nourl"], [str(tmp_path / "NEW")],
+         "--url: expected NAME=URL, got 'nourl'", True),
         ("cl-bench-data", ["download", "--data-dir", str(tmp_path / "NEW"), "--only", "nosuchsource"],
          [str(tmp_path / "NEW")], "--only: unknown source 'nosuchsource'; valid: ", True),
         # a sweep: every job checked before the first starts (no model loaded, no sweep folder left)
@@ -169,3 +172,27 @@ def test_every_commands_bad_inputs_get_one_line_exit_2_and_write_nothing(tmp_pat
             wrong.append((command, argv, answer))
     assert wrong == []  # each: exit 2, one line naming it, nothing new on disk, no heavy import before the answer
     assert sorted(p.name for p in cwd.iterdir()) == []  # no outputs/, no mlflow.db
+
+
+def test_a_run_rejected_in_its_job_leaves_no_empty_outputs_folders(tmp_path: Path) -> None:
+    """What Hydra made for a job that its own checks rejected (``.hydra/`` and the log) goes, with the date folder,
+    ``outputs/runs/`` and ``outputs/`` when nothing else is in them; another day's run keeps its folders."""
+    from cl_bench.commands.cli import discard_unused_run_dir
+
+    def hydra_made(run_dir: Path) -> Path:
+        (run_dir / ".hydra").mkdir(parents=True)
+        (run_dir / ".hydra" / "config.yaml").write_text("{}\n")
+        (run_dir / "cli.log").write_text("")
+        return run_dir
+
+    alone = tmp_path / "alone"
+    discard_unused_run_dir(hydra_made(alone / "outputs" / "runs" / "2026-12-02" / "00-00-00-000000"))
+    assert list(alone.iterdir()) == []
+    shared = tmp_path / "shared"
+    kept = shared / "outputs" / "runs" / "2026-12-01" / "09-00-00-000000"
+    kept.mkdir(parents=True)
+    (kept / "results.json").write_text("{}")
+    discard_unused_run_dir(hydra_made(shared / "outputs" / "runs" / "2026-12-02" / "00-00-00-000000"))
+    assert sorted(p.relative_to(shared).as_posix() for p in shared.rglob("*")) == [
+        "outputs", "outputs/runs", "outputs/runs/2026-12-01", "outputs/runs/2026-12-01/09-00-00-000000",
+        "outputs/runs/2026-12-01/09-00-00-000000/results.json"]
