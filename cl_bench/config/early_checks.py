@@ -1,12 +1,14 @@
 """Every check of a command that needs no model, answered before torch is imported (``cl-bench``, before Hydra's job).
 
-* The command line: a group option that does not exist, a key that does not exist (with the closest valid key), a
+* The command line: an override Hydra's grammar does not read (with the column: :func:`check_override_syntax`), a
+  group option that does not exist, a key that does not exist (with the closest valid key), a
   ``+key`` already in the config, a value of the wrong type, a config-only value check (:func:`check_override_keys`),
   each swept value tried; every override string is read by Hydra's parser.
 * A single run's composed config: the job's own checks (:func:`cl_bench.config.check_values`,
   :func:`~cl_bench.config.check_choices`, :func:`~cl_bench.config.check_eval_options`), which read the options'
   torch-free specs (:mod:`cl_bench.specs`), then the model and data files where no network is asked
-  (:func:`check_model_and_data`). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
+  (:func:`check_model_and_data`: a local folder's ``config.json``, safetensors headers and recorded encoder class, the
+  corpus's content). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
   model's width) is the job's to judge. A multirun's jobs are each checked by the sweep callback before any runs.
 
 The config is composed once for a single run (twice when an override does not compose: the second names the key).

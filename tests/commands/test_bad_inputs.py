@@ -108,6 +108,8 @@ def _cases(tmp_path: Path, tiny_bert: Path, cwd: Path) -> list[tuple[str, list[s
          f"data.train_file: {files / 'one.txt'}: 1 non-blank line; training needs at least 2 items", True),
         ("cl-bench", [*corpus, f"data.train_file={files / 'two.txt'}", "data.limit=1"], [],
          f"data.train_file: {files / 'two.txt'}: 1 non-blank line (data.limit=1)", True),
+        ("cl-bench", [*corpus, f"data.train_file={files / 'two.txt'}", "data.limit=-1"], [],
+         "data.limit: must be >= 1 (or null: the whole corpus), got -1", True),
         ("cl-bench", [*corpus, f"data.train_file={files / 'empty.txt'}"], [],
          f"data.train_file: {files / 'empty.txt'}: corpus is empty", True),
         ("cl-bench", [*corpus, f"data.train_file={files / 'binary.txt'}"], [],
