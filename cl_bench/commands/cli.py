@@ -58,11 +58,12 @@ def discard_unused_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
         return
     shutil.rmtree(run_dir, ignore_errors=True)
-    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/
-        try:
-            run_dir.parent.rmdir()
-        except OSError:  # other runs that day
-            pass
+    if run_dir.parent.parent.name == "runs":  # outputs/runs/<date>/, then outputs/runs/ and outputs/ if now empty
+        for folder in (run_dir.parent, run_dir.parent.parent, run_dir.parent.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:  # other runs that day (or ever)
+                break
 
 
 def main() -> None:
@@ -446,7 +447,8 @@ def run(cfg: DictConfig) -> float | None:
         (tracker or RunTracker(run_dir, enabled=False)).finish("KILLED", error=str(stopped))
         log.error("%s: the run in %s is marked KILLED", stopped, run_dir)
         _end_job(128 + stopped.signum)
-    from cl_bench.train.loop import TrainingInterrupted
+    from cl_bench.eval.embed import NonFiniteEmbeddingError
+    from cl_bench.train.loop import NonFiniteLossError, TrainingInterrupted
 
     with StopSignal() as stop:
         try:
@@ -478,6 +480,12 @@ def run(cfg: DictConfig) -> float | None:
                 tracker.finish("FAILED", error=str(err))
             except SaveError as also:  # status.json did not fit either: MLflow (if reachable) still got FAILED
                 log.error("%s", also)
+            _end_job(1)
+        except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # diverged: one line, run FAILED, exit 1
+            tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
+            if multirun:
+                raise  # Hydra records the job as failed
+            print(f"cl-bench: error: {err}", file=sys.stderr)
             _end_job(1)
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")

@@ -49,7 +49,12 @@ CHECK_SENTENCES = (
 
 
 class ExportError(RuntimeError):
-    """An export cannot be done; the one-line message names the path or option and the fix."""
+    """An export cannot be done (bad input: exit status 2, nothing written); the one-line message names the path or
+    option and the fix."""
+
+
+class ExportCheckError(ExportError):
+    """The written export does not give cl-bench's embeddings (exit status 1: the export failed, not its input)."""
 
 
 @dataclass
@@ -282,7 +287,7 @@ def check_export(out_dir: Path, model_dir: Path, settings: dict[str, Any], atol:
     reference = _reference_embeddings(model_dir, settings, CHECK_SENTENCES)
     diff = float(np.abs(exported - reference).max())
     if diff > atol:
-        raise ExportError(f"{out_dir}: exported model differs from cl-bench's encoder by {diff:.2e} (> {atol:g})")
+        raise ExportCheckError(f"{out_dir}: exported model differs from cl-bench's encoder by {diff:.2e} (> {atol:g})")
     return diff
 
 
@@ -461,6 +466,13 @@ def export(
     """
     info = locate_run(path)
     settings = pooling_settings(info, pooler)
+    from cl_bench.models.hub import ModelLoadError, check_safetensors
+
+    for weights in sorted(info.model_dir.glob("*.safetensors")):  # a truncated or garbage file: one line, now
+        try:
+            check_safetensors(weights)
+        except ModelLoadError as err:
+            raise ExportError(str(err).removeprefix("model.name_or_path: ")) from None
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         if not overwrite:
@@ -507,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = export(args.run_dir, args.out_dir, args.pooler, args.overwrite, check=not args.no_check)
     except ExportError as err:
         print(f"cl-bench-export: error: {err}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(err, ExportCheckError) else 2  # 2: bad input, as every cl-bench command's
     print(f"exported {out} (SentenceTransformer('{out}'), AutoModel.from_pretrained('{out}'))")
     return 0
 

@@ -60,8 +60,8 @@ class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         _check_folder(config)  # before anything is written: no sweep replaces another's jobs unseen
+        varied = check_sweep(config, partly_inert := [])  # first: a rejected sweep leaves no folder
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        varied = check_sweep(config, partly_inert := [])
         SweepDir(sweep_dir).varied_keys_file.write_text(json.dumps(varied))
         SweepDir(sweep_dir).partly_inert_file.write_text(json.dumps(partly_inert))
         enabled, uri, experiment_name = tracking_settings(config)

@@ -308,7 +308,7 @@ def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> Non
         )
     try:
         if cfg.mode == "train":
-            check_text_file(cfg.data.train_file)
+            check_text_file(cfg.data.train_file, cfg.data.get("limit"))
     except DataFileError as err:
         raise ConfigError(str(err)) from err
 
@@ -446,6 +446,8 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"batch_size: must be >= 2 (in-batch negatives need two), got {cfg.train.batch_size}")
         if cfg.train.lr <= 0:
             raise ConfigError(f"train.lr: must be > 0, got {cfg.train.lr}")
+        if cfg.data.get("limit") is not None and cfg.data.limit < 1:
+            raise ConfigError(f"data.limit: must be >= 1 (or null: the whole corpus), got {cfg.data.limit}")
         if cfg.train.epochs < 1 and cfg.train.max_steps <= 0:
             raise ConfigError("train.epochs: must be >= 1 unless train.max_steps > 0")
         if cfg.train.early_stopping_patience < 0:

@@ -1,12 +1,14 @@
 """Every check of a command that needs no model, answered before torch is imported (``cl-bench``, before Hydra's job).
 
-* The command line: a group option that does not exist, a key that does not exist (with the closest valid key), a
+* The command line: an override Hydra's grammar does not read (with the column: :func:`check_override_syntax`), a
+  group option that does not exist, a key that does not exist (with the closest valid key), a
   ``+key`` already in the config, a value of the wrong type, a config-only value check (:func:`check_override_keys`),
   each swept value tried; every override string is read by Hydra's parser.
 * A single run's composed config: the job's own checks (:func:`cl_bench.config.check_values`,
   :func:`~cl_bench.config.check_choices`, :func:`~cl_bench.config.check_eval_options`), which read the options'
   torch-free specs (:mod:`cl_bench.specs`), then the model and data files where no network is asked
-  (:func:`check_model_and_data`). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
+  (:func:`check_model_and_data`: a local folder's ``config.json``, safetensors headers and recorded encoder class, the
+  corpus's content). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
   model's width) is the job's to judge. A multirun's jobs are each checked by the sweep callback before any runs.
 
 The config is composed once for a single run (twice when an override does not compose: the second names the key).
@@ -39,6 +41,7 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         ConfigError: the first rejection, in the job's words.
     """
     argv = list(argv)
+    check_override_syntax(argv)
     check_group_choices(argv)
     cfg = None if any(arg.startswith("-") for arg in argv) else _composed(argv, conf_dir)
     if not isinstance(cfg, DictConfig) or "MULTIRUN" in str(cfg.hydra.get("mode")):
@@ -51,6 +54,25 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
 
     check_run_folder(cfg, Path(str(cfg.hydra.run.dir)))  # before Hydra's job writes .hydra/ into it
     check_composed(cfg)
+
+
+#: Hydra's override grammar, which the syntax errors point at
+OVERRIDE_GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+
+
+def check_override_syntax(argv: Sequence[str]) -> None:
+    """Fail with one line, with the column, for an override Hydra's grammar does not read (``loss.tau=[0.05``), where
+    Hydra prints several lines and exits with status 1.
+
+    Raises:
+        ConfigError: ``loss.tau=[0.05: not a valid override at column 15: no viable alternative at input '[0.05' ...``.
+    """
+    from cl_bench.utils.overrides import syntax_error
+
+    for arg in argv:
+        if is_override(arg) and (why := syntax_error(arg)) is not None:
+            raise ConfigError(f"{arg}: not a valid override at {why} (the grammar: {OVERRIDE_GRAMMAR})"
+                              if why.startswith("column") else f"{arg}: not a valid override: {why}")
 
 
 def _composed(argv: list[str], conf_dir: Path) -> DictConfig | Exception:
@@ -172,8 +194,13 @@ def check_model_and_data(cfg: DictConfig) -> None:
         raise ConfigError(" -- and ".join(problems))
     if not root.is_dir():
         return  # the job's message (cl_bench.config.check_model_and_files)
-    if cfg.mode == "train" and not Path(str(cfg.data.train_file)).is_file():
-        raise ConfigError(f"data.train_file: corpus file not found: {Path(str(cfg.data.train_file))}")
+    if cfg.mode == "train":  # the corpus's format and content, as the job checks it (no model needed)
+        from cl_bench.data.text import DataFileError, check_text_file
+
+        try:
+            check_text_file(str(cfg.data.train_file), cfg.data.get("limit"))
+        except DataFileError as err:
+            raise ConfigError(str(err)) from err
 
 
 def _choices(override: Any) -> list[str] | None:

@@ -50,12 +50,14 @@ from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's AP
     CHUNK,
     ChecksumError,
     DataDownloadError,
+    DataUsageError,
     OfflineError,
     RangeDownloader,
     fetch,
     sha256_file,
 )
 from cl_bench.data.fetch import quiet_pooch as _quiet_pooch
+from cl_bench.utils.arguments import OneLineParser, int_at_least, positive_float
 from cl_bench.utils.cache_dirs import default_data_dir
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
@@ -363,7 +365,7 @@ def _select(manifest: dict[str, Any], only: Iterable[str] | None) -> list[dict[s
     wanted = list(dict.fromkeys(only))
     unknown = [n for n in wanted if n not in names]
     if unknown:
-        raise DataDownloadError(f"--only: unknown source '{unknown[0]}'; valid: {', '.join(sorted(names))}")
+        raise DataUsageError(f"--only: unknown source '{unknown[0]}'; valid: {', '.join(sorted(names))}")
     return [s for s in sources if s["name"] in wanted]
 
 
@@ -538,9 +540,9 @@ def download(
         ChecksumError, DataDownloadError: with the file and the fix.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     manifest = manifest or load_manifest()
-    selected = _select(manifest, only)
+    selected = _select(manifest, only)  # an unknown --only first: a rejected command creates no data root
+    root.mkdir(parents=True, exist_ok=True)
     ctx = _Context(
         root, manifest, read_record(root), dict(url_overrides or {}), retries, progress, keep_downloads, log, timeout
     )
@@ -824,20 +826,20 @@ def _parse_overrides(values: Sequence[str]) -> dict[str, str]:
     for value in values:
         name, sep, url = value.partition("=")
         if not sep or not name or not url:
-            raise DataDownloadError(f"--url: expected NAME=URL, got '{value}'")
+            raise DataUsageError(f"--url: expected NAME=URL, got '{value}'")
         overrides[name] = url
     return overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Argument parser of ``cl-bench-data``."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument(
         "--data-dir", type=Path, default=None,
         help="data root (default: $CL_BENCH_DATA, else ~/.cache/cl-bench/data)",
     )
     common.add_argument("--only", nargs="+", metavar="SOURCE", help="only these sources (see `list`)")
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="cl-bench-data", description="Fetch, verify and list the datasets cl-bench uses."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -847,8 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", action="append", default=[], metavar="SOURCE=URL",
         help="base URL for a source (also $CL_BENCH_URL_<SOURCE>), e.g. a local mirror",
     )
-    dl.add_argument("--retries", type=int, default=3, help="resume attempts after a cut connection")
-    dl.add_argument("--timeout", type=float, default=30.0, help="socket timeout in seconds")
+    dl.add_argument("--retries", type=int_at_least(0), default=3, help="resume attempts after a cut connection")
+    dl.add_argument("--timeout", type=positive_float, default=30.0, help="socket timeout in seconds")
     dl.add_argument("--keep-downloads", action="store_true", help=f"keep archives in <root>/{DOWNLOADS_DIR}")
     dl.add_argument("--no-progress", action="store_true", help="no progress bars")
     sub.add_parser("verify", parents=[common], help="check files, checksums and STS pair counts")
@@ -881,7 +883,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except DataDownloadError as err:
         print(f"cl-bench-data: error: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, DataUsageError) else 1
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ class ChecksumError(DataDownloadError):
     """A file's SHA-256 differs from the one recorded for it."""
 
 
+class DataUsageError(DataDownloadError):
+    """A bad argument of ``cl-bench-data`` (an unknown ``--only`` source, a malformed ``--url``): exit status 2."""
+
+
 class _ConnectionCut(Exception):
     """The transfer stopped before the announced length (resumable)."""
 

@@ -30,16 +30,49 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             yield line_no, text.rstrip("\r\n")
 
 
-def check_text_file(path: str | Path) -> None:
-    """Validate a corpus before any model loads: exists, UTF-8 throughout, at least one sentence."""
+#: the fewest items a corpus may give: in-batch negatives need two of them in a batch, whatever the method reads
+MIN_ITEMS = 2
+
+#: corpora already checked in this process, by (path, size, mtime): ``cl-bench`` checks before Hydra's job and the
+#: job again, which then costs nothing for an unchanged file
+_CHECKED: set[tuple[str, int, int]] = set()
+
+
+def check_text_file(path: str | Path, limit: int | None = None) -> None:
+    """Validate a corpus before any model loads, whatever its format (the method's reader needs the model; these
+    checks need none): it exists, reads (a ``.gz`` decompresses), holds no NUL byte (a binary file), is UTF-8
+    throughout, and has at least :data:`MIN_ITEMS` non-blank lines (of the first ``limit``, ``data.limit``): a
+    one-sentence file gives no batch to train on.
+
+    Raises:
+        DataFileError: one line naming ``data.train_file``, the file and the line where it applies.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"data.train_file: corpus file not found: {path}")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key in _CHECKED:
+        return
     non_blank = 0
-    for _, line in iter_lines(path):  # reads every line: a bad byte anywhere is reported now
-        non_blank += bool(line.strip())
+    try:
+        for line_no, line in iter_lines(path):  # reads every line: a bad byte anywhere is reported now
+            if "\x00" in line:
+                raise DataFileError(f"data.train_file: {path}:{line_no}: a NUL byte: a binary file, not a text corpus")
+            non_blank += bool(line.strip())
+    except (OSError, EOFError) as err:  # a truncated or fake .gz, an unreadable file
+        raise DataFileError(f"data.train_file: {path}: cannot be read ({err})") from err
+    except DataFileError as err:
+        text = str(err)
+        raise DataFileError(text if text.startswith("data.train_file") else f"data.train_file: {text}") from err
     if not non_blank:
-        raise DataFileError(f"{path}: corpus is empty (no non-blank line)")
+        raise DataFileError(f"data.train_file: {path}: corpus is empty (no non-blank line)")
+    items = non_blank if limit is None else min(non_blank, int(limit))
+    if items < MIN_ITEMS:
+        given = f" (data.limit={limit})" if limit is not None and limit < non_blank else ""
+        raise DataFileError(f"data.train_file: {path}: {items} non-blank line{'s' * (items != 1)}{given}; training "
+                            f"needs at least {MIN_ITEMS} items (in-batch negatives)")
+    _CHECKED.add(key)
 
 
 def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:

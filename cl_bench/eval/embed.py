@@ -12,6 +12,11 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+class NonFiniteEmbeddingError(ValueError):
+    """The encoder gave NaN or Inf embeddings (diverged weights): no figure computed from them would mean anything,
+    and some computations on them fail (an SVD that does not converge)."""
+
+
 class Encoder(Protocol):
     """Anything that embeds sentences: ``encode(sentences, batch_size) -> (N, H) float32``."""
 
@@ -38,6 +43,10 @@ class EmbeddingTable:
                 f"encoder.encode returned shape {vectors.shape} for {len(unique)} sentences; expected (N, H)"
             )
         self.vectors = vectors.astype(np.float32, copy=False)
+        finite = np.isfinite(self.vectors).all(axis=1)
+        if not finite.all():  # before any figure: a NaN row turns every score into NaN or an error
+            raise NonFiniteEmbeddingError(f"{int((~finite).sum())} of {len(unique)} sentence embeddings are "
+                                          "NaN/Inf")
         log.info("encoded %d distinct sentences in %.1f s", len(unique), self.seconds)
 
     def __len__(self) -> int:

@@ -41,7 +41,14 @@ from cl_bench.models.embedding_cache import (
     state_digest,
     tokenizer_digest,
 )
-from cl_bench.models.hub import ModelLoadError, check_model_reachable, hub_hint, is_local_path
+from cl_bench.models.hub import (
+    ENCODER_CLASSES,
+    ModelLoadError,
+    check_model_reachable,
+    hub_hint,
+    is_local_path,
+    recorded_encoder_class,
+)
 from cl_bench.models.inference import (
     EncodingSettings,
     check_inference_options,
@@ -690,7 +697,7 @@ class SentenceEncoder(nn.Module):
             self.backbone.save_pretrained(out_dir)
         self.tokenizer.save_pretrained(out_dir)
         meta = {
-            "encoder_class": _class_path(type(self)),
+            "encoder_class": type(self).__name__,  # a name of cl-bench's registry (cl_bench.models.hub.ENCODER_CLASSES)
             "pooler": self.pooler,
             "mlp_only_train": self.mlp_only_train,
             "first_layer": self.first_layer,
@@ -799,21 +806,21 @@ def encoder_from_config(model: Any, pooler: Any, training: bool) -> SentenceEnco
 
 
 def _class_path(cls: type) -> str:
-    """``module.QualName``, as ``encoder_class`` records it and ``hydra.utils.get_class`` reads it."""
+    """``module.QualName``: the class in the embedding cache's key."""
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _saved_encoder_class(name_or_path: str) -> type[SentenceEncoder] | None:
-    """The :class:`SentenceEncoder` subclass that saved a local folder, or None (plain encoder, hub id)."""
-    meta_path = Path(name_or_path) / ENCODER_META_FILE
-    if not meta_path.is_file():
-        return None
-    class_path = json.loads(meta_path.read_text()).get("encoder_class")
-    if not class_path or class_path == _class_path(SentenceEncoder):
-        return None
-    from hydra.utils import get_class  # a method's encoder class, imported by name: models/ imports no method
+    """The :class:`SentenceEncoder` subclass that saved a local folder, or None (plain encoder, hub id): an entry of
+    cl-bench's registry (:data:`cl_bench.models.hub.ENCODER_CLASSES`) chosen by the name the folder records, never a
+    module the folder names."""
+    import importlib
 
-    encoder_class = get_class(class_path)
+    name = recorded_encoder_class(Path(name_or_path)) if Path(name_or_path).is_dir() else None
+    if name is None or name == SentenceEncoder.__name__:
+        return None
+    # cl-bench's own module for the name (models/ imports no method module by statement: the layers)
+    encoder_class = getattr(importlib.import_module(ENCODER_CLASSES[name]), name)
     if not (isinstance(encoder_class, type) and issubclass(encoder_class, SentenceEncoder)):
-        raise ModelLoadError(f"{meta_path}: encoder_class '{class_path}' is not a SentenceEncoder")
+        raise ModelLoadError(f"{ENCODER_CLASSES[name]}.{name} is not a SentenceEncoder")
     return encoder_class

@@ -6,8 +6,10 @@ A local folder needs its ``config.json``; a hub id needs a cached copy or the hu
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,31 @@ class ModelLoadError(RuntimeError):
     """Raised with a one-line, actionable message when a model cannot be loaded."""
 
 
+#: a Hugging Face hub id: ``name`` or ``namespace/name`` (huggingface_hub's ``validate_repo_id``: letters, digits,
+#: ``-``, ``_``, ``.``; no ``--`` or ``..``; at most 96 characters)
+_HUB_ID = re.compile(r"^(?:[\w\-.]+/)?[\w\-.]+$")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` has the form of a hub repository id (it may still not exist)."""
+    return bool(_HUB_ID.match(name)) and "--" not in name and ".." not in name and len(name) <= 96
+
+
 def is_local_path(name_or_path: str) -> bool:
-    """True when ``name_or_path`` names a local directory rather than a hub id."""
-    return os.path.isdir(name_or_path) or name_or_path.startswith((".", "/", "~"))
+    """True when ``name_or_path`` names a local directory rather than a hub id: a folder that is there, a name that
+    starts like a path (``.``, ``/``, ``~``), or one with a path separator that no hub id has
+    (``outputs/runs/<date>/<time>/best_model``: a mistyped run folder is a missing folder, not a hub id)."""
+    return (os.path.isdir(name_or_path) or name_or_path.startswith((".", "/", "~"))
+            or ((os.sep in name_or_path or "/" in name_or_path) and not is_hub_id(name_or_path)))
+
+
+def missing_folder_hint(path: Path) -> str:
+    """``(folder outputs/runs/2026-13-01 not found)`` for a path whose parent is missing: the first missing one, so a
+    mistyped date or time in a run folder's path is named; empty when the parent is there."""
+    missing = path
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    return f" (folder {missing} not found)" if missing != path else ""
 
 
 def offline() -> bool:
@@ -108,8 +132,15 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
     if is_local_path(name_or_path):
         path = Path(name_or_path).expanduser()
         if not (path / "config.json").is_file():
-            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}' (config.json missing)")
+            why = missing_folder_hint(path) or " (config.json missing)"
+            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}'{why}")
+        for weights in sorted(path.glob("*.safetensors")):
+            check_safetensors(weights)
+        recorded_encoder_class(path)
         return
+    if not is_hub_id(name_or_path):  # the hub's validator would answer with a traceback
+        raise ModelLoadError(f"model.name_or_path: '{name_or_path}' is neither a local folder nor a Hugging Face hub id "
+                             "(name or namespace/name: letters, digits, '-', '_', '.')")
     from huggingface_hub import constants, try_to_load_from_cache
 
     cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
@@ -131,3 +162,87 @@ def _go_offline(constants: Any) -> None:
     """Offline mode for this process (huggingface_hub reads its flag at call time, subprocesses the env)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     constants.HF_HUB_OFFLINE = True
+
+
+def check_safetensors(path: Path) -> None:
+    """A ``.safetensors`` file's header, read as the format defines it, without torch or the safetensors library: 8
+    bytes of little-endian header length, a JSON header of that length, and each tensor's byte range inside the file.
+    A truncated or garbage file fails here, before any run folder or MLflow run is made, instead of in the loader.
+
+    Raises:
+        ModelLoadError: one line naming the file and what is wrong.
+    """
+    def bad(why: str) -> ModelLoadError:
+        return ModelLoadError(f"model.name_or_path: {path}: not a readable safetensors file ({why}); "
+                              "re-save or re-copy the model")
+
+    size = path.stat().st_size
+    with path.open("rb") as raw:
+        head = raw.read(8)
+        if len(head) < 8:
+            raise bad(f"{size} bytes, shorter than its 8-byte header length")
+        length = int.from_bytes(head, "little")
+        if length > size - 8 or length > 100_000_000:  # safetensors' own limit on the header (100 MB)
+            raise bad(f"header length {length} exceeds the file's {size} bytes")
+        try:
+            header = json.loads(raw.read(length).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise bad(f"header is not JSON: {err}") from None
+    if not isinstance(header, dict):
+        raise bad("header is not a JSON object")
+    data = size - 8 - length
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise bad(f"tensor {name!r} has no data_offsets")
+        if not 0 <= offsets[0] <= offsets[1] <= data:
+            raise bad(f"tensor {name!r} ends at byte {offsets[1]} of {data} data bytes: the file is truncated")
+
+
+#: the :class:`~cl_bench.models.encoder.SentenceEncoder` classes a model folder may name (``encoder_class`` in its
+#: ``cl_bench_encoder.json``), each with the cl-bench module that defines it. A folder chooses an entry of this table
+#: by name; no module named in a folder is ever imported (a shared model folder chooses no code).
+#: tests/models/test_encoder_registry.py checks it against every SentenceEncoder subclass in cl_bench.
+ENCODER_CLASSES = {
+    "SentenceEncoder": "cl_bench.models.encoder",
+    "ISBERTEncoder": "cl_bench.methods.is_bert",
+    "PromptBERTEncoder": "cl_bench.methods.promptbert",
+}
+
+
+def encoder_class_name(recorded: object, where: Path | str) -> str:
+    """The :data:`ENCODER_CLASSES` name of a recorded ``encoder_class``: the name, or (folders saved before the
+    registry) the ``module.Name`` path of an entry.
+
+    Raises:
+        ModelLoadError: one line naming the file and the valid names, for anything else.
+    """
+    text = str(recorded)
+    name = text.rpartition(".")[2]
+    if name in ENCODER_CLASSES and text in (name, f"{ENCODER_CLASSES[name]}.{name}"):
+        return name
+    raise ModelLoadError(f"{where}: encoder_class {text!r} is not one of cl-bench's encoder classes "
+                         f"({', '.join(ENCODER_CLASSES)}); nothing is imported from a model folder")
+
+
+def recorded_encoder_class(folder: Path) -> str | None:
+    """The registry name of the encoder class a local model folder records (None: no record, a plain encoder).
+
+    Raises:
+        ModelLoadError: an unreadable record or a class name outside :data:`ENCODER_CLASSES`.
+    """
+    from cl_bench.utils.rundir import ENCODER_META_FILE
+
+    meta_path = folder / ENCODER_META_FILE
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ModelLoadError(f"model.name_or_path: {meta_path}: unreadable ({err})") from None
+    if not isinstance(meta, dict):
+        raise ModelLoadError(f"model.name_or_path: {meta_path}: not a JSON object")
+    recorded = meta.get("encoder_class")
+    return None if not recorded else encoder_class_name(recorded, f"model.name_or_path: {meta_path}")

@@ -1096,14 +1096,19 @@ def attach_to_parents(tracking_uri: str, parent_run_ids: Sequence[str], files: S
 # ------------------------------------------------------------------------------------------------
 # Paired comparisons (--compare A B)
 # ------------------------------------------------------------------------------------------------
-def run_pair_scores(tracking_uri: str, run_id: str) -> Any:
+def run_pair_scores(tracking_uri: str | None, run_id: str) -> Any:
     """A run's per-pair STS scores: from its run directory (tag ``run_dir``) when that is on this machine,
     else the MLflow artifact.
 
     Raises:
-        ReportError: the run has none (evaluated before cl-bench saved them, or no STS task).
+        ReportError: the run has none (evaluated before cl-bench saved them, or no STS task), or no store to ask
+            (``tracking_uri`` None: a ``--sweep-dir`` report without one).
     """
     import tempfile
+
+    if tracking_uri is None:
+        raise ReportError(f"run {run_id}: no pair scores in its folder and no MLflow store to read them from "
+                          "(--tracking-uri)")
 
     import mlflow
 
@@ -1124,7 +1129,7 @@ def run_pair_scores(tracking_uri: str, run_id: str) -> Any:
         raise ReportError(f"run {run_id}: no {RunDir.PAIR_SCORES} (in its run dir or MLflow artifacts): {err}") from err
 
 
-def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tuple[str, list[Any], list[str]]:
+def resolve_side(ref: str, tracking_uri: str | None, runs: pd.DataFrame | None) -> tuple[str, list[Any], list[str]]:
     """What ``--compare`` names: a run directory, a point label of the sweep (``--parent-run`` /
     ``--experiment``; all its finished runs, its seeds), or an MLflow run id.
 
@@ -1145,6 +1150,9 @@ def resolve_side(ref: str, tracking_uri: str, runs: pd.DataFrame | None) -> tupl
             return label, [load_pair_scores(RunDir(local[r]).pair_scores)
                            if isinstance(local.get(r), str) and RunDir(local[r]).pair_scores.is_file()
                            else run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
+    if tracking_uri is None:
+        raise ReportError(f"--compare: '{ref}' is no run directory or point of --sweep-dir (and no MLflow store to "
+                          "look a run id up in: --tracking-uri)")
     import mlflow
 
     try:
@@ -1228,12 +1236,21 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.reporting.report_args`)."""
-    from cl_bench.tracking.mlflow_logger import default_tracking_uri
+    from cl_bench.tracking.mlflow_logger import default_tracking_uri, local_store
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
     tracking_uri = args.tracking_uri or default_tracking_uri()
+    store = local_store(tracking_uri)
+    if store is not None and not store.exists():  # a report reads a store: MLflow's client would create this one
+        if args.sweep_dir and not args.tracking_uri:
+            tracking_uri = None  # the sweep's folders alone (no ./mlflow.db made for nothing)
+        else:
+            how = "--tracking-uri" if args.tracking_uri else "the default store (--tracking-uri or $MLFLOW_TRACKING_URI)"
+            print(f"cl-bench-report: error: --tracking-uri: no MLflow store at {store} ({how}); a report reads a "
+                  "store and creates none", file=sys.stderr)
+            return 2
     if args.compare:
         from cl_bench.reporting.significance import compare, compare_notes, markdown_compare
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from cl_bench.utils.arguments import OneLineParser, int_at_least
+
 #: bootstrap resamples by default: at 10,000 the 95% interval endpoints move by a few hundredths between
 #: resampling seeds (their Monte-Carlo error is printed beside them)
 DEFAULT_RESAMPLES = 10_000
@@ -14,7 +16,7 @@ SWEEP_METRICS = ("best_stsb_dev", "stsb_dev", "stsb", "sts_avg")
 
 def build_parser() -> argparse.ArgumentParser:
     """The arguments of ``cl-bench-report``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="cl-bench-report",
         description="Tables and plots of a sweep's MLflow runs, with the papers' tables where they apply.",
     )
@@ -31,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="paired comparison of two runs or points: MLflow run ids, run directories, or points "
                              "of the sweep given by --parent-run/--experiment, spelt as on the command line "
                              "('method=simcse', 'dropout=0.1', 'method=simcse dropout=0.1' for one cell of a grid)")
-    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+    parser.add_argument("--resamples", type=int_at_least(1), default=DEFAULT_RESAMPLES,
                         help=f"bootstrap resamples of --compare and of the report's one-seed tests (default "
                              f"{DEFAULT_RESAMPLES}; fewer is faster and shows a larger Monte-Carlo error)")
     parser.add_argument("--resample-seed", type=int, default=0,

@@ -60,6 +60,20 @@ def absolute_tracking_uri(uri: str, launch_dir: str | Path | None = None) -> str
     return uri
 
 
+def local_store(tracking_uri: str) -> Path | None:
+    """The file or folder of a local MLflow store (``sqlite:///PATH``, ``file:PATH`` or a bare path); None for a
+    server (``http(s)://``, ``databricks``, another database): what a command that only reads a store checks exists,
+    since MLflow's client creates a missing one (the folder and an empty database) at its first call."""
+    if tracking_uri.startswith("sqlite:///"):
+        return Path(tracking_uri[len("sqlite:///") :])
+    if tracking_uri.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        return Path(url2pathname(urlparse(tracking_uri).path))
+    return None if "://" in tracking_uri or tracking_uri.startswith("databricks") else Path(tracking_uri)
+
+
 def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
     """Where the MLflow UI shows an experiment's runs table (or one run).
 
@@ -103,7 +117,7 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     location = None
     if artifact_root is None and tracking_uri.startswith("sqlite:///"):
         # Keep artifacts beside the database, where `mlflow ui` run from that directory finds them.
-        db_dir = Path(tracking_uri[len("sqlite:///") :]).parent
+        db_dir = local_store(tracking_uri).parent
         artifact_root = str(db_dir / "mlruns")
     if artifact_root is not None:
         location = Path(artifact_root).resolve().as_uri() + f"/{experiment_name}"

@@ -9,7 +9,6 @@ each job and ends the parent run a killed launcher left RUNNING.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -157,13 +156,19 @@ def close_parent_run(tracking_uri: str, parent_run_id: str, killed: bool = False
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    parser = argparse.ArgumentParser(prog="cl-bench-sync", description=__doc__.splitlines()[0])
+    from cl_bench.utils.arguments import OneLineParser
+
+    parser = OneLineParser(prog="cl-bench-sync", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", help="run folders of cl-bench runs (training or mode=eval) or sweep folders")
     parser.add_argument("--tracking-uri", default=None,
                         help="default: the store the run recorded (tracking.json), else $MLFLOW_TRACKING_URI or "
                              "sqlite:///mlflow.db here")
     parser.add_argument("--experiment-name", default=None, help="default: the run's own, else cl-bench")
     args = parser.parse_args(argv)
+    missing = [run_dir for run_dir in args.run_dirs if not Path(run_dir).is_dir()]
+    if missing:  # bad input: one line, exit 2, before any store is opened (or created)
+        print(f"cl-bench-sync: error: {missing[0]}: no such run directory", file=sys.stderr)
+        sys.exit(2)
     failed = 0
     for run_dir in args.run_dirs:
         try:

@@ -145,7 +145,8 @@ class TrainingInterrupted(Exception):
 
 
 class NonFiniteLossError(RuntimeError):
-    """The loss or the gradient norm was NaN/Inf and ``train.nonfinite=stop``."""
+    """The loss or the gradient norm was NaN/Inf and ``train.nonfinite=stop``; or (any ``train.nonfinite``) the
+    encoder's embeddings at a dev evaluation were: the run ends FAILED with one line, before any figure is computed."""
 
 
 class Trainer:
@@ -426,8 +427,13 @@ class Trainer:
         if not self.is_main:  # the other ranks go on to the next step
             return
         tcfg, state = self.tcfg, self.state
+        from cl_bench.eval.embed import NonFiniteEmbeddingError
+
         with self.clock.dev_evaluation():
-            scores = self.dev_eval(self.method.selection_encoder())  # the official dev embedding (issue 40)
+            try:
+                scores = self.dev_eval(self.method.selection_encoder())  # the official dev embedding (issue 40)
+            except NonFiniteEmbeddingError as err:  # diverged weights (train.nonfinite=skip lets a run get here)
+                raise NonFiniteLossError(self.diverged_message(str(err))) from None
         score = scores[tcfg.select_metric]
         self.log_metrics({**scores, "epoch": state.epoch}, state.step)
         left = f"; job {self.clock.text(state.step)} left (training and evaluation)" if state.step < self.total_steps else ""
@@ -443,6 +449,18 @@ class Trainer:
             if tcfg.save_best:  # the one copy of the best weights a finished run keeps
                 with atomic_folder(self.run_dir.best_model) as folder:  # the previous best stays until this one is whole
                     self.method.eval_encoder().save(folder, {"step": state.step, tcfg.select_metric: score})
+
+    def diverged_message(self, why: str) -> str:
+        """The one line of a run whose encoder gives non-finite embeddings: the step, why, the skipped steps, the last
+        good weights (``best_model/``: saved at a dev evaluation with finite embeddings) and what to lower."""
+        state, tcfg = self.state, self.tcfg
+        count = state.skipped_steps
+        skipped = f" after {count} skipped non-finite step{'s' * (count != 1)}" if count else ""
+        kept = self.run_dir.best_model
+        good = f"{kept} (step {state.best_step})" if state.best_step >= 0 and kept.is_dir() else "none yet"
+        tau = ", or raise loss.tau" if "tau" in self.cfg.loss else ""
+        return (f"step {state.step}: the encoder's embeddings are not finite ({why}){skipped}: the weights diverged; "
+                f"last good checkpoint: {good} (lower train.lr, now {tcfg.lr:g}{tau})")
 
     def patience_ran_out(self) -> bool:
         """Early stopping: ``train.early_stopping_patience`` evaluations without a new best."""

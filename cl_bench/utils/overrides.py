@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -39,3 +40,44 @@ def override_key(text: str) -> str | None:
         return str(override_parser().parse_override(text).key_or_group)
     except Exception:  # noqa: BLE001 (Hydra's OverrideParseException)
         return None
+
+
+def syntax_error(text: str) -> str | None:
+    """Why Hydra's grammar does not read the override ``text``, in one line with the 1-based column where it stops
+    (``column 10: no viable alternative at input '[0.05'``); None when it parses.
+
+    Hydra's own error drops the column (its listener keeps the message only): the text is read once more here, by
+    Hydra's generated lexer and parser, with a listener that keeps it.
+    """
+    try:
+        override_parser().parse_override(text)
+        return None
+    except Exception as err:  # noqa: BLE001 (Hydra's HydraException: read again for the column)
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    from antlr4 import CommonTokenStream, InputStream
+    from antlr4.error.ErrorListener import ErrorListener
+    from hydra.grammar.gen.OverrideLexer import OverrideLexer
+    from hydra.grammar.gen.OverrideParser import OverrideParser
+
+    found: list[tuple[int, str]] = []
+
+    class _Keep(ErrorListener):  # type: ignore[misc]
+        def syntaxError(self, recognizer: Any, symbol: Any, line: Any, column: int, msg: str, e: Any) -> None:  # noqa: N802
+            if not found:
+                found.append((int(column), str(msg)))
+
+    lexer = OverrideLexer(InputStream(text))
+    lexer.removeErrorListeners()
+    lexer.addErrorListener(_Keep())
+    parser = OverrideParser(CommonTokenStream(lexer))
+    parser.removeErrorListeners()
+    parser.addErrorListener(_Keep())
+    try:
+        parser.override()
+    except Exception:  # noqa: BLE001 (the first error is kept; what follows it is noise)
+        pass
+    if not found:  # a rule Hydra checks after parsing (e.g. a sweep where none may be)
+        return reason
+    column, message = found[0]
+    message = re.sub(r" expecting \{[^}]*,[^}]*\}", "", message)  # the grammar's token names: no help to a user
+    return f"column {column + 1}: {message}"

@@ -156,18 +156,18 @@ def test_bare_model_directory_and_errors(tiny_bert: Path, tmp_path: Path, capsys
     )
     assert "| sts_avg | 76.25 |" in (out / "README.md").read_text()
 
-    assert ex.main([str(tmp_path / "run"), str(out)]) == 1
+    assert ex.main([str(tmp_path / "run"), str(out)]) == 2
     assert "exists and is not empty; pass --overwrite" in capsys.readouterr().err
     assert ex.main([str(tmp_path / "run"), str(out), "--overwrite"]) == 0
 
     eval_run = tmp_path / "eval_run"
     eval_run.mkdir()
     (eval_run / "results.json").write_text("{}")
-    assert ex.main([str(eval_run), str(tmp_path / "x")]) == 1
+    assert ex.main([str(eval_run), str(tmp_path / "x")]) == 2
     assert "run directory without best_model/" in capsys.readouterr().err
 
     # A plain Hugging Face model without cl-bench metadata needs --pooler.
-    assert ex.main([str(tiny_bert), str(tmp_path / "plain")]) == 1
+    assert ex.main([str(tiny_bert), str(tmp_path / "plain")]) == 2
     assert "no pooler recorded" in capsys.readouterr().err
     assert ex.main([str(tiny_bert), str(tmp_path / "plain"), "--pooler", "avg"]) == 0
     assert "No run configuration was found" in (tmp_path / "plain" / "README.md").read_text()

@@ -108,8 +108,9 @@ def test_nonfinite_loss_stops_with_a_clear_message(tiny_bert, data_dir, tmp_path
     db, run_dir = tmp_path / "mlflow.db", tmp_path / "nan"
     # cos/tau overflows float32 at tau=1e-39: inf logits, NaN loss on purpose
     proc = subprocess.run(_args(tiny_bert, run_dir, db, "loss.tau=1e-39"), env=_env(data_dir), capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "step 1: non-finite loss or gradient (loss=nan, loss_contrastive=nan)" in proc.stdout + proc.stderr
+    assert proc.returncode == 1  # the run failed (not a bad input: 2): one line, no traceback
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("cl-bench: error: step 1: non-finite loss or gradient (loss=nan, loss_contrastive=nan)")
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
     assert run.info.status == "FAILED" and "NonFiniteLossError" in run.data.tags["error"]
@@ -124,6 +125,27 @@ def test_nonfinite_steps_can_be_skipped_and_counted(tiny_bert, data_dir, tmp_pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert results["skipped_steps"] == 3.0
+
+
+def test_skipped_steps_that_leave_diverged_weights_end_in_one_line_before_evaluation(tiny_bert, data_dir, tmp_path) -> None:
+    """``train.nonfinite=skip`` with ``train.lr=1e8`` (issue 46, row 7): the step after the first update is skipped, the
+    weights have diverged and the dev evaluation's embeddings are NaN. The run ends as ``nonfinite=stop`` ends (FAILED
+    in the folder and in MLflow, exit 1), with one line naming the step, what to lower and the last good checkpoint,
+    before any figure is computed (it crashed in an SVD of the NaN embeddings)."""
+    db, run_dir = tmp_path / "mlflow.db", tmp_path / "diverged"
+    proc = subprocess.run(_args(tiny_bert, run_dir, db, "train.nonfinite=skip", "train.lr=1e8", "train.max_steps=4"),
+                          env=_env(data_dir), capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cl-bench: error: step 2: the encoder's embeddings are not finite ("), lines
+    assert "after 1 skipped non-finite step" in lines[0] and "last good checkpoint: none yet" in lines[0]
+    assert "lower train.lr, now 1e+08" in lines[0] and "LinAlgError" not in proc.stdout + proc.stderr
+    assert "step skipped" in proc.stdout  # the skip itself was logged, as before
+    assert not (run_dir / "results.json").exists()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "FAILED" and "embeddings are not finite" in status["error"]
+    run = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}").get_run((run_dir / "mlflow_run_id.txt").read_text())
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith("NonFiniteLossError: step 2: ")
 
 
 def _free_port() -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
-from cl_bench.data.text import DataFileError, read_sentences
+from cl_bench.data.text import DataFileError, check_text_file, read_sentences
 
 STSB_ROW = "main-captions\tMSRvid\t2012test\t0001\t{score}\ta man plays .\ta man is playing .\n"
 
@@ -28,6 +28,36 @@ def test_corpus_non_utf8_names_file_and_line(tmp_path: Path) -> None:
     path.write_bytes(b"ok\nstill ok\n\xff\xfe broken\n")
     with pytest.raises(DataFileError, match=r"corpus.txt:3: not valid UTF-8"):
         read_sentences(path)
+
+
+@pytest.mark.parametrize(("content", "limit", "why"), [
+    (b"", None, "corpus is empty (no non-blank line)"),
+    (b"\n  \n", None, "corpus is empty (no non-blank line)"),
+    (b"only one sentence\n", None, "1 non-blank line; training needs at least 2 items"),
+    (b"one\ntwo\n", 1, "1 non-blank line (data.limit=1); training needs at least 2 items"),
+    (b"text\n\x00\x01\x02\n", None, ":2: a NUL byte: a binary file"),
+    (b"ok\n\xe9t\xe9\n", None, ":2: not valid UTF-8"),
+])
+def test_a_corpus_that_cannot_train_is_named_before_any_model(tmp_path: Path, content: bytes, limit: int | None,
+                                                              why: str) -> None:
+    """check_text_file (run by cl-bench before torch and by the job's preflight) names the key, the file and why."""
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    with pytest.raises(DataFileError) as err:
+        check_text_file(path, limit)
+    assert str(err.value).startswith(f"data.train_file: {path}") and why in str(err.value)
+    path.write_bytes(b"a first sentence\na second\n")  # the same file, fixed (and no data.limit below 2): passes
+    check_text_file(path)
+
+
+def test_a_fake_or_cut_gzip_corpus_is_named(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.txt.gz"
+    fake.write_bytes(b"not gzip at all\n")
+    cut = tmp_path / "cut.txt.gz"
+    cut.write_bytes(gzip.compress(b"one\ntwo\nthree\n" * 100)[:40])
+    for path in (fake, cut):
+        with pytest.raises(DataFileError, match=rf"^data\.train_file: {path}: cannot be read"):
+            check_text_file(path)
 
 
 def _sts(folder: Path, inputs: bytes, gold: bytes) -> None:

@@ -387,10 +387,11 @@ def test_manifest_covers_every_file_of_the_reference_root(data_dir: Path) -> Non
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert dl.main(["download", "--only", "wiki2m", "--data-dir", str(tmp_path)]) == 1
+    assert dl.main(["download", "--only", "wiki2m", "--data-dir", str(tmp_path / "new")]) == 2  # bad input: 2
     assert "--only: unknown source 'wiki2m'; valid:" in capsys.readouterr().err
-    assert dl.main(["download", "--url", "nourl", "--data-dir", str(tmp_path)]) == 1
+    assert dl.main(["download", "--url", "nourl", "--data-dir", str(tmp_path / "new")]) == 2
     assert "--url: expected NAME=URL, got 'nourl'" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # a rejected command makes no data root
 
 
 # ------------------------------------------------------------------------------------------------
