@@ -70,21 +70,20 @@ def main() -> None:
     """Console-script entry point."""
     interrupt.mark_launcher()
     interrupt.stop_at_startup()  # a signal before the run's own handler: 128+signal, never a half-made run
+    interrupt.at_stop(_mark_started_job_killed)
     try:
         _main()
-    except interrupt.Stopped as stopped:  # before a job started, or in a sweep's launching process
-        interrupt.stopped()  # e.g. a sweep's MLflow parent run ends KILLED, not RUNNING
-        started = interrupt.job_dir()  # Hydra made the job's folder, its task had not begun
-        if started is not None and started.is_dir() and not RunDir(started).status.is_file():
-            from cl_bench.tracking.mlflow_logger import RunTracker
+    except interrupt.Stopped as stopped:  # before a job started (its folder, if Hydra made one, is marked KILLED)
+        interrupt.exit_stopped(stopped.signum)
 
-            RunTracker(started, enabled=False).finish("KILLED", error=str(stopped))
-        print(f"cl-bench: stopped by {stopped}", file=sys.stderr)
-        logging.shutdown()
-        sys.stdout.flush()
-        # at once, as the signal's default would: a joblib launcher would otherwise wait for its workers, which
-        # stop themselves when this process is gone (interrupt.stop_with_launcher)
-        os._exit(128 + stopped.signum)
+
+def _mark_started_job_killed(signum: int) -> None:
+    """A signal between Hydra making the job's folder and the job's own handler: the folder says KILLED."""
+    started = interrupt.job_dir()
+    if started is not None and started.is_dir() and not RunDir(started).status.is_file():
+        from cl_bench.tracking.mlflow_logger import RunTracker
+
+        RunTracker(started, enabled=False).finish("KILLED", error=f"{signal.Signals(signum).name} during start-up")
 
 
 def _main() -> None:

@@ -61,6 +61,7 @@ class MLflowSweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         _check_folder(config)  # before anything is written: no sweep replaces another's jobs unseen
         varied = check_sweep(config, partly_inert := [])  # first: a rejected sweep leaves no folder
+        interrupt.exit_at_once_on_signal()  # a signal to the launcher: the at_stop actions, then exit (parent KILLED)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         SweepDir(sweep_dir).varied_keys_file.write_text(json.dumps(varied))
         SweepDir(sweep_dir).partly_inert_file.write_text(json.dumps(partly_inert))
@@ -88,7 +89,7 @@ class MLflowSweepCallback(Callback):
         SweepDir(sweep_dir).tracking.write_text(json.dumps(
             {"tracking_uri": absolute_tracking_uri(uri), "experiment_name": experiment_name}))
         atexit.register(self._close)  # Hydra exits early when a job failed: still close the parent
-        interrupt.at_stop(lambda: self._close(killed=True))  # a signal to the launcher: the parent ends KILLED
+        interrupt.at_stop(lambda signum: self._close(killed=True))  # a signal to the launcher: the parent ends KILLED
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         # the folder Hydra is about to make (the same `now` as the job's: one config object): a signal before the

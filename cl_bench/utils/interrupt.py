@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 _signum: int | None = None
 _depth = 0
@@ -49,27 +50,54 @@ class Stopped(BaseException):  # noqa: N818 (like KeyboardInterrupt: not an Exce
 
 
 def _startup_handler(signum: int, frame: object) -> None:
+    if _exit_at_once:
+        exit_stopped(signum)
     raise Stopped(signum)
 
 
+_exit_at_once = False
+
+
+def exit_at_once_on_signal() -> None:
+    """In a sweep's launching process: a signal outside a job's own handler runs the :func:`at_stop` actions and exits
+    at once (:func:`exit_stopped`) instead of raising :class:`Stopped` through the launcher (joblib would terminate its
+    workers, which stop themselves, results so far and KILLED, when this process is gone: :func:`stop_with_launcher`)."""
+    global _exit_at_once
+    _exit_at_once = True
+
+
+def exit_stopped(signum: int) -> NoReturn:
+    """Say it in one line, run the :func:`at_stop` actions, exit with 128+``signum`` (at once, as the signal's default
+    would: no atexit hook waits for a launcher's workers)."""
+    import logging
+    import sys
+
+    print(f"cl-bench: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+    stopped(signum)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
 _job_dir: Path | None = None
-_at_stop: list[Callable[[], None]] = []
+_at_stop: list[Callable[[int], None]] = []
 
 
-def at_stop(action: Callable[[], None]) -> None:
-    """Run ``action`` when a signal stops this process outside a job's own handler (:func:`stopped`): e.g. end a
+def at_stop(action: Callable[[int], None]) -> None:
+    """Run ``action(signum)`` when a signal stops this process outside a job's own handler (:func:`stopped`): e.g. end a
     sweep's MLflow parent run KILLED before the launching process exits."""
     _at_stop.append(action)
 
 
-def stopped() -> None:
+def stopped(signum: int) -> None:
     """The actions :func:`at_stop` registered, each once; one that fails is logged, the others still run."""
     import logging
 
     while _at_stop:
         action = _at_stop.pop(0)
         try:
-            action()
+            action(signum)
         except Exception as err:  # noqa: BLE001 (the process is exiting on a signal: say it and go on)
             logging.getLogger(__name__).warning("on stop: %s", err)
 
