@@ -165,10 +165,10 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     assert parent.data.tags["mlflow.runName"] == "sweep: dropout"
     assert parent.data.params["dropout"] == "0, 0.1, 0.2" and parent.data.params["sweep.jobs"] == "3"
     best = max(client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'"),
-               key=lambda run: run.data.metrics["best_stsb_dev"])
-    assert parent.data.metrics["best_stsb_dev"] == pytest.approx(best.data.metrics["best_stsb_dev"])
+               key=lambda run: run.data.metrics["select/best_stsb_dev"])
+    assert parent.data.metrics["select/best_stsb_dev"] == pytest.approx(best.data.metrics["select/best_stsb_dev"])
     assert parent.data.params["best.dropout"] == f"{float(best.data.params['dropout']):g}"
-    assert parent.data.metrics["finished_jobs"] == 3 and parent.data.metrics["failed_jobs"] == 0
+    assert parent.data.metrics["sweep/finished_jobs"] == 3 and parent.data.metrics["sweep/failed_jobs"] == 0
     # method.fixed_dropout_mask cannot act at dropout 0: n/a there, so every child logs the same keys
     children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
     assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]

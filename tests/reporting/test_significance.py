@@ -157,7 +157,8 @@ def test_compare_labels_as_typed_one_file_each_and_the_one_seed_warning(gold: di
     printed = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["compare_method=simcse_vs_method=sg_opt.csv",
                                                      "compare_method=simcse_vs_method=sg_opt.md"]
-    assert "WARNING: one seed for method=simcse and method=sg_opt" in printed and "Holm p, mark" in printed
+    assert "WARNING: 1 seed(s) for method=simcse (fewer than 3)" in printed and "Holm p, mark" in printed
+    assert "WARNING: 1 seed(s) for method=sg_opt (fewer than 3)" in printed
     assert "| avg    |    test |" in printed and "200 resamples, resampling seed 0" in printed
     saved = pd.read_csv(out / "compare_method=simcse_vs_method=sg_opt.csv")
     assert (saved["p_holm"] >= saved["p"]).all() and saved["resamples"].eq(200).all()
