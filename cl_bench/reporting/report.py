@@ -423,6 +423,7 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
             # the sample of the figures beside each value (the headings say it): selection's or the final one's
             "sample": run.get(SELECT_SAMPLE if metric.startswith("best_") else FINAL_SAMPLE, math.nan),
             "final_sample": run.get(FINAL_SAMPLE, math.nan),
+            "run_dir": run.get("tags.run_dir"),
         })
     ranks = {key: _value_rank(values[key]) for key in keys}
     records.sort(key=lambda r: ([ranks[k](r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
@@ -701,11 +702,23 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
     task = METRIC_TASKS.get(sweep.metric, sweep.metric if sweep.metric.startswith(("sts", "sick")) else None)
     cache: dict[str, list[Any]] = {}
 
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.utils.rundir import RunDir
+
+    folders = dict(zip(sweep.runs["run_id"], sweep.runs.get("run_dir", pd.Series([None] * len(sweep.runs))),
+                       strict=True))
+
+    def one(run_id: str) -> Any:  # the run folder's file when it is on this machine (a --sweep-dir report), else MLflow's
+        folder = folders.get(run_id)
+        if isinstance(folder, str) and RunDir(folder).pair_scores.is_file():
+            return load_pair_scores(RunDir(folder).pair_scores)
+        if tracking_uri is None:
+            raise ReportError("no tracking URI to read pair scores from")
+        return run_pair_scores(tracking_uri, run_id)
+
     def pair_scores(label: str) -> list[Any]:
         if label not in cache:
-            if tracking_uri is None:
-                raise ReportError("no tracking URI to read pair scores from")
-            cache[label] = [run_pair_scores(tracking_uri, r) for r in placed.loc[placed["point"] == label, "run_id"]]
+            cache[label] = [one(r) for r in placed.loc[placed["point"] == label, "run_id"]]
         return cache[label]
 
     marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples, seed=resample_seed)
