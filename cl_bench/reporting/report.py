@@ -577,7 +577,7 @@ def figure_label(metric: str, samples: Any = ()) -> str:
 def _split_note(table: SweepTable) -> str:
     """The heading's note on what the sweep metric holds (:func:`figure_label` of its finished runs)."""
     done = table.runs[(table.runs["status"] == "FINISHED") & table.runs["value"].notna()] if len(table.runs) else table.runs
-    return f" ({figure_label(table.metric, done['sample'] if 'sample' in done else ())})"
+    return f" ({figure_label(table.metric, done['sample'] if 'sample' in done else ()).split(': ', 1)[1]})"
 
 
 def _cell(row: dict[str, Any]) -> str:

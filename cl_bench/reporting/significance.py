@@ -500,7 +500,8 @@ def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence
 
     shown = pd.DataFrame({
         "task": table["task"],
-        "split": [split_of(t) if t != AVERAGE else "test" for t in table["task"]],
+        "split": [split_of(t) if t != AVERAGE else " + ".join(sorted({split_of(n) for n in table["task"] if n != AVERAGE}))
+                  for t in table["task"]],
         "pairs": [str(int(n)) for n in table["pairs"]] if "pairs" in table else ["—"] * len(table),
         f"A: {label_a} (seeds n={table['n_a'].iloc[0]}; {side_protocol(settings_a)})":
             [f"{v:.{digits}f}" for v in table["a"]],

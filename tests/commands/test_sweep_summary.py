@@ -55,7 +55,8 @@ def test_summary_from_run_dirs_without_mlflow(tmp_path: Path, capsys: pytest.Cap
     assert len(runs) == 8 and set(runs["status"]) == {"FINISHED"}
     text = sweep_summary(tmp_path / "sweep")
     lines = text.splitlines()
-    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev (dev split")
+    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev (dev, checkpoint selection (in-training "
+                               "dev evaluation), full), mean ± std (seeds n)")
     assert "loss.tau \\ dropout" in text and text.count("± 0.01 (2)") == 4  # every cell: two seeds
     assert lines[-1] == f"full report (no MLflow): cl-bench-report --sweep-dir {tmp_path / 'sweep'}"
     # the full report from the run dirs alone

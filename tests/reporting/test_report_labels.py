@@ -87,7 +87,7 @@ def test_a_one_seed_sweep_report_labels_each_cell_and_centres_each_interval_on_i
     assert low < delta < high and abs((low + high) / 2 - delta) < (high - low) / 4  # the interval is about its Δ
     assert row["test"] == "paired bootstrap (dev pairs; one seed)" and marks["method=simcse"]["test"] == "reference"
     text = (tmp_path / "out" / "report.md").read_text()
-    assert "(best_stsb_dev: dev, checkpoint selection (in-training dev evaluation), sample of 300 pairs)" in text
+    assert "`best_stsb_dev` (dev, checkpoint selection (in-training dev evaluation), sample of 300 pairs)" in text
 
 
 def _settings(**changed: str) -> dict[str, str]:
@@ -157,4 +157,4 @@ def test_holm_family_is_the_distinct_tests(gold: dict[str, np.ndarray]) -> None:
     assert list(both["p_holm"]) == pytest.approx(list(holm(both["p"])))
     assert "3 distinct test(s) per test kind (2 task(s) and their average" in compare_notes(both, "A", "B")[1]
     shown = _cells(markdown_compare(both, "A", "B"))
-    assert [r["split"] for r in shown] == ["dev", "test", "test"] and [r["pairs"] for r in shown] == ["300", "400", "700"]
+    assert [r["split"] for r in shown] == ["dev", "test", "dev + test"] and [r["pairs"] for r in shown] == ["300", "400", "700"]

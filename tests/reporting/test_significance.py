@@ -373,7 +373,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
     table = pd.read_csv(tmp_path / "report" / "sweep.csv").set_index("point")
     assert list(table.index) == ["dropout=0", "dropout=0.1"] and list(table["n"]) == [3, 3]
-    seeds = {label: [r["best_stsb_dev"] for d, r in results.items()
+    seeds = {label: [r["select/best_stsb_dev"] for d, r in results.items()
                      if json.loads((d / "params.json").read_text())["dropout"] == value]
              for label, value in (("dropout=0", 0.0), ("dropout=0.1", 0.1))}
     low, high = t_interval(seeds["dropout=0"])

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cl_bench.tracking.metric_names import (
     HEADLINE_METRICS,
     final_name,
@@ -168,3 +170,32 @@ def test_the_names_module_is_torch_free() -> None:
            "('torch', 'numpy', 'pandas') if n in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+@pytest.mark.slow  # a 2-step training run through the command (~35 s of CPU)
+def test_an_iterate_run_names_every_sampled_figure_as_such(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
+    """eval=iterate (300 pairs per split): results.json, metrics.jsonl and MLflow hold the STS and geometry figures
+    under `.sample300` names only, the selection series and the final evaluation's dev figure under two names."""
+    import shutil
+
+    import mlflow
+    from conftest import cli_env
+
+    done = subprocess.run(
+        [shutil.which("cl-bench"), f"model.name_or_path={tiny_bert}", "eval=iterate", "data=wiki1m_head",
+         "data.limit=32", "batch_size=8", "train.max_steps=2", "train.eval_steps=1", "train.log_steps=1",
+         "train.progress_bar=false", "train.num_threads=1", "hydra.run.dir=run"],
+        cwd=tmp_path, capture_output=True, text=True, env=cli_env(data_dir), timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = {k: v for k, v in json.loads((tmp_path / "run" / "results.json").read_text()).items()
+               if isinstance(v, float)}
+    assert {"sts/stsb.sample300", "sts/stsb_dev.sample300", "geometry/align.sample300",
+            "select/best_stsb_dev.sample300", "select/best_step", "eval/eval_sample_pairs"} <= set(results)
+    assert not {"sts/stsb", "sts/stsb_dev", "geometry/align", "select/best_stsb_dev", "stsb", "stsb_dev"} & set(results)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines if "select/stsb_dev.sample300" in line] == [1, 2]
+    assert len([line for line in lines if "sts/stsb_dev.sample300" in line]) == 1
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
+    assert {k: run.data.metrics[k] for k in results} == results  # MLflow holds the same names and values
+    assert run.data.tags["mlflow.note.content"].startswith("sts/stsb.sample300 ")
