@@ -340,7 +340,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _fmt_value(value: Any) -> str:
-    if value is None:
+    if _missing(value):  # None, or pandas' NaN for a key a run does not have
         return "—"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -529,7 +529,9 @@ def consequent_params(runs: pd.DataFrame, keys: Sequence[str], values: dict[str,
             seen = by_value.setdefault(_fmt_value(raw[i]), [])
             if where not in seen:
                 seen.append(where)
-        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'})" for v, points in by_value.items())
+        # a key a run's config lacks (loss.objective where method=simcse has none) is "—" with that reason, never nan
+        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'}" + (": no such key in that config)" if v == "—" else ")")
+                         for v, points in by_value.items())
         point_of = [tuple(repr(values[k][i]) for k in keys) for i in runs.index]
         within = len(set(zip(point_of, raw.map(repr), strict=True))) > len(set(point_of))
         found[name] = text + (" — also varies within a point" if within else "")

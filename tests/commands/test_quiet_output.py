@@ -97,7 +97,7 @@ def test_no_store_creation_chatter_at_info(tmp_path: Path, capfd: pytest.Capture
     (["dropout"], "sweep: dropout"),
     (["loss.tau", "dropout"], "sweep: tau × dropout"),
     (["method", "dropout"], "sweep: method×dropout"),  # "sweep: method × dropout" would be cut
-    (["method", "dropout", "loss.tau", "train.lr"], "sweep: method +3"),
+    (["method", "dropout", "loss.tau", "train.lr"], "sweep: method …"),
     (["method.fixed_dropout_mask", "dropout"], "sweep: 2 keys"),
     ([], "sweep: 12-00-00"),
 ])
