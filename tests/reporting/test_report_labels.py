@@ -158,3 +158,42 @@ def test_holm_family_is_the_distinct_tests(gold: dict[str, np.ndarray]) -> None:
     assert "3 distinct test(s) per test kind (2 task(s) and their average" in compare_notes(both, "A", "B")[1]
     shown = _cells(markdown_compare(both, "A", "B"))
     assert [r["split"] for r in shown] == ["dev", "test", "dev + test"] and [r["pairs"] for r in shown] == ["300", "400", "700"]
+
+
+def test_a_key_one_method_lacks_prints_as_a_dash_with_the_reason(tmp_path: Path) -> None:
+    from cl_bench.reporting.report import build_sweep_table, sweep_notes
+
+    for number, (method, extra) in enumerate((("simcse", {}), ("sbert", {"loss.objective": "softmax"}))):
+        job = tmp_path / "sweep" / str(number)
+        job.mkdir(parents=True)
+        (job / "params.json").write_text(json.dumps({"method.name": method, "seed": 1, **extra}))
+        (job / "tags.json").write_text(json.dumps({"overrides.task": json.dumps([f"method={method}"])}))
+        (job / "results.json").write_text(json.dumps({"select/best_stsb_dev": 80.0 + number}))
+        (job / "status.json").write_text(json.dumps({"status": "FINISHED"}))
+    table = build_sweep_table(load_run_dirs(tmp_path / "sweep"))
+    assert table.consequences["loss.objective"] == "— (method=simcse: no such key in that config); softmax (method=sbert)"
+    assert "nan" not in "\n".join(sweep_notes(table))
+
+
+@pytest.mark.parametrize(("values", "fmt"), [(("simcse", "esimcse"), "o"), ((0.0, 0.1), "o-")])
+def test_sweep_png_joins_points_only_along_a_numeric_key(values: tuple, fmt: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two methods are categories (points, no line between them); dropout 0 -> 0.1 is a number line."""
+    import matplotlib.axes
+
+    from cl_bench.reporting.report import build_sweep_table, plot_sweep
+
+    key = "method" if isinstance(values[0], str) else "dropout"
+    for number, value in enumerate(values):
+        job = tmp_path / "sweep" / str(number)
+        job.mkdir(parents=True)
+        (job / "params.json").write_text(json.dumps({key: value, "seed": 1}))
+        (job / "tags.json").write_text(json.dumps({"overrides.task": json.dumps([f"{key}={value}"])}))
+        (job / "results.json").write_text(json.dumps({"select/best_stsb_dev": 86.9 - number / 100}))
+        (job / "status.json").write_text(json.dumps({"status": "FINISHED"}))
+    drawn: list[str] = []
+    original = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar",
+                        lambda self, *a, **k: drawn.append(k.get("fmt")) or original(self, *a, **k))
+    assert plot_sweep(build_sweep_table(load_run_dirs(tmp_path / "sweep")), tmp_path / "sweep.png").is_file()
+    assert drawn == [fmt]
