@@ -217,6 +217,7 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
             "point": point.label if point else spec.other_label(run),
             "value": _first_metric(run, spec.metrics),
             **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
+            "sample": run.get(SELECT_SAMPLE if spec.metrics[0].startswith("best_") else FINAL_SAMPLE, math.nan),
         })
     if not used:
         return None
@@ -262,9 +263,10 @@ def markdown_table(table: AblationTable) -> str:
     shown = pd.DataFrame({
         "point": frame["point"],
         "runs": frame["runs"],
-        f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
-        "n": frame["n"],
-        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
+        f"reproduced ({figure_label(table.spec.metrics[0], table.runs['sample'])})":
+            [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "seeds n": frame["n"],
+        "95% CI (t, over seeds)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "paper": [_fmt(v, 1) for v in frame["paper"]],
         "difference": [("—" if math.isnan(v) else f"{v:+.2f}") for v in frame["difference"]],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],

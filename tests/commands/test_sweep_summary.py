@@ -189,7 +189,7 @@ def test_the_mission_sweep_on_the_tiny_model_is_headed_by_method_and_dropout(tin
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     tail = lines[max(i for i, line in enumerate(lines) if line.startswith("Sweep over")):]
-    assert tail[0].startswith("Sweep over method × dropout: best_stsb_dev (dev split")
+    assert tail[0].startswith("Sweep over method × dropout: best_stsb_dev (dev, checkpoint selection")
     assert [cell.strip() for cell in tail[1].strip("|").split("|")] == ["dropout \\ method", "simcse", "sg_opt"]
     assert [line.split("|")[1].strip() for line in tail[3:5]] == ["0", "0.1"]
     assert any(line.strip().startswith("loss.tau: 0.05 (method=simcse); 0.01 (method=sg_opt)") for line in tail)

@@ -384,7 +384,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     text = (tmp_path / "report" / "report.md").read_text()
     # the paper comparison's setting line: the batch that trained (train.batch_size=8), not the shortcut's 64
     assert "steps 2, batch 8;" in report.stdout
-    assert "95% CI (t)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
+    assert "95% CI (t, over seeds)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
     attached = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report.md", "sweep.csv", "runs.csv", "sweep.png"} <= attached
 
