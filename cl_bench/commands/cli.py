@@ -33,6 +33,8 @@ from cl_bench.config import (
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.config.early_checks import is_group
 from cl_bench.config.run_folder import FinishedRun, check_run_folder, segment_changes
+from cl_bench.tracking.metric_names import final_name, final_names, flat_view, headline_names, select_name
+from cl_bench.tracking.metric_names import run_name as run_state_name
 from cl_bench.tracking.names import RUN_NAME_CHARS
 from cl_bench.utils import interrupt
 from cl_bench.utils.atomic import SaveError
@@ -44,9 +46,6 @@ log = logging.getLogger("cl_bench")
 
 register_schemas()
 
-
-#: the figures a researcher compares first (the MLflow run description lists them)
-HEADLINE_METRICS = ("sts_avg", "stsb", "best_stsb_dev", "transfer_avg")
 
 
 def discard_unused_run_dir(run_dir: Path) -> None:
@@ -437,6 +436,7 @@ def run(cfg: DictConfig) -> float | None:
             params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
         segment = record_segment(cfg, run_dir) if resume_from is not None else None
         tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+        sample = cfg.eval.get("sample_pairs")  # the recorded names say when a figure is on a sample (NAMES.md)
         if segment is not None:  # MLflow's params are the first segment's; each later one says what it changed
             tracker.set_tags(segment)
         tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
@@ -458,15 +458,15 @@ def run(cfg: DictConfig) -> float | None:
         except TrainingInterrupted as interrupted:
             state = interrupted.state
             tracker.log_results(
-                {"interrupted_at_step": float(state.step), "best_step": float(state.best_step),
-                 f"best_{cfg.train.select_metric}": state.best_score},
+                {run_state_name("interrupted_at_step"): float(state.step), select_name("best_step"): float(state.best_step),
+                 select_name(f"best_{cfg.train.select_metric}", sample): state.best_score},
                 state.step,
             )
             tracker.finish("KILLED", error=f"{signal.Signals(stop.signum).name} after step {state.step}")
             log.error("stopped after step %d; continue with: train.resume=%s", state.step, run_dir)
             _end_job(128 + (stop.signum or signal.SIGINT))
         except interrupt.EvaluationInterrupted as interrupted:
-            tracker.log_results({**interrupted.partial, "evaluation_interrupted": 1.0})
+            tracker.log_results({**final_names(interrupted.partial, sample), run_state_name("evaluation_interrupted"): 1.0})
             tracker.finish("KILLED", error=str(interrupted))
             log.error("evaluation stopped; the figures computed before the stop are in %s", RunDir(run_dir).results)
             _end_job(128 + interrupted.signum)
@@ -489,7 +489,7 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             tracker.finish("FAILED", error=f"{type(err).__name__}: {err}")
             raise
-    headline = " · ".join(f"{k} {results[k]:.2f}" for k in HEADLINE_METRICS if isinstance(results.get(k), int | float))
+    headline = " · ".join(f"{k} {results[k]:.2f}" for k in headline_names(sample) if isinstance(results.get(k), int | float))
     if headline:  # the run page's description, above its (alphabetical) metrics: the figures compared first
         tracker.set_tags({"mlflow.note.content": headline})
     tracker.finish("FINISHED")
@@ -497,13 +497,13 @@ def run(cfg: DictConfig) -> float | None:
     from cl_bench.eval import format_table
     from cl_bench.train.loop import resolve_device
 
-    print(format_table(results))
+    print(format_table(flat_view(results)))  # the SimCSE-style rows (headed by task; the names are results.json's)
     # a truncated or post-processed table says so beside its figures (precision auto: what it computed in)
     print(eval_settings_line(cfg, str(resolve_device(cfg.train.device))))
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")
-    return results.get("sts_avg")
+    return results.get(final_name("sts_avg", sample))
 
 
 def with_eval_pooler(encoder: Any, cfg: DictConfig) -> Any:
@@ -551,7 +551,7 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     encoder = with_eval_pooler(encoder_from_config(cfg.model, cfg.pooler, training=False).to(device), cfg)
     log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
-        results = evaluate_encoder(encoder, cfg, run_dir)
+        results = final_names(evaluate_encoder(encoder, cfg, run_dir), cfg.eval.get("sample_pairs"))
     tracker.log_results({**results, "pooler": encoder.pooler}, provenance=run_provenance(cfg, encoder, str(device)))
     _log_plots(tracker, run_dir)
     return results
@@ -571,19 +571,20 @@ def _train_and_evaluate(
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume,
                           final_eval_ratio=_final_eval_ratio(cfg))
+    sample = cfg.eval.get("sample_pairs")
     training = {
-        "steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
-        "best_step": float(state.best_step),
-        f"best_{cfg.train.select_metric}": state.best_score,
-        "skipped_steps": float(state.skipped_steps),
-        "stopped_early": float(state.stopped_early),
+        "train/steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
+        select_name("best_step"): float(state.best_step),
+        select_name(f"best_{cfg.train.select_metric}", sample): state.best_score,
+        "train/skipped_steps": float(state.skipped_steps),
+        "train/stopped_early": float(state.stopped_early),
     }
     encoder = with_eval_pooler(method.eval_encoder(), cfg)  # after best_model/ was saved: it keeps pooler.name
     pooler = str(getattr(encoder, "pooler", cfg.pooler.name))
     log.info("final evaluation with pooler=%s", pooler)
     try:
         with interrupt.interruptible():
-            results = evaluate_encoder(encoder, cfg, run_dir)
+            results = final_names(evaluate_encoder(encoder, cfg, run_dir), sample)
     except interrupt.EvaluationInterrupted as stopped:
         stopped.partial = {**training, **stopped.partial}
         raise

@@ -16,8 +16,10 @@ import argparse
 import ast
 import dataclasses
 import enum
+import html
 import inspect
 import io
+import re
 import sys
 import textwrap
 import tokenize
@@ -51,9 +53,22 @@ def leading_comment(path: Path) -> str:
     return " ".join(line for line in lines if line)
 
 
+def _code(text: str, break_at_dots: bool = False) -> str:
+    """``text`` as inline code that is safe in a table cell: a plain code span, or, when it holds a ``|`` (which a
+    table cell's code span would show as a literal ``\\|``) or should break at its dots (``<wbr>``: a long key
+    breaks there and nowhere else, the stylesheet keeps table code from breaking mid-word), an HTML ``<code>``
+    with the pipe as ``&#124;``."""
+    if "|" not in text and not (break_at_dots and "." in text):
+        return f"`{text}`"
+    escaped = html.escape(text, quote=False).replace("|", "&#124;")
+    return f"<code>{escaped.replace('.', '.<wbr>') if break_at_dots else escaped}</code>"
+
+
 def _cell(text: str) -> str:
-    """Text safe in one Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe in one Markdown table cell: its code spans through :func:`_code`, other pipes escaped."""
+    parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
+    return "".join(_code(part[1:-1]) if part.startswith("`") and part.endswith("`") and len(part) > 1
+                   else part.replace("|", "\\|") for part in parts)
 
 
 def _option_body(path: Path) -> str:
@@ -317,7 +332,8 @@ def _schema_rows(cls: type, prefix: str, sections: list[tuple[str, type]]) -> li
             sections.append((key, type(default)))
             rows.append(f"| [`{key}`](#{_anchor(key)}) | section | | {_cell(comments.get(f.name, ''))} |")
             continue
-        rows.append(f"| `{key}` | `{_cell(str(type_name))}` | {_cell(_default(f))} | {_cell(comments.get(f.name, ''))} |")
+        rows.append(f"| {_code(key, break_at_dots=True)} | {_code(str(type_name))} | {_cell(_default(f))} | "
+                    f"{_cell(comments.get(f.name, ''))} |")
     return rows
 
 

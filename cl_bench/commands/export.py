@@ -295,19 +295,21 @@ def check_export(out_dir: Path, model_dir: Path, settings: dict[str, Any], atol:
 # Model card
 # ------------------------------------------------------------------------------------------------
 def _group_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """The card's metric sections: a key goes with the kind of the evaluation task it belongs to
-    (:func:`cl_bench.eval.registry.metric_task`; ``best_<metric>`` with its metric's)."""
+    """The card's metric sections, each figure under its recorded name (:mod:`cl_bench.tracking.metric_names`; a
+    run logged under the old flat names is read through :func:`~cl_bench.tracking.metric_names.upgrade_record`):
+    a figure goes with the kind of the evaluation task it belongs to (:func:`cl_bench.eval.registry.metric_task`;
+    ``select/best_<metric>`` with its metric's)."""
     from cl_bench.eval.registry import metric_task
+    from cl_bench.tracking.metric_names import parse_name, upgrade_record
 
     groups: dict[str, dict[str, float]] = {"STS": {}, "Transfer": {}, "MTEB": {}, "Other": {}}
     sections = {"sts": "STS", "transfer": "Transfer"}
-    for key, value in results.items():
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        low = key.lower()
-        task = metric_task(low.removeprefix("best_"))
-        group = "MTEB" if low.startswith("mteb") else sections[task.kind] if task is not None else "Other"
-        groups[group][key] = float(value)
+    numbers = {k: v for k, v in results.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    for name, value in upgrade_record(numbers).items():
+        parsed = parse_name(name)
+        task = metric_task(parsed.key.lower().removeprefix("best_"))
+        group = "MTEB" if parsed.section == "mteb" else sections[task.kind] if task is not None else "Other"
+        groups[group][name] = float(value)
     return groups
 
 

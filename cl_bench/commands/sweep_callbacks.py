@@ -174,9 +174,10 @@ def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], di
 
     Params: each swept key with the values it took (``dropout: 0, 0.1, 0.3``), the best point's value of each
     (``best.dropout: 0.1``), the ranking metric and the number of points and jobs. Metrics: the best point's
-    mean of the ranking metric under the children's own name (``best_stsb_dev``, so the parent's row in the
-    runs table reads as its best point), its std and 95% t-interval over seeds where there are two or more,
-    its mean ``sts_avg``, and the finished and failed job counts. The best point is the highest mean among
+    mean of the ranking metric under the children's own recorded name (``select/best_stsb_dev``, with its
+    ``.sample<N>`` on a sample: the parent's row in the runs table reads as its best point), its std and 95%
+    t-interval over seeds where there are two or more (``sweep/best_stsb_dev_std``, ``sweep/…_ci95_low``/``_high``),
+    its mean ``sts/sts_avg``, and the finished and failed job counts (``sweep/finished_jobs``, ``sweep/failed_jobs``). The best point is the highest mean among
     the points with a finished job (the sweep's metrics, STS Spearman figures, are higher-is-better).
     """
     import math
@@ -195,16 +196,25 @@ def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], di
     params = {key: ", ".join(dict.fromkeys(shown(v) for v in points[key]))[:PARAM_VALUE_CHARS] for key in table.keys}
     params.update({"sweep.metric": table.metric, "sweep.points": str(len(points)), "sweep.jobs": str(len(table.runs))})
     statuses = table.runs["status"].fillna("RUNNING") if len(table.runs) else table.runs
-    metrics: dict[str, float] = {"finished_jobs": float((statuses == "FINISHED").sum()),
-                                 "failed_jobs": float((statuses == "FAILED").sum())}
+    metrics: dict[str, float] = {"sweep/finished_jobs": float((statuses == "FINISHED").sum()),
+                                 "sweep/failed_jobs": float((statuses == "FAILED").sum())}
     tags: dict[str, str] = {}
     if len(placed):
         best = placed.loc[placed["mean"].idxmax()]
         params.update({f"best.{key}": shown(best[key]) for key in table.keys})
         tags["sweep.best_point"] = str(best["point"])
-        candidates = {table.metric: best["mean"], f"{table.metric}_std": best["std"],
-                      f"{table.metric}_ci95_low": best["ci95_low"], f"{table.metric}_ci95_high": best["ci95_high"],
-                      "sts_avg": best["sts_avg"], "best_point_runs": best["runs"]}
+        # the best point's mean under the children's recorded name (select/best_stsb_dev[.sampleN]: the parent's row
+        # in the runs table reads as its best point); what only a sweep has goes to the sweep/ section
+        from cl_bench.tracking.metric_names import final_name, select_name
+
+        done = table.runs[table.runs["point"] == best["point"]]
+        sample = next((int(v) for v in done["sample"] if v == v), None) if "sample" in done else None
+        final_sample = next((int(v) for v in done["final_sample"] if v == v), None) if "final_sample" in done else None
+        named = select_name(table.metric, sample) if table.metric.startswith("best_") else final_name(table.metric, sample)
+        candidates = {named: best["mean"], f"sweep/{table.metric}_std": best["std"],
+                      f"sweep/{table.metric}_ci95_low": best["ci95_low"],
+                      f"sweep/{table.metric}_ci95_high": best["ci95_high"],
+                      final_name("sts_avg", final_sample): best["sts_avg"], "sweep/best_point_runs": best["runs"]}
         metrics.update({k: float(v) for k, v in candidates.items() if v is not None and math.isfinite(float(v))})
     return params, metrics, tags
 

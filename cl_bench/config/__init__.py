@@ -304,7 +304,7 @@ def check_model_and_files(cfg: DictConfig, overrides: Sequence[str] = ()) -> Non
     if not data_dir.is_dir():
         raise ConfigError(
             f"paths.data_dir: data root '{data_dir}' not found; set CL_BENCH_DATA or paths.data_dir "
-            "(a folder with sts/, transfer/ and corpus/, e.g. ../shared/data)"
+            "(a folder with sts/, transfer/ and corpus/; `cl-bench-data download` makes one)"
         )
     try:
         if cfg.mode == "train":

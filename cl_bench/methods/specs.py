@@ -103,7 +103,9 @@ def check_generator_reachable(name_or_path: str) -> None:
     except ModelLoadError as err:
         raise ValueError(
             f"method.generator: cannot load '{name_or_path}' ({str(err).split(': ', 1)[-1].split(';')[0]}); "
-            "point method.generator at a local masked-LM folder, or null for model.name_or_path"
+            "point method.generator at a local masked-LM folder, or null for model.name_or_path (a variant, not the "
+            "paper's DiffCSE; on a checkpoint without a masked-LM head, e.g. all-MiniLM-L6-v2, the generator's head is "
+            "random and this is not DiffCSE's objective: docs/compare.md, DiffCSE's generator offline)"
         ) from err
 
 

@@ -99,13 +99,12 @@ def local_model_is_decoder(folder: Path) -> bool | None:
 def _local_model_example(decoder: bool | None = None) -> str | None:
     """A local model folder that exists, to show in the hub hint (None: no example rather than a wrong one).
 
-    Looked for where the README's offline setup puts one: ``models/`` beside the data root
-    (``$CL_BENCH_DATA/../models``) and ``../shared/models`` from the working directory. With ``decoder`` given,
-    only a folder whose config says it is of that kind.
+    Looked for where the README's offline setup puts one: ``models/`` beside the user's data root
+    (``$CL_BENCH_DATA/../models``), named by its absolute path: a path relative to this repository's own test set-up
+    (``../shared/...``) names nothing on a user's machine. With ``decoder`` given, only a folder whose config says
+    it is of that kind.
     """
-    roots = [Path("../shared/models")]
-    if os.environ.get("CL_BENCH_DATA"):
-        roots.insert(0, Path(os.environ["CL_BENCH_DATA"]).parent / "models")
+    roots = [Path(os.environ["CL_BENCH_DATA"]).resolve().parent / "models"] if os.environ.get("CL_BENCH_DATA") else []
     for root in roots:
         found = sorted(p.parent for p in root.glob("*/config.json")) if root.is_dir() else []
         for folder in found:

@@ -39,6 +39,7 @@ from cl_bench.reporting.reference_results import (
     values_equal,
 )
 from cl_bench.reporting.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
+from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
 from cl_bench.utils.overrides import override_parser
 
 log = logging.getLogger("cl_bench.reporting.report")
@@ -110,13 +111,38 @@ def load_runs(tracking_uri: str, experiment: str | None = None, parent_run_id: s
         where = f"experiment {experiment}"
     if runs.empty:
         raise ReportError(f"no runs in {where} at {tracking_uri}")
-    runs = runs.reset_index(drop=True)
+    runs = read_metric_names(runs.reset_index(drop=True))
     if "tags.run_dir" in runs:  # older runs: their overrides from the job folders, where those are on this machine
         recorded = runs[JOB_OVERRIDES_TAG] if JOB_OVERRIDES_TAG in runs else pd.Series([None] * len(runs))
         runs[JOB_OVERRIDES_TAG] = [value if isinstance(value, str) else
                                    (hydra_job_overrides(folder) if isinstance(folder, str) else None)
                                    for value, folder in zip(recorded, runs["tags.run_dir"], strict=True)]
     return runs
+
+
+#: the columns :func:`read_metric_names` adds: the sample (pairs per split) of a run's final figures and of its
+#: checkpoint-selection figure (NaN: the full protocol)
+FINAL_SAMPLE, SELECT_SAMPLE = "sample.final", "sample.select"
+
+
+def read_metric_names(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs logged under any naming (``sts/stsb.sample300``, or the old flat ``stsb`` beside ``eval_sample_pairs``)
+    read the same way: each run's ``metrics.*`` under their recorded names (:func:`~cl_bench.tracking.metric_names.upgrade_record`),
+    plus the flat view the tables compare by key (``metrics.stsb``, ``metrics.best_stsb_dev``: the final figure
+    and the checkpoint-selection figure, whatever their sample, :func:`~cl_bench.tracking.metric_names.flat_view`)
+    and the columns :data:`FINAL_SAMPLE` / :data:`SELECT_SAMPLE`, which the tables' headings read."""
+    from cl_bench.tracking.metric_names import SELECT, flat_view, sample_of, upgrade_record
+
+    columns = [c for c in runs.columns if c.startswith("metrics.")]
+    rows = []
+    for record in runs[columns].to_dict("records"):
+        metrics = {c.removeprefix("metrics."): v for c, v in record.items() if not _missing(v)}
+        named = upgrade_record(metrics)
+        rows.append({**{f"metrics.{k}": v for k, v in named.items()},
+                     **{f"metrics.{k}": v for k, v in flat_view(named).items()},
+                     FINAL_SAMPLE: sample_of(named) or math.nan, SELECT_SAMPLE: sample_of(named, SELECT) or math.nan})
+    added = pd.DataFrame(rows, index=runs.index)
+    return pd.concat([runs.drop(columns=[c for c in added.columns if c in runs.columns]), added], axis=1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -191,6 +217,7 @@ def build_table(runs: pd.DataFrame, spec: AblationSpec, any_experiment: bool = F
             "point": point.label if point else spec.other_label(run),
             "value": _first_metric(run, spec.metrics),
             **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
+            "sample": run.get(SELECT_SAMPLE if spec.metrics[0].startswith("best_") else FINAL_SAMPLE, math.nan),
         })
     if not used:
         return None
@@ -236,9 +263,10 @@ def markdown_table(table: AblationTable) -> str:
     shown = pd.DataFrame({
         "point": frame["point"],
         "runs": frame["runs"],
-        f"reproduced ({table.spec.metrics[0]})": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
-        "n": frame["n"],
-        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
+        f"reproduced ({figure_label(table.spec.metrics[0], table.runs['sample'])})":
+            [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "seeds n": frame["n"],
+        "95% CI (t, over seeds)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
         "paper": [_fmt(v, 1) for v in frame["paper"]],
         "difference": [("—" if math.isnan(v) else f"{v:+.2f}") for v in frame["difference"]],
         "STS avg": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
@@ -314,7 +342,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _fmt_value(value: Any) -> str:
-    if value is None:
+    if _missing(value):  # None, or pandas' NaN for a key a run does not have
         return "—"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -394,6 +422,10 @@ def build_sweep_table(runs: pd.DataFrame, metric: str | None = None) -> SweepTab
             "point": ", ".join(f"{k}={_fmt_value(v)}" for k, v in point.items()) or "all runs",
             "value": _first_metric(run, (metric,)),
             **{name: _first_metric(run, (name,)) for name in EXTRA_METRICS},
+            # the sample of the figures beside each value (the headings say it): selection's or the final one's
+            "sample": run.get(SELECT_SAMPLE if metric.startswith("best_") else FINAL_SAMPLE, math.nan),
+            "final_sample": run.get(FINAL_SAMPLE, math.nan),
+            "run_dir": run.get("tags.run_dir"),
         })
     ranks = {key: _value_rank(values[key]) for key in keys}
     records.sort(key=lambda r: ([ranks[k](r[k]) for k in keys], _sort_key(r["seed"]), str(r["run_name"])))
@@ -499,7 +531,9 @@ def consequent_params(runs: pd.DataFrame, keys: Sequence[str], values: dict[str,
             seen = by_value.setdefault(_fmt_value(raw[i]), [])
             if where not in seen:
                 seen.append(where)
-        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'})" for v, points in by_value.items())
+        # a key a run's config lacks (loss.objective where method=simcse has none) is "—" with that reason, never nan
+        text = "; ".join(f"{v} ({'; '.join(points) or 'all runs'}" + (": no such key in that config)" if v == "—" else ")")
+                         for v, points in by_value.items())
         point_of = [tuple(repr(values[k][i]) for k in keys) for i in runs.index]
         within = len(set(zip(point_of, raw.map(repr), strict=True))) > len(set(point_of))
         found[name] = text + (" — also varies within a point" if within else "")
@@ -526,11 +560,28 @@ def _same(a: Any, b: Any) -> bool:
     return (_missing(a) and _missing(b)) or (not _missing(a) and not _missing(b) and values_equal(a, b))
 
 
-def _split_note(metric: str) -> str:
-    """Which split a sweep metric comes from: the sweep ranks by a dev figure, ``--compare`` reports test."""
-    if "dev" in metric:
-        return " (dev split: the figure checkpoints are selected on)"
-    return " (test split)" if metric.startswith(("sts", "sick")) else ""
+def protocol_of(samples: Any) -> str:
+    """``full`` or ``sample of N pairs`` (``a | b`` when runs differ; ``—`` without runs) of a runs' sample column."""
+    seen = list(dict.fromkeys("full" if _missing(v) else f"sample of {int(v)} pairs" for v in samples))
+    return " | ".join(seen) or "—"
+
+
+def figure_label(metric: str, samples: Any = ()) -> str:
+    """What a flat sweep metric holds, for a heading: its split, which evaluation, and the protocol of the runs'
+    ``samples`` (``best_stsb_dev: dev, checkpoint selection, full``; ``stsb: test, final evaluation, sample of
+    300 pairs``)."""
+    from cl_bench.tracking.metric_names import SELECT, final_name, parse_name, select_name
+
+    parsed = parse_name(select_name(metric) if metric.startswith("best_") else final_name(metric))
+    which = "checkpoint selection (in-training dev evaluation)" if parsed.section == SELECT else "final evaluation"
+    split = {"eval.align_uniform_split": "STS-B pairs of eval.align_uniform_split"}.get(parsed.split, parsed.split)
+    return f"{metric}: {split}, {which}, {protocol_of(samples)}"
+
+
+def _split_note(table: SweepTable) -> str:
+    """The heading's note on what the sweep metric holds (:func:`figure_label` of its finished runs)."""
+    done = table.runs[(table.runs["status"] == "FINISHED") & table.runs["value"].notna()] if len(table.runs) else table.runs
+    return f" ({figure_label(table.metric, done['sample'] if 'sample' in done else ()).split(': ', 1)[1]})"
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -559,23 +610,28 @@ def markdown_sweep(table: SweepTable) -> str:
                 cell = _cell(match[0]) if match else "—"
                 if match and "vs_reference" in match[0] and match[0]["vs_reference"] not in ("—", ""):
                     cell += f" Δ {match[0]['vs_reference']}"
-                    if match[0].get("kind_ref") == "test set":  # a one-seed mark holds no seed noise
-                        cell += " (test set only)"
+                    if match[0].get("kind_ref") == "pairs":  # a one-seed mark: its own figure, no seed noise
+                        cell += f" (Δ of {match[0]['figure_ref']}, 1 seed)"
                 cells[_fmt_value(other)] = cell
             rows.append({f"{down} \\ {across}": _fmt_value(value), **cells})
         return pd.DataFrame(rows).to_markdown(index=False, colalign=("left", *["right"] * len(columns)))
+    done = table.runs[(table.runs["status"] == "FINISHED") & table.runs["value"].notna()] if len(table.runs) else table.runs
+    final = protocol_of(done["final_sample"]) if "final_sample" in done else "—"
     shown = pd.DataFrame({
         **{key: [_fmt_value(v) for v in frame[key]] for key in table.keys},
         "runs": frame["runs"],
-        f"{table.metric} (mean ± std)": [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
-        "n": frame["n"],
-        "95% CI (t)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
-        "STS avg (test)": [_mean_pm(m, s) for m, s in zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
+        f"{figure_label(table.metric, done['sample'] if 'sample' in done else ())} (mean ± std)":
+            [_mean_pm(m, s) for m, s in zip(frame["mean"], frame["std"], strict=True)],
+        "seeds n": frame["n"],
+        "95% CI (t, over seeds)": [_ci(lo, hi) for lo, hi in zip(frame["ci95_low"], frame["ci95_high"], strict=True)],
+        f"STS avg (test, final evaluation, {final})": [_mean_pm(m, s) for m, s in
+                                                       zip(frame["sts_avg"], frame["sts_avg_std"], strict=True)],
     })
-    if "vs_reference" in frame:  # seed-based marks and one-seed (test-set only) marks in their own columns
-        test_set = frame["kind_ref"] == "test set"
-        shown.insert(5, "Δ vs reference (seeds)", frame["vs_reference"].where(~test_set, "—"))
-        shown.insert(6, "Δ vs reference (test set only, 1 seed)", frame["vs_reference"].where(test_set, "—"))
+    if "vs_reference" in frame:  # seed-based marks and one-seed marks (Δ of a pairs figure) in their own columns
+        pairs = frame["kind_ref"] == "pairs"
+        shown.insert(5, "Δ vs reference (this metric, seeds)", frame["vs_reference"].where(~pairs, "—"))
+        shown.insert(6, "Δ vs reference (1 seed: Δ of)", [f"{m} ({f})" if p else "—" for m, f, p in
+                                                          zip(frame["vs_reference"], frame["figure_ref"], pairs, strict=True)])
     return shown.to_markdown(index=False)
 
 
@@ -650,17 +706,30 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
     task = METRIC_TASKS.get(sweep.metric, sweep.metric if sweep.metric.startswith(("sts", "sick")) else None)
     cache: dict[str, list[Any]] = {}
 
+    from cl_bench.eval.sts import load_pair_scores
+    from cl_bench.utils.rundir import RunDir
+
+    folders = dict(zip(sweep.runs["run_id"], sweep.runs.get("run_dir", pd.Series([None] * len(sweep.runs))),
+                       strict=True))
+
+    def one(run_id: str) -> Any:  # the run folder's file when it is on this machine (a --sweep-dir report), else MLflow's
+        folder = folders.get(run_id)
+        if isinstance(folder, str) and RunDir(folder).pair_scores.is_file():
+            return load_pair_scores(RunDir(folder).pair_scores)
+        if tracking_uri is None:
+            raise ReportError("no tracking URI to read pair scores from")
+        return run_pair_scores(tracking_uri, run_id)
+
     def pair_scores(label: str) -> list[Any]:
         if label not in cache:
-            if tracking_uri is None:
-                raise ReportError("no tracking URI to read pair scores from")
-            cache[label] = [run_pair_scores(tracking_uri, r) for r in placed.loc[placed["point"] == label, "run_id"]]
+            cache[label] = [one(r) for r in placed.loc[placed["point"] == label, "run_id"]]
         return cache[label]
 
     marks = against_reference(values, reference, pair_scores, task, n_resamples=resamples, seed=resample_seed)
     marks.attrs["bootstrap"] = f"{resamples} resamples, resampling seed {resample_seed}"
     marks["vs_reference"] = [mark(r) for r in marks.to_dict("records")]
-    marks = marks.rename(columns={"p": "p_ref", "p_holm": "p_holm_ref", "test": "test_ref", "kind": "kind_ref"})
+    marks = marks.rename(columns={"p": "p_ref", "p_holm": "p_holm_ref", "test": "test_ref", "kind": "kind_ref",
+                                  "figure": "figure_ref"})
     for column in marks.columns[1:]:
         sweep.points[column] = list(marks[column][: len(sweep.points)])
     return marks
@@ -705,7 +774,9 @@ def load_controls(tracking_uri: str, refs: Sequence[str], metric: str) -> pd.Dat
                 raise ReportError(f"--control: no run {ref} at {tracking_uri}") from err
     rows = []
     for run in found:
-        metrics, tags = run.data.metrics, run.data.tags
+        from cl_bench.tracking.metric_names import flat_view
+
+        metrics, tags = flat_view(run.data.metrics), run.data.tags  # either naming, by flat key
         used = metric if metric in metrics else CONTROL_METRICS.get(metric, metric)
         name = tags.get("mlflow.runName", run.info.run_id)
         rows.append({
@@ -749,7 +820,7 @@ def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
+def markdown_reference(marks: pd.DataFrame, reference: str, why: str, metric: str = "the sweep metric") -> str:
     """The significance table: each point's difference to the reference, its CI, p, Holm-adjusted p and the test,
     seed-based and one-seed (test-set only) marks in separate columns."""
     from cl_bench.reporting.significance import ZERO_VARIANCE
@@ -757,13 +828,15 @@ def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
     def pvalue(p: float) -> str:
         return "—" if math.isnan(p) else f"{p:.3g}"
 
-    test_set = marks["kind_ref"] == "test set"
+    pairs = marks["kind_ref"] == "pairs"
     no_test = marks["test_ref"] == ZERO_VARIANCE
     shown = pd.DataFrame({
         "point": marks["point"],
+        "Δ of": [f if p else (metric if k == "seeds" else "—")
+                 for f, p, k in zip(marks["figure_ref"], pairs, marks["kind_ref"], strict=True)],
         "Δ vs reference (seeds)": [ZERO_VARIANCE if z else ("—" if t else m)
-                                   for m, t, z in zip(marks["vs_reference"], test_set, no_test, strict=True)],
-        "Δ vs reference (test set only, 1 seed)": marks["vs_reference"].where(test_set, "—"),
+                                   for m, t, z in zip(marks["vs_reference"], pairs, no_test, strict=True)],
+        "Δ vs reference (1 seed, on the pairs)": marks["vs_reference"].where(pairs, "—"),
         "95% CI of Δ": [_ci(lo, hi) for lo, hi in zip(marks["delta_ci_low"], marks["delta_ci_high"], strict=True)],
         "p": [pvalue(p) for p in marks["p_ref"]],
         "Holm p": [pvalue(p) for p in marks["p_holm_ref"]],
@@ -773,8 +846,9 @@ def markdown_reference(marks: pd.DataFrame, reference: str, why: str) -> str:
     return (f"Reference: `{reference}` ({why}). Δ = point mean − reference mean. Test: Welch's t over seeds "
             "(`scipy.stats.ttest_ind`, unequal variances; CI of the difference of means) when both points have two "
             "seeds or more (none when no side has seed variance: t is undefined), else the paired bootstrap over the "
-            "test pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile; two-sided p from "
-            "its resampled differences): that one covers test-set noise only, not seed noise, and its marks stand in "
+            "pairs of the runs' saved pair scores (`scipy.stats.bootstrap`, paired, percentile; two-sided p from "
+            "its resampled differences): its Δ, interval and p are those of the figure named in `Δ of` (recomputed "
+            "from those pairs), it covers the pairs' noise only, not seed noise, and its marks stand in "
             f"their own column{' (' + marks.attrs['bootstrap'] + ')' if 'bootstrap' in marks.attrs else ''}. "
             f"Holm family: the {family} point(s) tested against the reference; marks use the "
             "Holm-adjusted p (`*` < 0.05, `**` < 0.01).\n\n"
@@ -831,6 +905,9 @@ def plot_sweep(table: SweepTable, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xs) + 3), 4))
     series = sorted({tuple(r[k] for k in others) for r in frame.to_dict("records")}, key=lambda c: [_sort_key(v) for v in c])
     width = 0.5 / max(len(series), 1)
+    # a line joins points only along a numeric key (dropout 0 -> 0.1 -> 0.3); categories (method=simcse, esimcse)
+    # have no order or values between them: points only
+    numeric = len(xs) > 1 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in xs)
     for offset, combo in enumerate(series):
         mine = [r for r in frame.to_dict("records") if all(_same(r[k], v) for k, v in zip(others, combo, strict=True))]
         positions, means, stds = [], [], []
@@ -840,10 +917,11 @@ def plot_sweep(table: SweepTable, path: Path) -> Path:
             means.append(r["mean"])
             stds.append(0.0 if math.isnan(r["std"]) else r["std"])
         label = ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(others, combo, strict=True)) or table.metric
-        ax.errorbar(positions, means, yerr=stds, fmt="o-" if len(xs) > 1 else "o", capsize=4, markersize=6, label=label)
+        ax.errorbar(positions, means, yerr=stds, fmt="o-" if numeric else "o", capsize=4, markersize=6, label=label)
     ax.set_xticks(range(len(xs)), [_fmt_value(v) for v in xs] if first else ["all runs"])
     ax.set_xlabel(first or "")
-    ax.set_ylabel(f"{table.metric} (mean ± std over seeds)")
+    ax.set_ylabel(textwrap.fill(f"{figure_label(table.metric, table.runs.get('sample', ()))} (mean ± std over seeds)", 50),
+                  fontsize=8)
     ax.set_title(table.title(), fontsize=9)
     return _finish(fig, ax, path)
 
@@ -985,8 +1063,8 @@ def write_report(
         f"## {sweep.title()}",
         "",
         f"Swept keys (the overrides whose values differ among the runs, as typed; seeds are replicates): "
-        f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`, mean ± std over the runs of a "
-        "point (their seeds), n = the number of runs, and the 95% confidence interval of the mean as a Student-t "
+        f"{', '.join(f'`{k}`' for k in sweep.keys) or 'none'}. `{sweep.metric}`{_split_note(sweep)}, mean ± std over "
+        "the runs of a point (their seeds), n = the number of runs (seeds), and the 95% confidence interval of the mean as a Student-t "
         "interval over the seeds (n − 1 degrees of freedom; shown from n = 2). A grid cell reads "
         "`mean ± std (n) [CI low, CI high]`.",
         "",
@@ -996,7 +1074,7 @@ def write_report(
         "",
     ]
     lines += ["### Against the reference point", ""]
-    lines += [markdown_reference(marks, ref_label, ref_why) if marks is not None
+    lines += [markdown_reference(marks, ref_label, ref_why, sweep.metric) if marks is not None
               else f"No reference point: {ref_why}; no significance marks.", ""]
     if control_runs is not None:
         control_runs.to_csv(out / "controls.csv", index=False)
@@ -1129,27 +1207,55 @@ def run_pair_scores(tracking_uri: str | None, run_id: str) -> Any:
         raise ReportError(f"run {run_id}: no {RunDir.PAIR_SCORES} (in its run dir or MLflow artifacts): {err}") from err
 
 
-def resolve_side(ref: str, tracking_uri: str | None, runs: pd.DataFrame | None) -> tuple[str, list[Any], list[str]]:
+def eval_settings_of(metrics: dict[str, Any], provenance: dict[str, Any]) -> dict[str, str]:
+    """The evaluation settings ``--compare`` holds two sides to (:data:`~cl_bench.reporting.significance.EVAL_SETTINGS`)
+    of one run: the sample of its final figures (from their names, or an old run's ``eval_sample_pairs``) and its
+    provenance's truncation, post-processing, pooler, precision and backend (``not recorded`` for older runs)."""
+    from cl_bench.reporting.significance import EVAL_SETTINGS, FULL
+    from cl_bench.tracking.metric_names import sample_of
+
+    sample = sample_of({k: v for k, v in metrics.items() if not _missing(v)})
+    settings = {name: str(provenance.get(name, "not recorded")) for name in EVAL_SETTINGS if name != "sample"}
+    return {"sample": FULL if sample is None else str(sample), **settings}
+
+
+def _row_settings(run: dict[str, Any]) -> dict[str, str]:
+    """:func:`eval_settings_of` of a :func:`load_runs` / :func:`load_run_dirs` row."""
+    metrics = {k.removeprefix("metrics."): v for k, v in run.items() if k.startswith("metrics.")}
+    provenance = {k.removeprefix(f"tags.{PROVENANCE_TAG_PREFIX}"): v for k, v in run.items()
+                  if k.startswith(f"tags.{PROVENANCE_TAG_PREFIX}") and not _missing(v)}
+    return eval_settings_of(metrics, provenance)
+
+
+def resolve_side(ref: str, tracking_uri: str | None, runs: pd.DataFrame | None
+                 ) -> tuple[str, list[Any], list[str], list[dict[str, str]]]:
     """What ``--compare`` names: a run directory, a point label of the sweep (``--parent-run`` /
     ``--experiment``; all its finished runs, its seeds), or an MLflow run id.
 
     Returns:
-        (label, one pair-scores dict per run, the runs' names).
+        (label, one pair-scores dict per run, the runs' names, each run's evaluation settings: :func:`eval_settings_of`).
     """
+    import json
+
     from cl_bench.eval.sts import load_pair_scores
     from cl_bench.utils.rundir import RunDir
 
     if RunDir(ref).pair_scores.is_file():
-        return Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref]
+        results = json.loads(RunDir(ref).results.read_text()) if RunDir(ref).results.is_file() else {}
+        provenance = results.get("provenance") if isinstance(results.get("provenance"), dict) else {}
+        return (Path(ref).name, [load_pair_scores(RunDir(ref).pair_scores)], [ref],
+                [eval_settings_of(results, provenance)])
     if runs is not None:
         table = build_sweep_table(runs)
         mine = point_runs(table, runs, ref)
         if len(mine):
             label = mine["point"].iloc[0]
             local = dict(zip(runs["run_id"], runs.get("tags.run_dir", pd.Series([None] * len(runs))), strict=True))
+            raw = {run["run_id"]: run for run in runs.to_dict("records")}
             return label, [load_pair_scores(RunDir(local[r]).pair_scores)
                            if isinstance(local.get(r), str) and RunDir(local[r]).pair_scores.is_file()
-                           else run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"])
+                           else run_pair_scores(tracking_uri, r) for r in mine["run_id"]], list(mine["run_name"]), \
+                [_row_settings(raw[r]) for r in mine["run_id"]]
     if tracking_uri is None:
         raise ReportError(f"--compare: '{ref}' is no run directory or point of --sweep-dir (and no MLflow store to "
                           "look a run id up in: --tracking-uri)")
@@ -1161,7 +1267,10 @@ def resolve_side(ref: str, tracking_uri: str | None, runs: pd.DataFrame | None) 
         points = sorted(set(build_sweep_table(runs).points["point"])) if runs is not None else []
         hint = f"; points of the sweep: {'; '.join(points)}" if points else " (point labels need --parent-run or --experiment)"
         raise ReportError(f"--compare: '{ref}' is no run directory, point label or MLflow run id{hint}") from err
-    return run.data.tags.get("mlflow.runName", ref), [run_pair_scores(tracking_uri, ref)], [ref]
+    provenance = {k.removeprefix(PROVENANCE_TAG_PREFIX): v for k, v in run.data.tags.items()
+                  if k.startswith(PROVENANCE_TAG_PREFIX)}
+    return (run.data.tags.get("mlflow.runName", ref), [run_pair_scores(tracking_uri, ref)], [ref],
+            [eval_settings_of(dict(run.data.metrics), provenance)])
 
 
 def point_runs(table: SweepTable, runs: pd.DataFrame, ref: str) -> pd.DataFrame:
@@ -1209,27 +1318,34 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")[:60] or "run"
 
 
-def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path) -> list[Path]:
+def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str | Path,
+                  settings_a: Sequence[dict[str, str]] | None = None,
+                  settings_b: Sequence[dict[str, str]] | None = None) -> list[Path]:
     """``compare_<A>_vs_<B>.csv`` and ``.md`` (the table, how it was computed, its warnings) in ``out_dir``: one
-    pair of files per comparison, so comparing other runs does not overwrite an earlier answer."""
-    from cl_bench.reporting.significance import compare_notes, markdown_compare
+    pair of files per comparison, so comparing other runs does not overwrite an earlier answer. ``settings_a`` /
+    ``settings_b``: each side's runs' evaluation settings (:func:`eval_settings_of`), which the headings and the
+    warnings read."""
+    from cl_bench.reporting.significance import compare_notes, markdown_compare, side_protocol
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare_{_slug(label_a)}_vs_{_slug(label_b)}"
     csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
-    table.assign(label_a=label_a, label_b=label_b).to_csv(csv_path, index=False)
+    protocol = {"protocol_a": side_protocol(settings_a), "protocol_b": side_protocol(settings_b)}
+    table.assign(label_a=label_a, label_b=label_b, **protocol).to_csv(csv_path, index=False)
     md_path.write_text(
         f"# {label_a} vs {label_b}\n\n"
         "A − B per STS task (SentEval `all` aggregation for STS12–16, test splits of STS-B and SICK-R; the split "
-        "column says which) and their average. CI: paired bootstrap over the test pairs (`scipy.stats.bootstrap`, "
+        "column says which, the pairs column on how many pairs, each side's heading its seeds and whether it ran "
+        "the full protocol or a sample) and, with more than one task, their average. CI: paired bootstrap over "
+        "those pairs (`scipy.stats.bootstrap`, "
         "paired, percentile), each resample rescoring every task with the same aggregation; with several seeds a "
         "side's figure is its seeds' mean; it holds test-set noise only. p (bootstrap): two-sided, from the "
         "resampled differences (twice the smaller share on either side of 0). Welch p: Welch's t-test over the "
         "seeds' figures (`scipy.stats.ttest_ind`, unequal variances), when both sides have two seeds or more. "
-        "Holm: each test's p-values adjusted over the table's rows (the tasks and their average).\n\n"
-        + markdown_compare(table, label_a, label_b) + "\n\n" + "\n".join(f"- {line}" for line in
-                                                                   compare_notes(table, label_a, label_b)) + "\n"
+        "Holm: each test's p-values adjusted over its family (under the table).\n\n"
+        + markdown_compare(table, label_a, label_b, settings_a=settings_a, settings_b=settings_b) + "\n\n"
+        + "\n".join(f"- {line}" for line in compare_notes(table, label_a, label_b, settings_a, settings_b)) + "\n"
     )
     return [csv_path, md_path]
 
@@ -1252,7 +1368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "store and creates none", file=sys.stderr)
             return 2
     if args.compare:
-        from cl_bench.reporting.significance import compare, compare_notes, markdown_compare
+        from cl_bench.reporting.significance import compare, compare_notes, markdown_compare, side_protocol
 
         try:
             if args.sweep_dir:
@@ -1260,17 +1376,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 runs = load_runs(tracking_uri, args.experiment, args.parent_run) if (args.experiment or args.parent_run) \
                     else None
-            (label_a, side_a, _), (label_b, side_b, _) = (resolve_side(ref, tracking_uri, runs) for ref in args.compare)
+            (label_a, side_a, _, set_a), (label_b, side_b, _, set_b) = (resolve_side(ref, tracking_uri, runs)
+                                                                        for ref in args.compare)
             table = compare(side_a, side_b, n_resamples=args.resamples, seed=args.resample_seed)
         except (ReportError, ValueError) as err:
             print(f"cl-bench-report: error: {err}", file=sys.stderr)
             return 2
         out = Path(args.out or Path("outputs") / "reports" / "compare")
-        files = write_compare(table, label_a, label_b, out)
-        notes = "\n".join(compare_notes(table, label_a, label_b))
-        print(f"\nA = {label_a} ({len(side_a)} run(s)), B = {label_b} ({len(side_b)} run(s)); test-split figures, A − B "
-              f"with its 95% paired-bootstrap CI and p, Holm-adjusted over the rows; Welch's t over seeds\n"
-              f"{markdown_compare(table, label_a, label_b)}\n{notes}\n\ntable: {files[0]}  ({files[1].name} beside it)")
+        files = write_compare(table, label_a, label_b, out, set_a, set_b)
+        notes = "\n".join(compare_notes(table, label_a, label_b, set_a, set_b))
+        print(f"\nA = {label_a} ({len(side_a)} run(s); {side_protocol(set_a)}), B = {label_b} ({len(side_b)} run(s); "
+              f"{side_protocol(set_b)}); per task its split and pairs, A − B with its 95% paired-bootstrap CI and p "
+              f"on its row, Holm-adjusted over the family below; Welch's t over seeds\n"
+              f"{markdown_compare(table, label_a, label_b, settings_a=set_a, settings_b=set_b)}\n{notes}\n\n"
+              f"table: {files[0]}  ({files[1].name} beside it)")
         return 0
     if not (args.experiment or args.parent_run or args.sweep_dir):
         build_parser().error("one of --experiment, --parent-run, --sweep-dir or --compare is required")
@@ -1287,12 +1406,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ReportError, ReferenceDataError) as err:
         print(f"cl-bench-report: error: {err}", file=sys.stderr)
         return 2
-    print(f"\n{report.sweep.title()}: {report.sweep.metric}{_split_note(report.sweep.metric)}, mean ± std (n) "
+    print(f"\n{report.sweep.title()}: {report.sweep.metric}{_split_note(report.sweep)}, mean ± std (seeds n) "
           f"[95% t-interval over seeds]\n{markdown_sweep(report.sweep)}")
     print("\n".join(sweep_notes(report.sweep)))
     if report.marks is not None:  # p and its mark on the console too, not only in report.md
-        print(f"\n{report.sweep.metric} against the reference point{_split_note(report.sweep.metric)}\n"
-              f"{markdown_reference(report.marks, report.reference, report.reference_why)}")
+        print(f"\n{report.sweep.metric} against the reference point{_split_note(report.sweep)}\n"
+              f"{markdown_reference(report.marks, report.reference, report.reference_why, report.sweep.metric)}")
     for table in report.tables:
         print(f"\n{table.spec.title} ({table.spec.source})\n{markdown_table(table)}")
         print("\n".join(setting_lines(table)))
@@ -1424,12 +1543,16 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
         row.setdefault("tags.run_dir", str(job))  # where --compare finds its pair scores without MLflow
         if JOB_OVERRIDES_TAG not in row:
             row[JOB_OVERRIDES_TAG] = hydra_job_overrides(job)
-        row.update({f"metrics.{k}": float(v) for k, v in read(files.results).items()
+        results = read(files.results)
+        row.update({f"metrics.{k}": float(v) for k, v in results.items()
                     if isinstance(v, int | float) and not isinstance(v, bool)})
+        provenance = results.get("provenance") if isinstance(results.get("provenance"), dict) else {}
+        row.update({f"tags.{PROVENANCE_TAG_PREFIX}{k}": v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+                    for k, v in provenance.items() if f"tags.{PROVENANCE_TAG_PREFIX}{k}" not in row})
         rows.append(row)
     if not rows:
         raise ReportError(f"--sweep-dir: no cl-bench job folders (with params.json) in {sweep_dir}")
-    return pd.DataFrame(rows)
+    return read_metric_names(pd.DataFrame(rows))
 
 
 def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, tracking_uri: str | None = None,
@@ -1438,7 +1561,7 @@ def sweep_summary(sweep_dir: str | Path, parent_run_id: str | None = None, track
     the parent run, where MLflow shows it (and ``compare``, a line with its children's compare view),
     and the command that writes the full report."""
     table = build_sweep_table(load_run_dirs(sweep_dir))
-    lines = [f"{table.title()}: {table.metric}{_split_note(table.metric)}, mean ± std (n) [95% t-interval over seeds]",
+    lines = [f"{table.title()}: {table.metric}{_split_note(table)}, mean ± std (seeds n) [95% t-interval over seeds]",
              markdown_sweep(table), *sweep_notes(table), ""]
     if parent_run_id:
         store = f" --tracking-uri {tracking_uri}" if tracking_uri else ""

@@ -429,12 +429,15 @@ def compare(
     """:func:`paired_bootstrap`'s table plus, per row, Welch's test over seeds (``welch_t``, ``welch_p``;
     NaN unless both sides have two seeds or more and some seed variance: ``welch_note`` says why not),
     Holm's adjustment of each test over the table's rows (``p_holm``, ``welch_p_holm``: the family is the
-    tasks and their average) and the seed counts ``n_a``, ``n_b``.
+    distinct tests, the tasks and, with more than one task, their average; with one task the average is that
+    task's figure again, so its row is left out) and the seed counts ``n_a``, ``n_b``.
 
     ``options`` are :func:`paired_bootstrap`'s (its defaults); the per-seed figures Welch's test
     compares use the same ``aggregation``.
     """
     table = paired_bootstrap(a, b, tasks, **options)
+    if (table["task"] != AVERAGE).sum() == 1:  # the average of one task is the same test again: not a 2nd member
+        table = table[table["task"] != AVERAGE].reset_index(drop=True)
     names = [t for t in table["task"] if t != AVERAGE]
     aggregation = options.get("aggregation", "all")
     seeds_a, seeds_b = per_seed_figures(a, names, aggregation), per_seed_figures(b, names, aggregation)
@@ -457,10 +460,35 @@ def split_of(task: str) -> str:
     return "dev" if task.endswith("_dev") else "test"
 
 
-def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence: float = 0.95) -> str:
-    """The comparison as markdown: per task its split, A, B, A − B, the paired-bootstrap CI (test-set noise
-    only), its p and Holm-adjusted p with the mark, and, with two seeds or more a side, Welch's p over seeds,
-    Holm-adjusted, with its mark. Figures are rounded to the endpoints' Monte-Carlo error."""
+#: the evaluation settings ``--compare`` holds the sides to (a field of the runs' provenance, or the sample): name
+#: -> how a warning calls it
+EVAL_SETTINGS: dict[str, str] = {
+    "sample": "sample (eval.sample_pairs)", "eval_truncate_dim": "truncation (eval.truncate_dim)",
+    "eval_postprocess": "post-processing (eval.postprocess)", "eval_pooler": "pooler (eval.pooler)",
+    "eval_precision": "precision (eval.precision)", "eval_backend": "backend (eval.backend)",
+}
+#: a side's seeds below which ``--compare`` warns (docs/compare.md asks for three or more)
+MIN_SEEDS = 3
+FULL = "full"
+
+
+def side_protocol(settings: Sequence[dict[str, str]] | None) -> str:
+    """What a side's figures were computed on: ``full protocol``, ``sample of 300 pairs`` (``a | b`` when its runs
+    differ; ``protocol not recorded`` without settings)."""
+    if not settings:
+        return "protocol not recorded"
+    seen = list(dict.fromkeys(str(s.get("sample", FULL)) for s in settings))
+    return " | ".join("full protocol" if v == FULL else f"sample of {v} pairs" for v in seen)
+
+
+def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence: float = 0.95,
+                     settings_a: Sequence[dict[str, str]] | None = None,
+                     settings_b: Sequence[dict[str, str]] | None = None) -> str:
+    """The comparison as markdown: per task its split and the pairs it was computed on, A and B (each headed by
+    its seeds n and protocol, full or a sample), A − B, the paired-bootstrap CI of that difference (the pairs'
+    noise only), its p and Holm-adjusted p with the mark, and, with two seeds or more a side, Welch's p over
+    seeds, Holm-adjusted, with its mark: every interval and p on the row of the difference it tests. Figures
+    are rounded to the endpoints' Monte-Carlo error."""
     level = f"{confidence * 100:g}%"
     error = float(np.nanmax(table["ci_mc_error"])) if "ci_mc_error" in table and table["ci_mc_error"].notna().any() \
         else math.nan
@@ -472,14 +500,18 @@ def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence
 
     shown = pd.DataFrame({
         "task": table["task"],
-        "split": [split_of(t) if t != AVERAGE else "test" for t in table["task"]],
-        f"A: {label_a} (n={table['n_a'].iloc[0]})": [f"{v:.{digits}f}" for v in table["a"]],
-        f"B: {label_b} (n={table['n_b'].iloc[0]})": [f"{v:.{digits}f}" for v in table["b"]],
+        "split": [split_of(t) if t != AVERAGE else " + ".join(sorted({split_of(n) for n in table["task"] if n != AVERAGE}))
+                  for t in table["task"]],
+        "pairs": [str(int(n)) for n in table["pairs"]] if "pairs" in table else ["—"] * len(table),
+        f"A: {label_a} (seeds n={table['n_a'].iloc[0]}; {side_protocol(settings_a)})":
+            [f"{v:.{digits}f}" for v in table["a"]],
+        f"B: {label_b} (seeds n={table['n_b'].iloc[0]}; {side_protocol(settings_b)})":
+            [f"{v:.{digits}f}" for v in table["b"]],
         "A − B": [f"{v:+.{digits}f}" for v in table["difference"]],
-        f"{level} CI, test-set only (paired bootstrap)": [
+        f"{level} CI of A − B (paired bootstrap, these pairs)": [
             f"[{lo:+.{digits}f}, {hi:+.{digits}f}]" for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)],
         "p (bootstrap)": [pvalue(p) for p in table["p"]],
-        "Holm p, mark (test-set only)": [f"{pvalue(p)} {stars(p)}".strip() for p in table["p_holm"]],
+        "Holm p, mark (bootstrap)": [f"{pvalue(p)} {stars(p)}".strip() for p in table["p_holm"]],
     })
     if seeds:
         shown["Welch p (seeds)"] = [pvalue(p) if not math.isnan(p) else (note or "—")
@@ -489,25 +521,51 @@ def markdown_compare(table: pd.DataFrame, label_a: str, label_b: str, confidence
     return shown.to_markdown(index=False, colalign=("left", *["right"] * (len(shown.columns) - 1)), disable_numparse=True)
 
 
-def compare_notes(table: pd.DataFrame, label_a: str, label_b: str) -> list[str]:
-    """How the table was computed (resamples, seed, Monte-Carlo error, the Holm family) and the warnings: a
-    side with one seed (its interval holds no seed variance), zero-variance replicates."""
-    rows = len(table)
+def holm_family(table: pd.DataFrame) -> str:
+    """The line that says which distinct tests Holm's correction counts (printed once, under the table)."""
+    tasks = [t for t in table["task"] if t != AVERAGE]
+    members = f"{len(tasks)} task(s)" + (" and their average" if AVERAGE in set(table["task"]) else "")
+    return (f"Holm family: {len(table)} distinct test(s) per test kind ({members}: {', '.join(map(str, table['task']))}); "
+            "marks use the Holm-adjusted p (`*` < 0.05, `**` < 0.01).")
+
+
+def compare_notes(table: pd.DataFrame, label_a: str, label_b: str,
+                  settings_a: Sequence[dict[str, str]] | None = None,
+                  settings_b: Sequence[dict[str, str]] | None = None) -> list[str]:
+    """How the table was computed (resamples, seed, Monte-Carlo error, the Holm family, once) and the warnings,
+    each when and only when its condition holds: a side computed on a sample (its figures are not the protocol's),
+    a side with fewer than :data:`MIN_SEEDS` seeds (seed variance is not in the interval), the sides differing in
+    an evaluation setting (:data:`EVAL_SETTINGS`, from ``settings_a``/``settings_b``: one dict per run), and
+    zero-variance replicates."""
     resamples = int(table["resamples"].iloc[0]) if "resamples" in table else 0
     seed = table["resample_seed"].iloc[0] if "resample_seed" in table else "?"
     error = float(np.nanmax(table["ci_mc_error"])) if table["ci_mc_error"].notna().any() else math.nan
     lines = [
-        f"Paired bootstrap over the test pairs: {resamples} resamples, resampling seed {seed}"
+        f"Paired bootstrap over the compared pairs (the pairs column): {resamples} resamples, resampling seed {seed}"
         + (f"; Monte-Carlo error of the interval endpoints ≤ {error:.3f} (figures rounded to it)" if not math.isnan(error)
            else "") + ".",
-        f"Holm family: the {rows} rows ({rows - 1} task(s) and their average), per test; marks use the Holm-adjusted "
-        "p (`*` < 0.05, `**` < 0.01).",
+        holm_family(table),
     ]
-    ones = [label for label, n in ((label_a, table["n_a"].iloc[0]), (label_b, table["n_b"].iloc[0])) if n < 2]
-    if ones:
-        lines.append(f"WARNING: one seed for {' and '.join(ones)}: the interval and p cover test-set noise only, not "
-                     "seed variance (about 1–2 points of STS between seeds); compare over seeds (seeds=3) before "
-                     "calling a difference real.")
+    sides = ((label_a, int(table["n_a"].iloc[0]), settings_a or []), (label_b, int(table["n_b"].iloc[0]), settings_b or []))
+    for label, _, settings in sides:
+        sampled = sorted({str(s["sample"]) for s in settings if str(s.get("sample", FULL)) != FULL})
+        if sampled:
+            lines.append(f"WARNING: {label} ran on a sample of {' | '.join(sampled)} pairs per split "
+                         f"(eval.sample_pairs): its figures are not the protocol's; score it again with "
+                         "eval.sample_pairs=null (mode=eval) before reporting them.")
+    for label, n, _ in sides:
+        if n < MIN_SEEDS:
+            lines.append(f"WARNING: {n} seed(s) for {label} (fewer than {MIN_SEEDS}): seed variance (about 1–2 points "
+                         "of STS between seeds) is " + ("not in the interval or p: they cover the pairs' noise only"
+                                                       if n < 2 else "poorly estimated by Welch's test")
+                         + f"; compare over seeds={MIN_SEEDS} or more before calling a difference real.")
+    if settings_a and settings_b:
+        for name, what in EVAL_SETTINGS.items():
+            seen_a = list(dict.fromkeys(str(s.get(name, "not recorded")) for s in settings_a))
+            seen_b = list(dict.fromkeys(str(s.get(name, "not recorded")) for s in settings_b))
+            if set(seen_a) != set(seen_b):
+                lines.append(f"WARNING: the sides differ in {what}: {label_a}: {' | '.join(seen_a)}; {label_b}: "
+                             f"{' | '.join(seen_b)}: the difference mixes that setting with what was compared.")
     if (table["welch_note"] == ZERO_VARIANCE).any():
         lines.append("Seed test: the replicates have zero variance on both sides: no test (zero variance), no mark.")
     return lines
@@ -540,8 +598,8 @@ def against_reference(
     With two seeds or more on both sides the test is Welch's t over the seeds (its CI of the difference
     and p; none when no side has seed variance: :data:`ZERO_VARIANCE`); otherwise, when
     ``pair_scores(point)`` gives the point's runs' pair scores and the metric has a pair-scores ``task``
-    (:data:`METRIC_TASKS`), the paired bootstrap over the test pairs (its CI and :func:`bootstrap_p`):
-    that one holds test-set noise only (``kind = "test set"``). The p-values of all points tested are one
+    (:data:`METRIC_TASKS`), the paired bootstrap over that task's pairs (Δ, CI and :func:`bootstrap_p` of the task's
+    figure recomputed from them): that one holds the pairs' noise only (``kind = "pairs"``). The p-values of all points tested are one
     family: ``p_holm`` is Holm's adjustment over them, and a point is ``significant`` when p_holm < ``alpha``.
 
     Args:
@@ -554,15 +612,17 @@ def against_reference(
         seed: the bootstrap's random seed.
 
     Returns:
-        One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, p_holm, test, kind, significant``
-        (the reference's own row has ``test = "reference"``; ``kind``: ``seeds``, ``test set`` or empty).
+        One row per point: ``point, delta, delta_ci_low, delta_ci_high, p, p_holm, test, kind, figure, significant``
+        (the reference's own row has ``test = "reference"``; ``kind``: ``seeds``, ``pairs`` or empty; ``figure``:
+        with ``pairs``, the quantity Δ, its interval and p are all computed on, ``stsb_dev, dev, 1379 pairs``:
+        the task's figure recomputed from the runs' saved pair scores).
     """
     ref = [v for v in values[reference] if not math.isnan(v)]
     rows = []
     for label, figures in values.items():
         mine = [v for v in figures if not math.isnan(v)]
         row = {"point": label, "delta": math.nan, "delta_ci_low": math.nan, "delta_ci_high": math.nan,
-               "p": math.nan, "test": "", "kind": "", "significant": False}
+               "p": math.nan, "test": "", "kind": "", "figure": "", "significant": False}
         if label == reference:
             row["test"] = "reference"
         elif mine and ref:
@@ -578,9 +638,13 @@ def against_reference(
                     side, base = pair_scores(label), pair_scores(reference)
                     table = paired_bootstrap(side, base, None if task == AVERAGE else [task],
                                              n_resamples=n_resamples, confidence=1 - alpha, seed=seed).set_index("task")
-                    row.update(delta_ci_low=float(table.loc[task, "ci_low"]), delta_ci_high=float(table.loc[task, "ci_high"]),
-                               p=float(table.loc[task, "p"]), test="paired bootstrap (test pairs; one seed)",
-                               kind="test set")
+                    # Δ, interval and p of one quantity: the figure recomputed from the pairs the bootstrap resamples
+                    # (the run's final evaluation of that task), not the sweep metric's mean beside another's interval
+                    split = "test" if task == AVERAGE else split_of(task)
+                    row.update(delta=float(table.loc[task, "difference"]),
+                               delta_ci_low=float(table.loc[task, "ci_low"]), delta_ci_high=float(table.loc[task, "ci_high"]),
+                               p=float(table.loc[task, "p"]), test=f"paired bootstrap ({split} pairs; one seed)",
+                               kind="pairs", figure=f"{task}, {split}, {int(table.loc[task, 'pairs'])} pairs")
                 except Exception as err:  # noqa: BLE001 (no pair scores for these runs: no test, said so)
                     row["test"] = f"none ({str(err).splitlines()[0][:80]})"
             else:

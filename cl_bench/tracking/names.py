@@ -8,8 +8,9 @@ with "…"; ``tests/commands/test_mlflow_ui.py`` keeps the screenshot), so a nam
 2. a sweep's child, too long: the values alone (the parent run's name, ``sweep: dropout × tau``, and the
    params say which keys they are), the seed kept as ``seed=N`` so that replicates read as replicates:
    ``0.15 0.001 seed=44``, else as ``sN``: ``dropout_fixed_0.1 s44``;
-3. still too long: the trailing parts that do not fit are left out and counted, ``simcse avg +4``;
-   the seed is never left out (``sN``). The run's ``overrides`` tag and params keep everything.
+3. still too long: the trailing parts that do not fit are left out, marked by "…" (``simcse avg …``: more
+   parts than the name shows; a bare count such as ``+4`` said nothing a reader could use); the seed is never
+   left out (``sN``). The run's ``overrides`` tag and params keep everything.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 
 #: characters the runs table shows of a run name before it cuts it (MLflow 3.x, default column width)
 RUN_NAME_CHARS = 22
+#: what stands where a name leaves parts out (they are in the run's params and ``overrides`` tag)
+ELLIPSIS = "…"
 #: parts never left out (a replicate's seed tells it from its siblings)
 KEPT = ("seed",)
 #: keys a single run's name leaves out: they change how the run runs or what it logs, not what it trains
@@ -59,9 +62,9 @@ def fit_run_name(head: str, parts: Sequence[tuple[str | None, str]], limit: int 
         shown_text = text(not keys_named_elsewhere, seed_labelled)
 
         def trimmed(shown: Sequence[int], shown_text: list[str] = shown_text) -> str:
-            """The shown parts, the count of the others, the kept ones last."""
+            """The shown parts, "…" where others were left out, the kept ones last."""
             rest = len(parts) - len(shown) - len(kept)
-            return join([*(shown_text[j] for j in shown), *([f"+{rest}"] if rest else []),
+            return join([*(shown_text[j] for j in shown), *([ELLIPSIS] if rest else []),
                          *(shown_text[j] for j in kept)])
 
         shown: list[int] = []
@@ -80,8 +83,8 @@ def sweep_run_name(keys: Sequence[str], fallback: str, limit: int = RUN_NAME_CHA
     """The name of a sweep's parent run, fitted to the runs table like its children's.
 
     The swept keys by their last part (as the children's names show them): ``sweep: dropout × tau`` in full,
-    else without the spaces (``sweep: method×dropout``), else the leading keys that fit and the count of the
-    others (``sweep: method×tau +2``); ``fallback`` (the sweep folder's name) when no key varies. The parent's
+    else without the spaces (``sweep: method×dropout``), else the leading keys that fit and "…" for the
+    others (``sweep: method×tau …``); ``fallback`` (the sweep folder's name) when no key varies. The parent's
     params name every swept key in full.
     """
     short = [key.split(".")[-1].split("/")[-1] for key in keys]
@@ -92,7 +95,7 @@ def sweep_run_name(keys: Sequence[str], fallback: str, limit: int = RUN_NAME_CHA
         if len(name) <= limit:
             return name
     for shown in range(len(short) - 1, 0, -1):
-        name = f"sweep: {'×'.join(short[:shown])} +{len(short) - shown}"
+        name = f"sweep: {'×'.join(short[:shown])} {ELLIPSIS}"
         if len(name) <= limit:
             return name
     return f"sweep: {len(short)} keys"

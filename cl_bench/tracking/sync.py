@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cl_bench.tracking.metric_names import upgrade_record
 from cl_bench.tracking.mlflow_logger import (
     default_tracking_uri,
     ensure_experiment,
@@ -84,8 +85,12 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
     for start in range(0, len(items), 100):  # MLflow's batch limit is 100 params
         client.log_batch(run_id, params=items[start : start + 100])
     lines = files.metrics.read_text().splitlines() if files.metrics.is_file() else []
+    # a run logged under the old flat names goes up under the current ones (metric_names.upgrade_record), unless
+    # part of it already reached MLflow under the old ones: a series is not split between two names
+    rename = sent == 0
     for index in range(sent, len(lines)):
-        client.log_batch(run_id, metrics=metric_batch(json.loads(lines[index])))
+        record = json.loads(lines[index])
+        client.log_batch(run_id, metrics=metric_batch(upgrade_record(record, series=True) if rename else record))
         write_text(files.sent_lines, str(index + 1))
     for path in (files.results, files.config):
         if path.is_file():

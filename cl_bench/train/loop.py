@@ -30,6 +30,7 @@ from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
 from cl_bench.specs import build, spec_for
+from cl_bench.tracking.metric_names import select_name, select_names, train_name
 from cl_bench.train.checkpoint import (
     atomic_save,
     load_checkpoint,
@@ -344,8 +345,9 @@ class Trainer:
             progress.close()
             with_bar.__exit__(None, None, None)
         resumed = f" (steps {first_step + 1}-{state.step} in this process; {state.step} in all)" if first_step else ""
-        log.info("trained %d steps in %.1fs%s; best %s=%.2f at step %d", state.step - first_step,
-                 time.perf_counter() - started, resumed, tcfg.select_metric, state.best_score, state.best_step)
+        log.info("trained %d steps in %.1fs%s; %s=%.2f at step %d", state.step - first_step,
+                 time.perf_counter() - started, resumed, select_name(f"best_{tcfg.select_metric}",
+                 self.cfg.eval.get("sample_pairs")), state.best_score, state.best_step)
         # only rank 0 evaluates after training; train.final_weights=last keeps the last weights (SG-BERT's fit)
         if self.is_main and self.tcfg.final_weights == "best" and self.best_weights is not None:
             self.method.load_state_dict(self.best_weights)
@@ -383,7 +385,7 @@ class Trainer:
             log.warning("step %d%s: non-finite loss or gradient (%s): step skipped",
                         report.first_step, more, report.values())
             self.state.skipped_steps += report.count
-            self.log_metrics({"skipped_steps": self.state.skipped_steps}, self.state.step)
+            self.log_metrics({train_name("skipped_steps"): self.state.skipped_steps}, self.state.step)
             return
         kept = self.run_dir.checkpoint
         raise NonFiniteLossError(
@@ -402,11 +404,11 @@ class Trainer:
         if logs or evaluates or checkpoints:  # the only steps that read device values on the host
             self.check_finite()
         if logs:
-            metrics = {f"train_{k}": float(v.detach()) for k, v in terms.items()}
+            metrics = {train_name(k): float(v.detach()) for k, v in terms.items()}
             if self.stepper.last_grad_norm is not None:
-                metrics["train_grad_norm"] = float(self.stepper.last_grad_norm)
-            metrics["lr"] = self.scheduler.get_last_lr()[0]
-            progress.set_postfix(loss=f"{metrics['train_loss']:.3g}")  # 3 significant digits: readable at 1e-4 too
+                metrics[train_name("grad_norm")] = float(self.stepper.last_grad_norm)
+            metrics[train_name("lr")] = self.scheduler.get_last_lr()[0]
+            progress.set_postfix(loss=f"{metrics[train_name('loss')]:.3g}")  # 3 significant digits: readable at 1e-4 too
             self.log_metrics(metrics, state.step)
         if evaluates:
             self.evaluate()
@@ -435,9 +437,11 @@ class Trainer:
             except NonFiniteEmbeddingError as err:  # diverged weights (train.nonfinite=skip lets a run get here)
                 raise NonFiniteLossError(self.diverged_message(str(err))) from None
         score = scores[tcfg.select_metric]
-        self.log_metrics({**scores, "epoch": state.epoch}, state.step)
+        # the model-selection series has its own names (select/...), never the final evaluation's (NAMES.md)
+        named = select_names(scores, self.cfg.eval.get("sample_pairs"))
+        self.log_metrics({**named, train_name("epoch"): state.epoch}, state.step)
         left = f"; job {self.clock.text(state.step)} left (training and evaluation)" if state.step < self.total_steps else ""
-        log.info("step %d: %s%s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in scores.items()), left)
+        log.info("step %d: %s%s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in named.items()), left)
         improved = score > state.best_score
         state.evals_since_best = early_stopping_count(
             tcfg.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved

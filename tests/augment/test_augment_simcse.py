@@ -220,7 +220,7 @@ def test_table1_sweep_runs_end_to_end(tiny_bert: Path, data_dir: Path, tmp_path:
     targets = []
     for job in range(3):
         job_dir = tmp_path / "sweep" / str(job)
-        assert -100 <= json.loads((job_dir / "results.json").read_text())["stsb"] <= 100
+        assert -100 <= json.loads((job_dir / "results.json").read_text())["sts/stsb"] <= 100
         config = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
         targets.append((config.augmentation._target_, config.model.dropout, config.method.augment_both_views))
     assert targets == [

@@ -11,7 +11,8 @@ import mlflow
 import pytest
 from conftest import cli_env
 
-STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg", "align", "uniform")
+STS_KEYS = ("sts/sts12", "sts/sts13", "sts/sts14", "sts/sts15", "sts/sts16", "sts/stsb", "sts/sickr", "sts/sts_avg",
+            "geometry/align", "geometry/uniform")
 
 
 def _cl_bench(args: list[str], cwd: Path, data_dir: Path, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -48,9 +49,15 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     results = json.loads((run_dir / "results.json").read_text())
     for key in STS_KEYS:
         assert key in results and results[key] == results[key], key  # present and not NaN
-    assert -100 <= results["sts_avg"] <= 100
+    assert -100 <= results["sts/sts_avg"] <= 100
     assert (run_dir / "best_model" / "config.json").is_file()
-    assert (run_dir / "metrics.jsonl").read_text().count("\n") >= 6
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) >= 6
+    # one name per quantity: the in-training dev series and the final evaluation's dev figure are two names, each
+    # logged by one evaluation (the dev series at every train.eval_steps, the final figure once)
+    assert [line["step"] for line in lines if "select/stsb_dev" in line] == [2, 4]
+    assert len([line for line in lines if "sts/stsb_dev" in line]) == 1
+    assert not [name for line in lines for name in line if name not in ("step", "time") and "/" not in name]
 
     # MLflow's default store in the launch directory: what `mlflow ui` run there shows
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -67,10 +74,12 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert "method.mlm_probability" not in params and "loss._partial_" not in params
     for key in STS_KEYS:
         assert run.data.metrics[key] == pytest.approx(results[key])
-    history = client.get_metric_history(run.info.run_id, "stsb_dev")
-    assert {m.step for m in history} == {2, 4}  # every train.eval_steps (the final results repeat it)
-    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
-    assert len(client.get_metric_history(run.info.run_id, "lr")) == 4
+    history = client.get_metric_history(run.info.run_id, "select/stsb_dev")
+    assert [m.step for m in history] == [2, 4]  # every train.eval_steps, and nothing else under that name
+    assert len(client.get_metric_history(run.info.run_id, "sts/stsb_dev")) == 1  # the final evaluation's
+    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 4
+    assert len(client.get_metric_history(run.info.run_id, "train/lr")) == 4
+    assert run.data.tags["mlflow.note.content"].startswith("sts/sts_avg ")  # the headline, under the recorded names
     tags = run.data.tags
     assert tags["method"] == "simcse" and tags["encoder"] == str(tiny_bert) and "sweep" not in tags
     assert "None" not in tags.values() and tags["loss"] == "infonce" and tags["augmentation"] == "dropout"

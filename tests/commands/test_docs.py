@@ -31,7 +31,7 @@ def test_generated_reference_pages_equal_what_the_registry_gives_now() -> None:
     assert pages == methods  # one page per method, and no page of a method that is gone
     reference = (REPO / "docs/reference/losses.md").read_text()
     assert all(f"[`{name}`]" in reference for name in docs_gen.catalog.options("loss"))
-    assert "| `train.gradcache_chunk` | `int` | `0` |" in (REPO / "docs/reference/configuration.md").read_text()
+    assert "| <code>train.<wbr>gradcache_chunk</code> | `int` | `0` |" in (REPO / "docs/reference/configuration.md").read_text()
     diffcse = (REPO / "docs/methods/diffcse.md").read_text()  # its official code and what differs, from recipes.md
     assert "## Official code and what differs" in diffcse and "| `diffcse_bert` (`method=diffcse`) | voidism/DiffCSE" in diffcse
 
@@ -101,3 +101,36 @@ def test_readme_is_a_short_entry_point_whose_links_resolve() -> None:
         if anchor:
             headings = re.findall(r"^#+ (.+?)(?: \{#([^}]+)\})?$", path.read_text(), re.M)
             assert anchor in {custom or slugify(text, "-") for text, custom in headings}, f"{target}#{anchor}"
+
+
+def test_the_built_pages_render_as_meant(tmp_path: Path) -> None:
+    """The built HTML: no literal backslash before a pipe (a table cell's code span shows ``\\|`` as typed), no
+    table-shaped text in a ``<pre>`` wider than the page (wrapped, its columns are lost: it is a Markdown table),
+    the configuration reference's keys break only at their dots (``<wbr>``) and the stylesheet keeps table code
+    from breaking elsewhere."""
+    import html
+    import re
+
+    result = _build(REPO, tmp_path / "site")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    escaped, wide = [], []
+    for page in (tmp_path / "site").rglob("*.html"):
+        text = page.read_text()
+        if "\\|" in text:
+            escaped.append(str(page.relative_to(tmp_path / "site")))
+        for block in re.findall(r"<pre[^>]*>(.*?)</pre>", text, flags=re.S):
+            lines = html.unescape(re.sub(r"<[^>]+>", "", block)).splitlines()
+            table = [line for line in lines if line.lstrip().startswith(("|", "+-"))]
+            wide += [f"{page.parent.name}: {line[:60]}…" for line in table if len(line) > PRE_TABLE_CHARS]
+    assert escaped == [], f"literal \\| in {escaped}"
+    assert wide == [], wide
+    configuration = (tmp_path / "site" / "reference" / "configuration" / "index.html").read_text()
+    assert "<code>model.<wbr>name_or_path</code>" in configuration and "<code>train.<wbr>gradcache_chunk</code>" in configuration
+    assert "<code>train &#124; eval</code>" in configuration  # a choice's pipes, shown as | (no backslash)
+    css = (REPO / "docs" / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"table:not\(\[class\]\) code \{\s*word-break: keep-all;\s*overflow-wrap: normal;", css)
+
+
+#: the widest line of table-shaped text a <pre> may hold: about what the Material theme's content column shows
+#: unwrapped in code at a 1400 px window
+PRE_TABLE_CHARS = 110

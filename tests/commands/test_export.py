@@ -51,8 +51,8 @@ paths:
   data_dir: /data
   output_dir: ${hydra:runtime.output_dir}
 """
-RESULTS = {"sts12": 68.4, "stsb_test": 76.85, "sickr_test": 72.2, "sts_avg": 76.25, "MR": 81.2, "TREC": 84.0,
-           "align": 0.21, "best_step": 250.0}
+RESULTS = {"sts/sts12": 68.4, "sts/stsb": 76.85, "sts/sickr": 72.2, "sts/sts_avg": 76.25, "transfer/mr": 81.2,
+           "transfer/trec": 84.0, "geometry/align": 0.21, "select/best_step": 250.0}
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,7 @@ def test_export_loads_in_sentence_transformers_with_the_same_embeddings(
     card = (out / "README.md").read_text()
     assert "library_name: sentence-transformers" in card and "method **simcse**" in card
     assert "| train.lr | 3e-05 |" in card and "| loss.tau | 0.05 |" in card and "| batch_size | 64 |" in card
-    assert "| stsb_test | 76.85 |" in card and "| MR | 81.2 |" in card and "| checkpoint.step | 250 |" in card
+    assert "| sts/stsb | 76.85 |" in card and "| transfer/mr | 81.2 |" in card and "| checkpoint.step | 250 |" in card
     meta = json.loads((out / "cl_bench_encoder.json").read_text())
     assert (meta["pooler"], meta["mlp_only_train"], meta["first_layer"]) == (pooler, mlp_only_train, first_layer)
 
@@ -154,7 +154,7 @@ def test_bare_model_directory_and_errors(tiny_bert: Path, tmp_path: Path, capsys
     np.testing.assert_allclose(
         SentenceTransformer(str(out), device="cpu").encode(SENTENCES), encoder.encode(SENTENCES), atol=1e-5, rtol=0
     )
-    assert "| sts_avg | 76.25 |" in (out / "README.md").read_text()
+    assert "| sts/sts_avg | 76.25 |" in (out / "README.md").read_text()
 
     assert ex.main([str(tmp_path / "run"), str(out)]) == 2
     assert "exists and is not empty; pass --overwrite" in capsys.readouterr().err

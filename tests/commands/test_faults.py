@@ -83,7 +83,7 @@ def test_sigkill_then_resume_gives_the_same_final_metrics(tiny_bert, data_dir, t
     assert len(runs) == 2  # the reference run and the killed-then-continued one: continued, not duplicated
     continued = next(r for r in runs if r.info.run_id == (killed_dir / "mlflow_run_id.txt").read_text())
     assert continued.info.status == "FINISHED"
-    assert continued.data.metrics["sts_avg"] == pytest.approx(whole["sts_avg"])
+    assert continued.data.metrics["sts/sts_avg"] == pytest.approx(whole["sts/sts_avg"])
 
 
 def test_sigterm_stops_after_the_step_with_checkpoint_and_killed_status(tiny_bert, data_dir, tmp_path) -> None:
@@ -97,7 +97,7 @@ def test_sigterm_stops_after_the_step_with_checkpoint_and_killed_status(tiny_ber
     assert "continue with: train.resume=" in output
     assert (run_dir / "checkpoint.pt").is_file()
     partial = json.loads((run_dir / "results.json").read_text())
-    assert 0 < partial["interrupted_at_step"] < 400
+    assert 0 < partial["run/interrupted_at_step"] < 400
     assert json.loads((run_dir / "status.json").read_text())["status"] == "KILLED"
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
@@ -124,7 +124,7 @@ def test_nonfinite_steps_can_be_skipped_and_counted(tiny_bert, data_dir, tmp_pat
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["skipped_steps"] == 3.0
+    assert results["train/skipped_steps"] == 3.0
 
 
 def test_skipped_steps_that_leave_diverged_weights_end_in_one_line_before_evaluation(tiny_bert, data_dir, tmp_path) -> None:
@@ -205,8 +205,8 @@ def test_server_dying_mid_run_loses_nothing_and_sync_uploads_later(tiny_bert, da
         client = mlflow.MlflowClient(tracking_uri=uri)
         run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
         assert run.info.status == "FINISHED"
-        assert run.data.metrics["sts_avg"] == pytest.approx(results["sts_avg"])
-        history = client.get_metric_history(run.info.run_id, "train_loss")
+        assert run.data.metrics["sts/sts_avg"] == pytest.approx(results["sts/sts_avg"])
+        history = client.get_metric_history(run.info.run_id, "train/loss")
         assert sorted(m.step for m in history) == list(range(1, 61))  # every step, none twice
     finally:
         _stop_server(server)
@@ -248,7 +248,7 @@ def test_sigterm_during_eval_stops_at_the_next_batch_with_killed_status(tiny_ber
     # the evaluation takes minutes at batch 2 (the estimate says so); the stop, MLflow's KILLED included, seconds
     assert stopped_in < 10, f"took {stopped_in:.1f} s to stop"
     assert "encoded" not in output  # stopped inside the encoding, not after it
-    assert json.loads((run_dir / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
+    assert json.loads((run_dir / "results.json").read_text()) == {"run/evaluation_interrupted": 1.0}
     assert json.loads((run_dir / "status.json").read_text())["status"] == "KILLED"
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     run = client.get_run((run_dir / "mlflow_run_id.txt").read_text())
@@ -324,7 +324,7 @@ def test_a_killed_sweep_parent_leaves_no_evaluation_running(tiny_bert, data_dir,
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     for job in ("0", "1"):  # each job stopped as a user's SIGTERM stops it: partial results, KILLED
         assert json.loads((sweep / job / "status.json").read_text())["status"] == "KILLED"
-        assert json.loads((sweep / job / "results.json").read_text()) == {"evaluation_interrupted": 1.0}
+        assert json.loads((sweep / job / "results.json").read_text()) == {"run/evaluation_interrupted": 1.0}
         run = client.get_run((sweep / job / "mlflow_run_id.txt").read_text())
         assert run.info.status == "KILLED" and "SIGTERM during evaluation" in run.data.tags["error"]
     parent = (sweep / "mlflow_parent_run_id.txt").read_text()

@@ -144,7 +144,7 @@ def test_run_is_sent_to_a_real_mlflow_server(tiny_bert: Path, data_dir: Path, tm
         client = mlflow.MlflowClient(tracking_uri=uri)
         (run,) = client.search_runs([client.get_experiment_by_name("shared").experiment_id])
         assert run.info.status == "FINISHED" and run.data.params["train.max_steps"] == "2"
-        assert "stsb" in run.data.metrics and len(client.get_metric_history(run.info.run_id, "train_loss")) >= 1
+        assert "sts/stsb" in run.data.metrics and len(client.get_metric_history(run.info.run_id, "train/loss")) >= 1
         assert {"results.json", "config.yaml"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
         assert not (tmp_path / "mlflow.db").exists()  # nothing went to the local default store
         assert list((server_dir / "artifacts").rglob("results.json"))  # the server holds the artifacts

@@ -97,7 +97,7 @@ def test_no_store_creation_chatter_at_info(tmp_path: Path, capfd: pytest.Capture
     (["dropout"], "sweep: dropout"),
     (["loss.tau", "dropout"], "sweep: tau × dropout"),
     (["method", "dropout"], "sweep: method×dropout"),  # "sweep: method × dropout" would be cut
-    (["method", "dropout", "loss.tau", "train.lr"], "sweep: method +3"),
+    (["method", "dropout", "loss.tau", "train.lr"], "sweep: method …"),
     (["method.fixed_dropout_mask", "dropout"], "sweep: 2 keys"),
     ([], "sweep: 12-00-00"),
 ])
@@ -117,7 +117,7 @@ def _sweep(root: Path) -> Path:
                 (job / "params.json").write_text(json.dumps(params))
                 (job / "tags.json").write_text(json.dumps({"overrides": f"method={method},dropout={dropout},seed={seed}"}))
                 failed = number == 7
-                score = {"best_stsb_dev": base + 10 * dropout + seed, "sts_avg": base - 5 + seed}
+                score = {"select/best_stsb_dev": base + 10 * dropout + seed, "sts/sts_avg": base - 5 + seed}
                 (job / "results.json").write_text(json.dumps({} if failed else score))
                 (job / "status.json").write_text(json.dumps({"status": "FAILED" if failed else "FINISHED"}))
                 number += 1
@@ -132,9 +132,10 @@ def test_parent_run_carries_the_sweeps_params_and_best_point(tmp_path: Path) -> 
     assert params["sweep.metric"] == "best_stsb_dev" and params["sweep.points"] == "4" and params["sweep.jobs"] == "8"
     assert tags["sweep.best_point"] == "dropout=0.1, method.name=diffcse"
     # diffcse at dropout 0.1: its one finished seed (seed 1, 72 + 1 + 1) beats diffcse at 0 (mean 73.5)
-    assert metrics["best_stsb_dev"] == pytest.approx(74.0) and metrics["best_point_runs"] == 1
-    assert "best_stsb_dev_std" not in metrics  # one seed: no spread to show
-    assert metrics["finished_jobs"] == 7 and metrics["failed_jobs"] == 1
+    assert metrics["select/best_stsb_dev"] == pytest.approx(74.0) and metrics["sweep/best_point_runs"] == 1
+    assert metrics["sts/sts_avg"] == pytest.approx(68.0)
+    assert "sweep/best_stsb_dev_std" not in metrics  # one seed: no spread to show
+    assert metrics["sweep/finished_jobs"] == 7 and metrics["sweep/failed_jobs"] == 1
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(tracking_uri=uri)

@@ -35,14 +35,14 @@ def test_reevaluation_uses_the_recorded_pooler(tiny_bert: Path, data_dir: Path, 
     again = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert again["pooler"] == "avg" and "pooler=avg" in proc.stdout + proc.stderr
     figures = [k for k in again if k not in ("pooler", "provenance")]  # provenance: how each run was made
-    assert "stsb" in figures
+    assert "sts/stsb" in figures
     assert {k: again[k] for k in figures} == {k: trained[k] for k in figures}
 
     # an explicit other pooler is honoured, with a warning naming both
     proc = _cl_bench(["mode=eval", f"model.name_or_path={best}", "pooler=cls_before_pooler", "hydra.run.dir=ev2",
                       *common], tmp_path, data_dir)
     other = json.loads((tmp_path / "ev2" / "results.json").read_text())
-    assert other["pooler"] == "cls_before_pooler" and other["stsb"] != trained["stsb"]
+    assert other["pooler"] == "cls_before_pooler" and other["sts/stsb"] != trained["sts/stsb"]
     warning = [line for line in (proc.stdout + proc.stderr).splitlines() if "trained with pooler=avg" in line]
     assert warning and "pooler=cls_before_pooler" in warning[0]
 

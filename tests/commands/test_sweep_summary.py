@@ -55,7 +55,8 @@ def test_summary_from_run_dirs_without_mlflow(tmp_path: Path, capsys: pytest.Cap
     assert len(runs) == 8 and set(runs["status"]) == {"FINISHED"}
     text = sweep_summary(tmp_path / "sweep")
     lines = text.splitlines()
-    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev (dev split")
+    assert lines[0].startswith("Sweep over dropout × loss.tau: best_stsb_dev (dev, checkpoint selection (in-training "
+                               "dev evaluation), full), mean ± std (seeds n)")
     assert "loss.tau \\ dropout" in text and text.count("± 0.01 (2)") == 4  # every cell: two seeds
     assert lines[-1] == f"full report (no MLflow): cl-bench-report --sweep-dir {tmp_path / 'sweep'}"
     # the full report from the run dirs alone
@@ -165,10 +166,10 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     assert parent.data.tags["mlflow.runName"] == "sweep: dropout"
     assert parent.data.params["dropout"] == "0, 0.1, 0.2" and parent.data.params["sweep.jobs"] == "3"
     best = max(client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'"),
-               key=lambda run: run.data.metrics["best_stsb_dev"])
-    assert parent.data.metrics["best_stsb_dev"] == pytest.approx(best.data.metrics["best_stsb_dev"])
+               key=lambda run: run.data.metrics["select/best_stsb_dev"])
+    assert parent.data.metrics["select/best_stsb_dev"] == pytest.approx(best.data.metrics["select/best_stsb_dev"])
     assert parent.data.params["best.dropout"] == f"{float(best.data.params['dropout']):g}"
-    assert parent.data.metrics["finished_jobs"] == 3 and parent.data.metrics["failed_jobs"] == 0
+    assert parent.data.metrics["sweep/finished_jobs"] == 3 and parent.data.metrics["sweep/failed_jobs"] == 0
     # method.fixed_dropout_mask cannot act at dropout 0: n/a there, so every child logs the same keys
     children = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/params.json"))]
     assert len(children) == 3 and [c["method.fixed_dropout_mask"] for c in children] == ["n/a", False, False]
@@ -188,7 +189,7 @@ def test_the_mission_sweep_on_the_tiny_model_is_headed_by_method_and_dropout(tin
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     tail = lines[max(i for i, line in enumerate(lines) if line.startswith("Sweep over")):]
-    assert tail[0].startswith("Sweep over method × dropout: best_stsb_dev (dev split")
+    assert tail[0].startswith("Sweep over method × dropout: best_stsb_dev (dev, checkpoint selection")
     assert [cell.strip() for cell in tail[1].strip("|").split("|")] == ["dropout \\ method", "simcse", "sg_opt"]
     assert [line.split("|")[1].strip() for line in tail[3:5]] == ["0", "0.1"]
     assert any(line.strip().startswith("loss.tau: 0.05 (method=simcse); 0.01 (method=sg_opt)") for line in tail)

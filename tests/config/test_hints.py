@@ -56,6 +56,20 @@ def test_hub_hint_suggests_only_a_folder_that_exists(tmp_path: Path, monkeypatch
                          "(how: docs/compare.md#offline-models-that-are-not-on-the-machine)")
 
 
+def test_hub_hint_names_no_path_of_this_repositorys_test_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``../shared/models`` beside the working directory is this repository's test set-up, not a user's folder:
+    the hint names a folder beside the user's data root only, by its absolute path."""
+    (tmp_path / "shared" / "models" / "mini").mkdir(parents=True)
+    (tmp_path / "shared" / "models" / "mini" / "config.json").write_text("{}")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.delenv("CL_BENCH_DATA", raising=False)
+    assert "shared" not in hub_hint("bert-base-uncased") and "e.g." not in hub_hint("bert-base-uncased")
+    monkeypatch.setenv("CL_BENCH_DATA", "../shared/data")  # the data root as the user gave it, relative
+    hint = hub_hint("bert-base-uncased")
+    assert f"e.g. model.name_or_path={tmp_path / 'shared' / 'models' / 'mini'}," in hint and "../" not in hint
+
+
 def test_hub_hint_points_a_decoder_run_at_a_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A decoder run (pooler=last_token) is not pointed at a local encoder such as all-MiniLM-L6-v2."""
     monkeypatch.chdir(tmp_path)

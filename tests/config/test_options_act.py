@@ -529,7 +529,7 @@ def test_a_user_method_from_their_own_folder(tiny_bert: Path, data_dir: Path, tm
          "eval.anisotropy=false", "eval.align_uniform=false", "logger=none", "hydra.run.dir=run"],
         tmp_path, data_dir,
     )
-    assert "stsb" in json.loads((tmp_path / "run" / "results.json").read_text())
+    assert "sts/stsb" in json.loads((tmp_path / "run" / "results.json").read_text())
     bad = _cl_bench([search, "method=toy", "method.shift=0", f"model.name_or_path={tiny_bert}", "data=wiki1m_head"],
                     tmp_path, data_dir, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == "cl-bench: error: method.shift: must be >= 1, got 0"

@@ -57,7 +57,7 @@ def test_training_with_workers_equals_training_without(tiny_bert: Path, data_dir
         logged: list[float] = []
         trainer = Trainer(
             _config(tiny_bert, data_dir, f"train.num_workers={workers}", "train.log_steps=1"), tmp_path,
-            lambda metrics, step, logged=logged: logged.append(metrics["train_loss"]) if "train_loss" in metrics else None,
+            lambda metrics, step, logged=logged: logged.append(metrics["train/loss"]) if "train/loss" in metrics else None,
             lambda encoder: {"stsb_dev": 0.0},
         )
         method, state = trainer.fit()

@@ -141,4 +141,4 @@ def test_the_mined_file_trains_supervised_simcse(tiny_bert: Path, data_dir: Path
         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=1200,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-    assert "stsb" in json.loads((tmp_path / "run" / "results.json").read_text())
+    assert "sts/stsb" in json.loads((tmp_path / "run" / "results.json").read_text())

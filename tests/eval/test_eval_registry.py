@@ -191,7 +191,7 @@ def test_a_user_task_from_their_own_folder_through_the_real_command(tiny_bert: P
                    "eval.anisotropy=false", "logger=none", "hydra.run.dir=run")
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results["mine_avg"] == results["toy"] and -100 <= results["toy"] <= 100
+    assert results["mine/mine_avg"] == results["mine/toy"] and -100 <= results["mine/toy"] <= 100  # its group: the section
     assert "TOY" in run.stdout and "Avg." in run.stdout
     (root / "toy" / "STS.gs.toy.txt").unlink()
     missing = cl_bench(search, "mode=eval", f"model.name_or_path={tiny_bert}", "eval.tasks=[toy]", "logger=none",

@@ -36,7 +36,7 @@ from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
 
-STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg")
+STS_KEYS = ("sts/sts12", "sts/sts13", "sts/sts14", "sts/sts15", "sts/sts16", "sts/stsb", "sts/sickr", "sts/sts_avg")
 
 SENTENCES = [
     "a man plays the guitar", "the dog runs in the park", "two children read a book",
@@ -59,12 +59,12 @@ def run_cl_bench(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[dict[
     for key in STS_KEYS:
         assert key in results and math.isfinite(results[key]) and -100 <= results[key] <= 100, key
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert any("train_loss" in m for m in metrics) and any("stsb_dev" in m for m in metrics)
+    assert any("train/loss" in m for m in metrics) and any("select/stsb_dev" in m for m in metrics)
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
     method = next(a.split("=", 1)[1] for a in args if a.startswith("method="))
     assert run.info.status == "FINISHED" and run.data.tags["method"] == method
-    assert run.data.metrics["sts_avg"] == pytest.approx(results["sts_avg"])
+    assert run.data.metrics["sts/sts_avg"] == pytest.approx(results["sts/sts_avg"])
     return results, metrics
 
 
@@ -272,4 +272,4 @@ def test_real_short_cert_run_from_minilm(data_dir: Path, tmp_path: Path) -> None
         f"model.name_or_path={minilm_path()}", "loss.tau=0.07", "method.queue_size=64",
         "train.batch_size=16", "train.max_steps=6", "train.eval_steps=3", "train.log_steps=1",
     ], data_dir, tmp_path)
-    assert all(math.isfinite(m["train_loss"]) and 0 <= m["train_moco_top1"] <= 1 for m in metrics if "train_loss" in m)
+    assert all(math.isfinite(m["train/loss"]) and 0 <= m["train/moco_top1"] <= 1 for m in metrics if "train/loss" in m)

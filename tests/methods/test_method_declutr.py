@@ -282,6 +282,6 @@ def test_real_short_declutr_run_from_minilm(data_dir: Path, tmp_path: Path) -> N
         "model.max_length=128", "method.min_span_len=8", "method.max_span_len=64",
         "train.batch_size=4", "train.max_steps=6", "train.eval_steps=3", "train.log_steps=1",
     ], data_dir, tmp_path)
-    rows = [m for m in metrics if "train_loss" in m]
-    assert all(math.isfinite(m["train_loss"]) and math.isfinite(m["train_loss_mlm"]) for m in rows)
+    rows = [m for m in metrics if "train/loss" in m]
+    assert all(math.isfinite(m["train/loss"]) and math.isfinite(m["train/loss_mlm"]) for m in rows)
     assert rows[0]["train_docs_skipped"] > 0  # most of the first 400 articles are shorter than 256 words

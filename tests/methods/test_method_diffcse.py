@@ -126,8 +126,11 @@ def test_batchnorm_projector_is_the_official_projection_mlp(tiny_bert) -> None:
 
 
 def test_generator_is_checked_before_loading(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"^method.generator: cannot load '.*nowhere'"):
+    with pytest.raises(ValueError, match=r"^method.generator: cannot load '.*nowhere'") as offline:
         yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.005)
+    # the null choice it offers carries compare.md's warning: on a checkpoint without an MLM head it is not DiffCSE
+    assert "or null for model.name_or_path (a variant, not the paper's DiffCSE" in str(offline.value)
+    assert "all-MiniLM-L6-v2" in str(offline.value) and "not DiffCSE's objective" in str(offline.value)
     with pytest.raises(ValueError, match=r"^method.projector: Invalid value 'linear', expected one of \[batchnorm, mlp\]"):
         yaml_spec("method", "diffcse", projector="linear", lambda_weight=0.0)
     yaml_spec("method", "diffcse", generator=str(tmp_path / "nowhere"), lambda_weight=0.0)  # inert without λ

@@ -175,7 +175,7 @@ def test_real_short_quickthoughts_run_from_minilm(data_dir: Path, tmp_path: Path
         f"model.name_or_path={minilm_path()}", "train.batch_size=16", "train.max_steps=6", "train.eval_steps=3",
         "train.log_steps=1",
     ], data_dir, tmp_path)
-    rows = [m for m in metrics if "train_loss" in m]
-    assert all(math.isfinite(m["train_loss"]) and 0 <= m["train_neighbour_accuracy"] <= 1 for m in rows)
+    rows = [m for m in metrics if "train/loss" in m]
+    assert all(math.isfinite(m["train/loss"]) and 0 <= m["train/neighbour_accuracy"] <= 1 for m in rows)
     meta = json.loads((tmp_path / "run" / "best_model" / "cl_bench_encoder.json").read_text())
     assert meta["embedding"] == "concat" and (tmp_path / "run" / "best_model" / CONTEXT_ENCODER_DIR).is_dir()

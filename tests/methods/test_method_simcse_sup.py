@@ -189,6 +189,6 @@ def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
         tmp_path, data_dir,
     )
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert -100 <= results["stsb"] <= 100 and math.isfinite(results["best_stsb_dev"])
+    assert -100 <= results["sts/stsb"] <= 100 and math.isfinite(results["select/best_stsb_dev"])
     losses = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert all(math.isfinite(v) for m in losses for k, v in m.items() if k.startswith("train_loss"))
+    assert all(math.isfinite(v) for m in losses for k, v in m.items() if k.startswith("train/loss"))

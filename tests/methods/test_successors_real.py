@@ -15,7 +15,7 @@ from conftest import cli_env, minilm_path
 
 # STS-B (dev and test): the seven STS tasks take ~40 min an evaluation on the shared 2-core machine under load;
 # add eval=default to a run for sts12 ... sickr and sts_avg
-STS_KEYS = ("stsb", "stsb_dev")
+STS_KEYS = ("sts/stsb", "sts/stsb_dev")
 COMMON = ["data=wiki1m_head", "data.limit=512", "pooler=avg", "model.max_length=32", "train.batch_size=16",
           "train.max_steps=6", "train.eval_steps=0", "train.log_steps=1", "train.lr=1e-4", "train.checkpoint_steps=0",
           "train.save_best=false", "eval=quick", "eval.align_uniform=false", "eval.anisotropy=false",
@@ -45,11 +45,11 @@ def _cl_bench(args: list[str], data_dir: Path, cwd: Path) -> dict[str, float]:
 def test_successor_trains_from_minilm_and_reports_sts(method: str, data_dir: Path, tmp_path: Path) -> None:
     results = _cl_bench([*RUNS[method], f"model.name_or_path={minilm_path()}", *COMMON], data_dir, tmp_path)
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    losses = [m["train_loss"] for m in metrics if "train_loss" in m]
+    losses = [m["train/loss"] for m in metrics if "train/loss" in m]
     assert len(losses) == 6 and all(math.isfinite(v) for v in losses)
     if method == "diffcse":
-        assert all(math.isfinite(m["train_loss_electra"]) for m in metrics if "train_loss_electra" in m)
+        assert all(math.isfinite(m["train/loss_electra"]) for m in metrics if "train/loss_electra" in m)
     if method == "esimcse":  # the queue fills: 0, 16, 32, 32, ... keys
-        sizes = [m["train_queue_size"] for m in metrics if "train_queue_size" in m]
+        sizes = [m["train/queue_size"] for m in metrics if "train/queue_size" in m]
         assert sizes[:3] == [0.0, 16.0, 32.0]
     print(f"{method}:", json.dumps({k: round(results[k], 2) for k in STS_KEYS}))

@@ -297,7 +297,7 @@ def test_real_command_trains_evaluates_and_exports_each_family(
     _run(args, tmp_path, data_dir)
     run = tmp_path / "run"
     results = json.loads((run / "results.json").read_text())
-    assert np.isfinite(results["stsb"]) and results["best_step"] == 2
+    assert np.isfinite(results["sts/stsb"]) and results["select/best_step"] == 2
     assert (run / "best_model" / ("adapter_config.json" if lora else "model.safetensors")).is_file()
     out = ex.export(run, tmp_path / "exported", check=True)
     vectors = SentenceTransformer(str(out), device="cpu").encode(SENTENCES, convert_to_numpy=True)
@@ -308,5 +308,5 @@ def test_real_command_trains_evaluates_and_exports_each_family(
     # mode=eval on the LoRA checkpoint (adapters + base) through the real command: the run's own figure
     _run(["mode=eval", f"model.name_or_path={run / 'best_model'}", "pooler=last_token", "logger=none",
           "eval.tasks=[stsb]", "eval.align_uniform=false", "eval.anisotropy=false", "hydra.run.dir=eval"], tmp_path, data_dir)
-    assert np.isclose(json.loads((tmp_path / "eval" / "results.json").read_text())["stsb"], results["stsb"],
+    assert np.isclose(json.loads((tmp_path / "eval" / "results.json").read_text())["sts/stsb"], results["sts/stsb"],
                       atol=1e-6)

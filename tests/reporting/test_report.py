@@ -245,7 +245,7 @@ def test_report_on_a_real_tiny_sweep(tiny_bert: Path, data_dir: Path, tmp_path: 
         params = json.loads((job.parent / "params.json").read_text())
         # method.fixed_dropout_mask is n/a where it cannot act (p = 0)
         key = (params["dropout"], params.get("method.fixed_dropout_mask") is True, params["loss.tau"])
-        by_point.setdefault(key, []).append(json.loads(job.read_text())["best_stsb_dev"])
+        by_point.setdefault(key, []).append(json.loads(job.read_text())["select/best_stsb_dev"])
     dropout = pd.read_csv(tmp_path / "report" / "dropout.csv").set_index("point")
     for label, key in (("p = 0", (0.0, False, 0.05)), ("fixed 0.1", (0.1, True, 0.05))):
         assert dropout.loc[label, "runs"] == 2

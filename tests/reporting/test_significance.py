@@ -157,7 +157,8 @@ def test_compare_labels_as_typed_one_file_each_and_the_one_seed_warning(gold: di
     printed = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["compare_method=simcse_vs_method=sg_opt.csv",
                                                      "compare_method=simcse_vs_method=sg_opt.md"]
-    assert "WARNING: one seed for method=simcse and method=sg_opt" in printed and "Holm p, mark" in printed
+    assert "WARNING: 1 seed(s) for method=simcse (fewer than 3)" in printed and "Holm p, mark" in printed
+    assert "WARNING: 1 seed(s) for method=sg_opt (fewer than 3)" in printed
     assert "| avg    |    test |" in printed and "200 resamples, resampling seed 0" in printed
     saved = pd.read_csv(out / "compare_method=simcse_vs_method=sg_opt.csv")
     assert (saved["p_holm"] >= saved["p"]).all() and saved["resamples"].eq(200).all()
@@ -372,7 +373,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
     table = pd.read_csv(tmp_path / "report" / "sweep.csv").set_index("point")
     assert list(table.index) == ["dropout=0", "dropout=0.1"] and list(table["n"]) == [3, 3]
-    seeds = {label: [r["best_stsb_dev"] for d, r in results.items()
+    seeds = {label: [r["select/best_stsb_dev"] for d, r in results.items()
                      if json.loads((d / "params.json").read_text())["dropout"] == value]
              for label, value in (("dropout=0", 0.0), ("dropout=0.1", 0.1))}
     low, high = t_interval(seeds["dropout=0"])
@@ -383,7 +384,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     text = (tmp_path / "report" / "report.md").read_text()
     # the paper comparison's setting line: the batch that trained (train.batch_size=8), not the shortcut's 64
     assert "steps 2, batch 8;" in report.stdout
-    assert "95% CI (t)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
+    assert "95% CI (t, over seeds)" in text and "Reference: `dropout=0.1`" in text and "What the figures were measured with" in text
     attached = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report.md", "sweep.csv", "runs.csv", "sweep.png"} <= attached
 
@@ -399,10 +400,11 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     printed = pd.read_csv(printed_path)
     scores = [load_pair_scores(RunDir(r.data.tags["run_dir"]).pair_scores) for r in (run_a, run_b)]
     expected = paired_bootstrap([scores[0]], [scores[1]], n_resamples=100)
+    expected = expected[expected["task"] != "avg"]  # one task (eval.tasks=[stsb]): its average is the same test
     for column in ("a", "b", "difference", "ci_low", "ci_high"):
         assert list(printed[column]) == pytest.approx(list(expected[column]), abs=1e-12), column
     assert printed.loc[0, "a"] == pytest.approx(json.loads((Path(run_a.data.tags["run_dir"]) / "results.json")
-                                                           .read_text())["stsb"], abs=1e-9)
+                                                           .read_text())["sts/stsb"], abs=1e-9)
     assert f"{printed.loc[0, 'difference']:+.2f}" in compared.stdout
     # a run against itself, by its MLflow id: exactly 0, CI [0, 0]
     itself = subprocess.run(
@@ -413,7 +415,7 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     assert itself.returncode == 0, itself.stderr[-3000:]
     (saved_path,) = (tmp_path / "cmp_self").glob("compare_*.csv")
     saved = pd.read_csv(saved_path)
-    assert (saved[["difference", "ci_low", "ci_high"]] == 0).all().all() and len(saved) == 2
+    assert (saved[["difference", "ci_low", "ci_high"]] == 0).all().all() and list(saved["task"]) == ["stsb"]
     # point labels of the sweep: three seeds a side, so Welch's test too
     compared = subprocess.run(
         [shutil.which("cl-bench-report"), "--experiment", "ablation_dropout", "--compare", "dropout=0", "dropout=0.1",
@@ -422,6 +424,6 @@ def test_two_point_three_seed_sweep_report_and_compare(tiny_bert: Path, data_dir
     )
     assert compared.returncode == 0, compared.stderr[-3000:]
     points = pd.read_csv(tmp_path / "cmp_points" / "compare_dropout=0_vs_dropout=0.1.csv")
-    assert list(points["n_a"]) == [3, 3] and points["welch_p"].notna().all()
+    assert list(points["n_a"]) == [3] and points["welch_p"].notna().all()
     assert list(points["welch_p_holm"]) == pytest.approx(list(holm(list(points["welch_p"]))))
-    assert "Welch p (seeds)" in compared.stdout and "WARNING: one seed" not in compared.stdout
+    assert "Welch p (seeds)" in compared.stdout and "WARNING" not in compared.stdout  # 3 seeds, same settings

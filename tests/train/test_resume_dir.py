@@ -28,7 +28,7 @@ def test_resume_continues_in_the_given_dir(tiny_bert: Path, data_dir: Path, tmp_
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=300)
-    stopped_at = json.loads((first / "results.json").read_text())["interrupted_at_step"]
+    stopped_at = json.loads((first / "results.json").read_text())["run/interrupted_at_step"]
     assert 0 < stopped_at < 200
 
     # no hydra.run.dir: Hydra makes outputs/runs/<date>/<time>/, which must not stay beside the continued run
@@ -37,7 +37,7 @@ def test_resume_continues_in_the_given_dir(tiny_bert: Path, data_dir: Path, tmp_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert not list((tmp_path / "outputs").rglob("*.log")) and not list((tmp_path / "outputs").rglob(".hydra"))
     results = json.loads((first / "results.json").read_text())
-    assert results["steps"] == 200 and "stsb" in results
+    assert results["train/steps"] == 200 and "sts/stsb" in results
     output = resumed.stdout + resumed.stderr
     assert f"trained {200 - int(stopped_at)} steps" in output and f"(steps {int(stopped_at) + 1}-200 in this process" in output
     assert "continuing run directory" in (first / "cli.log").read_text()  # the job log continued in the run dir

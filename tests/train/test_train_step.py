@@ -190,7 +190,7 @@ def test_the_trainer_reads_the_deferred_guard_at_log_steps(cuda_step_path: None,
         return
     _, state = trainer.fit()
     assert state.skipped_steps == 3
-    assert [(m["skipped_steps"], step) for m, step in logged if "skipped_steps" in m] == [(2, 2), (3, 3)]
+    assert [(m["train/skipped_steps"], step) for m, step in logged if "train/skipped_steps" in m] == [(2, 2), (3, 3)]
 
 
 def test_a_compiled_trainer_trains_on_bucketed_lengths(monkeypatch: pytest.MonkeyPatch, tiny_bert: Path,

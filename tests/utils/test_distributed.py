@@ -249,10 +249,10 @@ def test_torchrun_cli_trains_once_and_only_rank0_tracks(tiny_bert: Path, data_di
     assert len(run_dirs) == 1  # both ranks agreed on one run directory
     run_dir = run_dirs[0]
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["best_step"] == 3.0 and "sts_avg" in results
+    assert results["select/best_step"] == 3.0 and "sts/sts_avg" in results
     assert (run_dir / "cli_rank1.log").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
     assert proc.stdout.count("results: ") == 1  # only rank 0 evaluated and printed
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-    assert runs[0].data.metrics["train_loss"] > 0
+    assert runs[0].data.metrics["train/loss"] > 0
