@@ -24,12 +24,13 @@ A README.md model card states the method, hyperparameters and the run's STS/tran
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -442,6 +443,18 @@ def model_card(info: RunInfo, settings: dict[str, Any], modules: Sequence[str], 
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def sentence_transformer_of(info: RunInfo, settings: dict[str, Any]) -> Iterator[Any]:
+    """The ``SentenceTransformer`` of a located checkpoint (:func:`locate_run`, :func:`pooling_settings`): what
+    ``cl-bench-export`` saves and ``logger.log_model`` logs to MLflow. A LoRA checkpoint's adapters are merged into
+    its base weights in a temporary folder, kept while the model is in use."""
+    with tempfile.TemporaryDirectory(prefix="cl_bench_merged_") as merged:
+        source = info.model_dir
+        if is_lora_dir(info.model_dir):  # LoRA adapters: merged into the base weights, so any loader reads one model
+            source = merge_lora(info.model_dir, Path(merged))
+        yield build_sentence_transformer(source, **settings)
+
+
 def export(
     path: str | Path, out_dir: str | Path, pooler: str | None = None, overwrite: bool = False, check: bool = True
 ) -> Path:
@@ -469,11 +482,7 @@ def export(
         if out_dir.resolve() in (info.model_dir.resolve(), *(info.model_dir.resolve().parents)):
             raise ExportError(f"{out_dir}: would overwrite the checkpoint being exported")
         shutil.rmtree(out_dir)
-    with tempfile.TemporaryDirectory(prefix="cl_bench_merged_") as merged:
-        source = info.model_dir
-        if is_lora_dir(info.model_dir):  # LoRA adapters: merged into the base weights, so any loader reads one model
-            source = merge_lora(info.model_dir, Path(merged))
-        model = build_sentence_transformer(source, **settings)
+    with sentence_transformer_of(info, settings) as model:
         model.save(str(out_dir), create_model_card=False)
     meta = {**info.meta, **settings}
     (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))

@@ -104,3 +104,7 @@ PROVENANCE_FIELDS = ("aggregation", "eval_pooler", "eval_mlp", "mlp_dropped", "d
           "data_digest")
 #: the MLflow tag prefix of a run's provenance fields (results.json ``provenance``: cl_bench.commands.provenance)
 PROVENANCE_TAG_PREFIX = "provenance."
+#: the headline figures (the runs table's columns, in this order), as the metric-name contract names them; the one
+#: list cl-bench's MLflow views read (cl_bench.tracking.metric_names holds it once that module exists: point this at it)
+HEADLINE_METRICS = ("sts/sts_avg", "sts/stsb", "transfer/transfer_avg", "geometry/align", "geometry/uniform",
+                    "select/best_stsb_dev")
