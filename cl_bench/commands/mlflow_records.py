@@ -63,17 +63,27 @@ def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str 
     """Log a run's ``best_model/`` as an MLflow sentence-transformers model through ``log_model`` (``RunTracker.
     log_model``, or the sweep callback's); returns its ``models:/<id>`` URI. A checkpoint with no
     sentence-transformers equivalent (a prompted encoder, :func:`cl_bench.commands.export.pooling_settings`) is
-    said in one warning and not logged."""
+    said in one warning and not logged, as is a missing sentence-transformers (the optional ``st`` extra)."""
+    import importlib.util
+
     from cl_bench.commands.export import ExportError, locate_run, pooling_settings, sentence_transformer_of
 
+    if importlib.util.find_spec("sentence_transformers") is None:  # the optional `st` extra
+        log.warning("no MLflow model logged: sentence-transformers is not installed (pip install -e '.[st]'), "
+                    "or set logger.log_model=none")
+        return None
     try:
         info = locate_run(run_dir)
         settings = pooling_settings(info)
     except ExportError as err:
         log.warning("no MLflow model logged: %s", err)
         return None
-    with sentence_transformer_of(info, settings) as model:
-        uri = log_model(model, step, pip_requirements=model_requirements())
+    try:
+        with sentence_transformer_of(info, settings) as model:
+            uri = log_model(model, step, pip_requirements=model_requirements())
+    except Exception as err:  # noqa: BLE001 (a checkpoint sentence-transformers cannot build: the run's figures stand)
+        log.warning("no MLflow model logged: %s: %s", type(err).__name__, str(err).splitlines()[0][:200] if str(err) else "")
+        return None
     if uri is not None:
         log.info("best checkpoint logged to MLflow as %s", uri)
     return uri
