@@ -3,7 +3,7 @@ system metrics (the settings ``logger.log_model`` and ``logger.system_metrics``)
 
 The MLflow calls are :class:`cl_bench.tracking.mlflow_logger.RunTracker`'s (every failure one warning, the run goes
 on); this module decides what to log from the run's config and builds the model the way ``cl-bench-export`` does
-(:func:`cl_bench.commands.export.sentence_transformer_of`: one implementation of the sentence-transformers folder).
+(:func:`cl_bench.commands.st_model.sentence_transformer_of`: one implementation of the sentence-transformers folder).
 """
 
 from __future__ import annotations
@@ -62,11 +62,11 @@ def model_requirements() -> list[str]:
 def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str | None]) -> str | None:
     """Log a run's ``best_model/`` as an MLflow sentence-transformers model through ``log_model`` (``RunTracker.
     log_model``, or the sweep callback's); returns its ``models:/<id>`` URI. A checkpoint with no
-    sentence-transformers equivalent (a prompted encoder, :func:`cl_bench.commands.export.pooling_settings`) is
+    sentence-transformers equivalent (a prompted encoder, :func:`cl_bench.commands.st_model.pooling_settings`) is
     said in one warning and not logged, as is a missing sentence-transformers (the optional ``st`` extra)."""
     import importlib.util
 
-    from cl_bench.commands.export import ExportError, locate_run, pooling_settings, sentence_transformer_of
+    from cl_bench.commands.st_model import ExportError, locate_run, pooling_settings, sentence_transformer_of
 
     if importlib.util.find_spec("sentence_transformers") is None:  # the optional `st` extra
         log.warning("no MLflow model logged: sentence-transformers is not installed (pip install -e '.[st]'), "
