@@ -419,7 +419,8 @@ def run(cfg: DictConfig) -> float | None:
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")
-        _print_runs_table_url(tracker, cfg)
+        if tracker.mlflow_ok:  # a store that failed during the run is not asked again (a server's retries take minutes)
+            _print_runs_table_url(tracker, cfg)
     return results.get("sts_avg")
 
 
