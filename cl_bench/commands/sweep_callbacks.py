@@ -109,7 +109,6 @@ class MLflowSweepCallback(Callback):
             return
         summary_file = sweep_dir / "sweep_table.md"
         summary_file.write_text(text + "\n")
-        print(f"\n{text}", flush=True)
         if self.parent_run_id is not None:
             try:
                 client.set_tag(self.parent_run_id, "mlflow.note.content", f"```\n{text}\n```")
@@ -120,6 +119,7 @@ class MLflowSweepCallback(Callback):
                 log.warning("could not attach the sweep table to MLflow run %s: %s", self.parent_run_id, err)
             if log_model == "best":  # the jobs left it to the sweep (cl_bench.commands.mlflow_records.logs_model)
                 log_best_job(self.tracking_uri, sweep_dir)
+        print(f"\n{text}", flush=True)  # last: the sweep's answer ends its output, after MLflow's log lines
 
     def _close(self) -> None:
         if self._closed or self.parent_run_id is None:

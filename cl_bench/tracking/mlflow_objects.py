@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,12 @@ def log_sentence_transformer(tracking_uri: str, run_id: str, model: Any, step: i
     run = client.get_run(run_id)
     logged = client.create_logged_model(run.info.experiment_id, name=name, source_run_id=run_id,
                                         params=dict(run.data.params))
-    with _use_tracking_uri(tracking_uri):
-        return mlflow.sentence_transformers.log_model(model, name=name, model_id=logged.model_id, run_id=run_id,
-                                                      step=step, pip_requirements=pip_requirements)
+    quiet = logging.getLogger("sentence_transformers")  # its INFO "Saving model to <temporary folder>" is no news
+    level = quiet.level
+    quiet.setLevel(max(level, logging.WARNING))
+    try:
+        with _use_tracking_uri(tracking_uri):
+            return mlflow.sentence_transformers.log_model(model, name=name, model_id=logged.model_id, run_id=run_id,
+                                                          step=step, pip_requirements=pip_requirements)
+    finally:
+        quiet.setLevel(level)
