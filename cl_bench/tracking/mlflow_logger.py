@@ -283,7 +283,6 @@ class RunTracker:
         self._stop_system_metrics()
         self._mlflow("set_terminated", self._client.set_terminated, self.run_id, status)
 
-
     # ----- MLflow's own records: system metrics, dataset inputs, the logged model ---------------
     def _start_system_metrics(self, resume: bool = False) -> None:
         """Start MLflow's system-metrics monitor on this run (``system_metrics``): CPU, memory, disk, network, and
