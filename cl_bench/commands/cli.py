@@ -561,7 +561,11 @@ def _log_mlflow_records(tracker: Any, cfg: DictConfig, run_dir: Path, provenance
     mlflow_records.log_data(tracker, cfg, provenance)
     if step is not None and mlflow_records.logs_model(cfg, HydraConfig.get().mode == RunMode.MULTIRUN) \
             and RunDir(run_dir).best_model.is_dir():
-        mlflow_records.log_best_model(run_dir, step, tracker.log_model)
+        from functools import partial
+
+        from cl_bench.commands.mlflow_pyfunc import log_pyfunc_encoder
+
+        mlflow_records.log_best_model(run_dir, step, tracker.log_model, partial(tracker.log_model, log_fn=log_pyfunc_encoder))
 
 
 def _log_plots(tracker: Any, run_dir: Path) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from cl_bench.utils.rundir import ENCODER_META_FILE
+
 log = logging.getLogger(__name__)
 
 
@@ -59,11 +61,14 @@ def model_requirements() -> list[str]:
     return [f"{name}=={version(name)}" for name in ("sentence-transformers", "transformers", "torch")]
 
 
-def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str | None]) -> str | None:
+def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str | None],
+                   log_pyfunc: Callable[..., str | None] | None = None) -> str | None:
     """Log a run's ``best_model/`` as an MLflow sentence-transformers model through ``log_model`` (``RunTracker.
     log_model``, or the sweep callback's); returns its ``models:/<id>`` URI. A checkpoint with no
-    sentence-transformers equivalent (a prompted encoder, :func:`cl_bench.commands.st_model.pooling_settings`) is
-    said in one warning and not logged, as is a missing sentence-transformers (the optional ``st`` extra)."""
+    sentence-transformers equivalent (a prompted encoder, :func:`cl_bench.commands.st_model.pooling_settings`) goes
+    through ``log_pyfunc`` (``RunTracker.log_model`` with :func:`cl_bench.commands.mlflow_pyfunc.log_pyfunc_encoder`: cl-bench's own encoder as a pyfunc model,
+    :mod:`cl_bench.commands.mlflow_pyfunc`); a missing sentence-transformers (the optional ``st`` extra) is one
+    warning and no model."""
     import importlib.util
 
     from cl_bench.commands.st_model import ExportError, locate_run, pooling_settings, sentence_transformer_of
@@ -74,10 +79,19 @@ def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str 
         return None
     try:
         info = locate_run(run_dir)
-        settings = pooling_settings(info)
     except ExportError as err:
         log.warning("no MLflow model logged: %s", err)
         return None
+    try:
+        settings = pooling_settings(info)
+    except ExportError as err:  # a prompted pooler: cl-bench's own encoder as a pyfunc model
+        if log_pyfunc is None or not (info.model_dir / ENCODER_META_FILE).is_file():
+            log.warning("no MLflow model logged: %s", err)
+            return None
+        uri = log_pyfunc(info.model_dir, step, pip_requirements=[*model_requirements(), "cl-bench"])
+        if uri is not None:
+            log.info("best checkpoint logged to MLflow as %s (pyfunc: %s)", uri, err)
+        return uri
     try:
         with sentence_transformer_of(info, settings) as model:
             uri = log_model(model, step, pip_requirements=model_requirements())
@@ -101,4 +115,13 @@ def log_best_job_model(tracking_uri: str, run_dir: Path, run_id: str, step: int)
             log.warning("MLflow log_model failed for %s (%s: %s)", run_dir, type(err).__name__, str(err)[:200])
             return None
 
-    return log_best_model(run_dir, step, send)
+    def send_pyfunc(model_dir: Path, step: int, pip_requirements: list[str]) -> str | None:
+        from cl_bench.commands.mlflow_pyfunc import log_pyfunc_encoder
+
+        try:
+            return log_pyfunc_encoder(tracking_uri, run_id, model_dir, step, pip_requirements=pip_requirements).model_uri
+        except Exception as err:  # tracking must never fail the sweep
+            log.warning("MLflow log_model failed for %s (%s: %s)", run_dir, type(err).__name__, str(err)[:200])
+            return None
+
+    return log_best_model(run_dir, step, send, send_pyfunc)

@@ -314,16 +314,19 @@ class RunTracker:
         self._mlflow("log_inputs", lambda: self._client.log_inputs(
             self.run_id, datasets=dataset_inputs(data_sha256, data_root, train_file)))
 
-    def log_model(self, model: Any, step: int, pip_requirements: list[str] | None = None) -> str | None:
+    def log_model(self, model: Any, step: int, pip_requirements: list[str] | None = None,
+                  log_fn: Any = None) -> str | None:
         """Log ``model`` (a ``SentenceTransformer``) as this run's MLflow model at ``step`` (the final figures'
         step: MLflow links them to it); returns its URI ``models:/<id>``, None without MLflow or on failure
-        (warned once, as every tracking failure: the run goes on)."""
+        (warned once, as every tracking failure: the run goes on). ``log_fn(tracking_uri, run_id, model, step,
+        pip_requirements=)`` logs it (default :func:`cl_bench.tracking.mlflow_objects.log_sentence_transformer`;
+        the pyfunc fallback passes its own)."""
         if self.run_id is None or not self._mlflow_ok:
             return None
         from cl_bench.tracking.mlflow_objects import log_sentence_transformer
 
-        info = self._mlflow("log_model", log_sentence_transformer, self.tracking_uri, self.run_id, model, step,
-                            pip_requirements=pip_requirements)
+        info = self._mlflow("log_model", log_fn or log_sentence_transformer, self.tracking_uri, self.run_id, model,
+                            step, pip_requirements=pip_requirements)
         return None if info is None else info.model_uri
 
 

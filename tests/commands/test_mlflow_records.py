@@ -130,6 +130,31 @@ def test_logged_model_loads_through_mlflow_and_reproduces_the_embeddings(tiny_be
     np.testing.assert_allclose(theirs, ours, atol=1e-5)
 
 
+def test_a_prompted_checkpoint_is_logged_as_a_pyfunc_that_reproduces_the_embeddings(tiny_bert: Path, data_dir: Path,
+                                                                                  tmp_path: Path) -> None:
+    from functools import partial
+
+    from cl_bench.commands.mlflow_pyfunc import log_pyfunc_encoder
+    from cl_bench.commands.mlflow_records import log_best_model
+    from cl_bench.models.encoder import build_encoder
+
+    template = 'This sentence of "[X]" means [MASK].'
+    model_dir = tmp_path / "best_model"
+    build_encoder(str(tiny_bert), pooler="mask", dropout=0.0, prompt=template).save(model_dir)
+    tracker = RunTracker(tmp_path / "run", tracking_uri=_store(tmp_path))
+    tracker.start({"pooler": "mask"}, {})
+    uri = log_best_model(model_dir, 2, tracker.log_model, partial(tracker.log_model, log_fn=log_pyfunc_encoder))
+    assert uri is not None and uri.startswith("models:/m-")  # sentence-transformers has no [MASK] pooling: pyfunc
+    mlflow.set_tracking_uri(tracker.tracking_uri)
+    try:
+        loaded = mlflow.pyfunc.load_model(uri)
+    finally:
+        mlflow.set_tracking_uri(None)
+    sentences = _sentences(data_dir)
+    ours = build_encoder(str(model_dir), pooler="mask", prompt=template, fresh_mlp=False).encode(sentences, batch_size=32)
+    np.testing.assert_allclose(np.asarray(loaded.predict(sentences)), ours, atol=1e-5)
+
+
 def test_log_model_on_a_dead_store_warns_and_goes_on(tiny_bert: Path, tmp_path: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     from cl_bench.commands.mlflow_records import log_best_model
