@@ -249,6 +249,7 @@ def _parent_run_id(hydra_cfg: Any) -> str | None:
 
 def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     """The run tracker for this job (child of the sweep's parent run in a multirun)."""
+    from cl_bench.commands.mlflow_records import system_metrics_on
     from cl_bench.tracking.mlflow_logger import RunTracker
 
     name = cfg.logger.run_name or run_name(cfg, hydra_cfg)
@@ -259,7 +260,7 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
         experiment_name=cfg.logger.experiment_name,
         run_name=name,
         parent_run_id=_parent_run_id(hydra_cfg),
-        system_metrics=cfg.logger.system_metrics,
+        system_metrics=system_metrics_on(cfg.logger.system_metrics) if cfg.logger.enabled else False,
     )
 
 
@@ -427,9 +428,9 @@ def run(cfg: DictConfig) -> float | None:
                         ", ".join(RunDir(run_dir).run_files()))
             RunDir(run_dir).clear_run()
         tracker = make_tracker(cfg, run_dir, hydra_cfg)
-        from cl_bench.config import acting_params
+        from cl_bench.config import acting_params, knob_params
 
-        params = acting_params(cfg)
+        params = knob_params(acting_params(cfg), dict(hydra_cfg.runtime.choices))
         if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
             from cl_bench.utils.rundir import INERT_VALUE, SweepDir
 
@@ -503,7 +504,21 @@ def run(cfg: DictConfig) -> float | None:
     print(f"results: {run_dir / 'results.json'}")
     if tracker.run_id is not None and not multirun:  # a sweep prints its parent's at the end
         print(f"MLflow: {tracker.ui_url()}")
+        if tracker.mlflow_ok:  # a store that failed during the run is not asked again (a server's retries take minutes)
+            _print_runs_table_url(tracker, cfg)
     return results.get(final_name("sts_avg", sample))
+
+
+def _print_runs_table_url(tracker: Any, cfg: DictConfig) -> None:
+    """Print where MLflow's runs table shows the experiment with the headline figures as columns, sorted by this
+    run's selection figure (:func:`cl_bench.tracking.ui_views.runs_table_url`); nothing when MLflow fails."""
+    from cl_bench.tracking import ui_views
+
+    order = [f"select/best_{cfg.train.select_metric}", "sts/sts_avg"] if cfg.mode == "train" else ["sts/sts_avg"]
+    try:
+        print(f"MLflow runs table: {ui_views.runs_table_url(tracker.client, tracker.tracking_uri, tracker.run_id, order)}")
+    except Exception as err:  # noqa: BLE001 (a URL is a convenience)
+        log.warning("no MLflow runs-table view: %s", err)
 
 
 def with_eval_pooler(encoder: Any, cfg: DictConfig) -> Any:
@@ -552,7 +567,9 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
     log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = final_names(evaluate_encoder(encoder, cfg, run_dir), cfg.eval.get("sample_pairs"))
-    tracker.log_results({**results, "pooler": encoder.pooler}, provenance=run_provenance(cfg, encoder, str(device)))
+    provenance = run_provenance(cfg, encoder, str(device))
+    tracker.log_results({**results, "pooler": encoder.pooler}, provenance=provenance)
+    _log_mlflow_records(tracker, cfg, run_dir, provenance, None)
     _log_plots(tracker, run_dir)
     return results
 
@@ -592,9 +609,10 @@ def _train_and_evaluate(
     from cl_bench.commands.provenance import run_provenance
 
     device = str(encoder.device)  # where the evaluation encoder runs (QuickThoughts' pair of encoders has no parameters)
-    tracker.log_results({**results, "pooler": pooler}, state.step,
-                        provenance=run_provenance(cfg, encoder, device, state.best_step))
+    provenance = run_provenance(cfg, encoder, device, state.best_step)
+    tracker.log_results({**results, "pooler": pooler}, state.step, provenance=provenance)
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
+    _log_mlflow_records(tracker, cfg, run_dir, provenance, state.step)
     _log_plots(tracker, run_dir)
     if RunDir(run_dir).best_model.is_dir():
         tracker.set_tags({"best_model": str(RunDir(run_dir).best_model)})
@@ -616,6 +634,24 @@ def _final_eval_ratio(cfg: DictConfig) -> float:
         log.debug("final evaluation not counted in the ETA: %s", err)
         return 0.0
     return final / max(dev, 1)
+
+
+def _log_mlflow_records(tracker: Any, cfg: DictConfig, run_dir: Path, provenance: dict[str, Any],
+                        step: int | None) -> None:
+    """The run's data sets as MLflow dataset inputs, and (``logger.log_model``) its best checkpoint as an MLflow
+    model at the final figures' ``step`` (:mod:`cl_bench.commands.mlflow_records`)."""
+    from cl_bench.commands import mlflow_records
+
+    if tracker.run_id is None:
+        return
+    mlflow_records.log_data(tracker, cfg, provenance)
+    if step is not None and mlflow_records.logs_model(cfg, HydraConfig.get().mode == RunMode.MULTIRUN) \
+            and RunDir(run_dir).best_model.is_dir():
+        from functools import partial
+
+        from cl_bench.commands.mlflow_pyfunc import log_pyfunc_encoder
+
+        mlflow_records.log_best_model(run_dir, step, tracker.log_model, partial(tracker.log_model, log_fn=log_pyfunc_encoder))
 
 
 def _log_plots(tracker: Any, run_dir: Path) -> None:

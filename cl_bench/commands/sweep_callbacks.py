@@ -26,7 +26,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from cl_bench.tracking.mlflow_logger import (
     absolute_tracking_uri,
-    compare_url,
     default_tracking_uri,
     ensure_experiment,
     flatten,
@@ -101,9 +100,9 @@ class MLflowSweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close()
-        self._summarise(Path(config.hydra.sweep.dir))
+        self._summarise(Path(config.hydra.sweep.dir), str(config.get("logger", {}).get("log_model", "best")))
 
-    def _summarise(self, sweep_dir: Path) -> None:
+    def _summarise(self, sweep_dir: Path, log_model: str = "best") -> None:
         """End the sweep with its answer: the grid of headline figures (read from the jobs' run
         directories, so ``logger=none`` gets it too), the parent run, its MLflow URL and the report
         command; the parent run carries the table (its description and ``sweep_table.md``)."""
@@ -116,12 +115,7 @@ class MLflowSweepCallback(Callback):
 
                 client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
                 experiment_id = client.get_run(self.parent_run_id).info.experiment_id
-                url = ui_url(self.tracking_uri, experiment_id, self.parent_run_id)
-                children = [r.info.run_id for r in client.search_runs(
-                    [experiment_id], f"tags.`mlflow.parentRunId` = '{self.parent_run_id}'", max_results=200)]
-                if len(children) > 1:  # the UI's side-by-side view of the children (params, metrics)
-                    compare = f"MLflow compare view ({len(children)} runs): " + compare_url(
-                        self.tracking_uri, experiment_id, children[::-1])
+                url, compare = save_sweep_views(client, self.tracking_uri, experiment_id, self.parent_run_id, sweep_dir)
             except Exception as err:  # the summary is printed whatever MLflow does
                 log.warning("MLflow parent run %s unreadable: %s", self.parent_run_id, err)
         try:
@@ -132,14 +126,17 @@ class MLflowSweepCallback(Callback):
             return
         summary_file = sweep_dir / "sweep_table.md"
         summary_file.write_text(text + "\n")
-        print(f"\n{text}", flush=True)
         if self.parent_run_id is not None:
             try:
                 client.set_tag(self.parent_run_id, "mlflow.note.content", f"```\n{text}\n```")
                 client.log_artifact(self.parent_run_id, str(summary_file))
                 log_sweep_outcome(client, self.parent_run_id, sweep_dir)
+                log_sweep_plot(client, self.parent_run_id, sweep_dir)
             except Exception as err:
                 log.warning("could not attach the sweep table to MLflow run %s: %s", self.parent_run_id, err)
+            if log_model == "best":  # the jobs left it to the sweep (cl_bench.commands.mlflow_records.logs_model)
+                log_best_job(self.tracking_uri, sweep_dir)
+        print(f"\n{text}", flush=True)  # last: the sweep's answer ends its output, after MLflow's log lines
 
     def _close(self, killed: bool = False) -> None:
         if self._closed or self.parent_run_id is None:
@@ -230,6 +227,79 @@ def log_sweep_outcome(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
                      params=[Param(k, v) for k, v in params.items()], tags=[RunTag(k, v) for k, v in tags.items()])
 
 
+def save_sweep_views(client: Any, tracking_uri: str, experiment_id: str, parent_run_id: str,
+                     sweep_dir: Path) -> tuple[str, str | None]:
+    """Save the sweep's two views of MLflow's runs page (:mod:`cl_bench.tracking.ui_views`) and return their URLs:
+    (the runs table, the chart view line or None for a single child).
+
+    Both list the sweep's children; the table shows the swept keys, then the headline figures, sorted by the figure
+    the sweep ranks its points on (best first); the chart view opens on the swept keys against the headline figures
+    (a parallel-coordinates plot, a bar chart per figure). The views are saved on the experiment under the keys
+    ``sweep-<parent run id>`` and ``sweep-<parent run id>-charts``, and listed by name in the UI's view menu.
+    """
+    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
+    from cl_bench.tracking import ui_views
+
+    children = client.search_runs([experiment_id], ui_views.children_filter(parent_run_id), max_results=1000)
+    logged = {k for run in children for k in run.data.metrics}
+    metric = ui_views.logged_name(build_sweep_table(load_run_dirs(sweep_dir)).metric, logged)
+    metrics = ui_views.headline_columns(logged, first=metric)
+    params = [k for k in SweepDir(sweep_dir).varied_keys() or [] if any(k in run.data.params for run in children)]
+    search = ui_views.children_filter(parent_run_id)
+    table_key = ui_views.save_view(client, experiment_id, f"{sweep_dir.name}: runs",
+                                   ui_views.runs_view_state(metrics, params, metric, search), f"sweep-{parent_run_id}")
+    url = f"{ui_url(tracking_uri, experiment_id)}&{ui_views.view_query(table_key)}"
+    if len(children) < 2:
+        return url, None
+    charts_key = ui_views.save_view(client, experiment_id, f"{sweep_dir.name}: charts",
+                                    ui_views.charts_view_state(metrics, params, metric, search),
+                                    f"sweep-{parent_run_id}-charts")
+    charts = f"{ui_url(tracking_uri, experiment_id)}&{ui_views.view_query(charts_key, charts=True)}"
+    return url, f"MLflow charts ({len(children)} runs, swept keys against the headline figures): {charts}"
+
+
+def log_sweep_plot(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
+    """Attach the sweep's table (``sweep.csv``: per point, mean ± std over seeds) and its plot (``sweep.png``, as
+    ``cl-bench-report`` draws it) to the parent run: the comparison one click from the experiment page."""
+    from cl_bench.reporting.report import build_sweep_table, load_run_dirs, plot_sweep
+
+    table = build_sweep_table(load_run_dirs(sweep_dir))
+    csv_path = sweep_dir / "sweep.csv"
+    table.points.to_csv(csv_path.with_name("sweep.csv.tmp"), index=False)
+    csv_path.with_name("sweep.csv.tmp").replace(csv_path)
+    client.log_artifact(parent_run_id, str(csv_path))
+    client.log_artifact(parent_run_id, str(plot_sweep(table, sweep_dir / "sweep.png")))
+
+
+def best_job(sweep_dir: Path) -> tuple[str, Path, int] | None:
+    """(run id, run dir, final step) of the sweep's best job: in the best point (:func:`sweep_outcome`'s), the
+    finished run with the highest ranking figure; None when no job finished with it."""
+    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
+
+    runs = load_run_dirs(sweep_dir)
+    table = build_sweep_table(runs)
+    placed = table.points[table.points["runs"] > 0] if len(table.points) else table.points
+    if not len(placed):
+        return None
+    point = placed.loc[placed["mean"].idxmax(), "point"]
+    finished = table.runs[(table.runs["point"] == point) & (table.runs["status"] == "FINISHED")
+                          & table.runs["value"].notna()]
+    if not len(finished):
+        return None
+    run = runs[runs["run_id"] == finished.loc[finished["value"].idxmax(), "run_id"]].iloc[0]
+    return str(run["run_id"]), Path(run["tags.run_dir"]), int(run.get("metrics.steps", 0) or 0)
+
+
+def log_best_job(tracking_uri: str, sweep_dir: Path) -> str | None:
+    """``logger.log_model=best``: the best job's checkpoint as an MLflow model, under that job's run; its URI."""
+    from cl_bench.commands.mlflow_records import log_best_job_model
+
+    found = best_job(sweep_dir)
+    if found is None or not (found[1] / "best_model").is_dir():
+        return None
+    return log_best_job_model(tracking_uri, found[1], found[0], found[2])
+
+
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """Every job's overrides, as Hydra's basic sweeper will launch them (preset params + command line)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -285,11 +355,12 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
                     f"{match.group(1)}: not a key of this job's config (no such key in the option it chose)"
                     if match else first
                 ) from None
+            choices = dict(job_config.hydra.runtime.choices)
             with open_dict(job_config):
                 del job_config["hydra"]
             preflight(job_config, job)
             if partly_inert is not None:
-                _collect_keys(job_config, acting, everything)
+                _collect_keys(job_config, choices, acting, everything)
         except ConfigError as err:
             print(f"cl-bench: error: job {number} ({' '.join(job)}): {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -299,21 +370,24 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
     return varied_keys(jobs)
 
 
-def _collect_keys(job_config: DictConfig, acting: list[set[str]], everything: list[set[str]]) -> None:
-    """Add one job's acting params and all its keys (for the partly inert keys of :func:`check_sweep`).
+def _collect_keys(job_config: DictConfig, choices: dict[str, Any], acting: list[set[str]],
+                  everything: list[set[str]]) -> None:
+    """Add one job's params and all its keys (for the partly inert keys of :func:`check_sweep`); ``choices``: the
+    job's config-group choices (Hydra's ``runtime.choices``), the params named after a group.
 
     The launching process has no job's Hydra runtime: ``paths.output_dir`` (``${hydra:...}``) is
     replaced by a placeholder, which changes no key. A job that still does not resolve adds nothing.
     """
-    from cl_bench.config import acting_params
+    from cl_bench.config import KNOB_GROUPS, acting_params, knob_params
 
     resolvable = job_config.copy()
     with open_dict(resolvable):
         if "paths" in resolvable and "output_dir" in resolvable.paths:
             resolvable.paths.output_dir = "<job dir>"
     try:
-        keys = set(acting_params(resolvable))
+        keys = set(knob_params(acting_params(resolvable), choices))
         every = set(flatten(OmegaConf.to_container(resolvable, resolve=True)))
+        every |= {g for g in KNOB_GROUPS if choices.get(g) is not None}  # a group's param, acting or not
     except Exception as err:  # noqa: BLE001 (a summary aid: the sweep goes on without it)
         log.warning("could not list the acting keys of a job (%s): every job logs its own", err)
         return

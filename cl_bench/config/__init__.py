@@ -45,6 +45,10 @@ Mode = StrEnum("Mode", "train eval")
 TrainPrecision = StrEnum("TrainPrecision", "auto fp32 bf16 fp16 fp16_cuda")
 #: ``train.nonfinite``: what a NaN/Inf loss or gradient does
 NonfiniteAction = StrEnum("NonfiniteAction", "stop skip")
+#: logger.log_model: which runs log their best checkpoint as an MLflow model (best: single runs and a sweep's best job)
+LogModel = StrEnum("LogModel", "all best none")
+#: logger.system_metrics's values (true/false arrive from the command line as booleans, so the key is text)
+SYSTEM_METRICS_VALUES = ("auto", "true", "false")
 
 
 class ConfigError(ValueError):
@@ -131,7 +135,8 @@ class LoggerConfig:
     tracking_uri: str | None = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db
     experiment_name: str = "cl-bench"  # MLflow experiment
     run_name: str | None = None  # None: named by what differs (a sweep child: the swept values)
-    system_metrics: bool = False  # MLflow system metrics (CPU, memory, GPU)
+    system_metrics: str = "auto"  # auto (on when CUDA is available) | true | false: MLflow's system metrics (CPU, memory, GPU with nvidia-ml-py)
+    log_model: LogModel = LogModel.best  # all | best (single runs, a sweep's best job) | none: best checkpoint as an MLflow model (sentence-transformers flavor)
 
 
 @dataclass
@@ -430,6 +435,9 @@ def check_values(cfg: DictConfig) -> None:
     Raises:
         ConfigError: one line naming the offending key.
     """
+    if str(cfg.logger.get("system_metrics", "auto")).strip().lower() not in SYSTEM_METRICS_VALUES:
+        raise ConfigError(f"logger.system_metrics: must be one of {', '.join(SYSTEM_METRICS_VALUES)}, "
+                          f"got '{cfg.logger.system_metrics}'")
     if not re.fullmatch(r"auto|[a-z]+(:\d+)?", str(cfg.train.device)):
         raise ConfigError(f"train.device: '{cfg.train.device}' is not a device; e.g. auto, cpu, cuda, cuda:1, mps")
     if cfg.pooler.name not in POOLERS:
@@ -1004,3 +1012,29 @@ def acting_params(cfg: DictConfig) -> dict[str, Any]:
         k: v for k, v in flat.items()
         if _covered(k, inert) is None and k not in SHORTCUT_COPIES and not k.endswith("._partial_")
     }
+
+
+#: config groups whose choice is a knob of the run, logged as a param under the group's name (``method=simcse``)
+KNOB_GROUPS = ("method", "loss", "augmentation", "model", "pooler", "data", "train", "eval", "experiment")
+#: param prefixes that say how a run is recorded, not what it trains or how it is scored (the logged config file
+#: ``config.yaml`` keeps them)
+_RECORDING_PREFIXES = ("logger.", "paths.")
+
+
+def knob_params(acting: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
+    """The MLflow params of a run: the knobs a researcher turns, named as on the command line.
+
+    From :func:`acting_params` (``acting``): each acting config group's choice under the group's name
+    (``method: simcse``, ``loss: infonce``, ``model: bert_base_uncased``, from Hydra's ``runtime.choices``), then
+    the scalar keys (``loss.tau``, ``train.lr``, ``dropout``). Left out (the run's ``config.yaml`` artifact keeps
+    them): import paths and other Hydra internals (a key part starting with ``_``: ``loss._target_``), a group's
+    ``name`` key (its choice stands for it), and the recording keys (``logger.*``, ``paths.*``). A group acts when
+    one of its keys does (an augmentation a method does not use is inert and gets no param).
+    """
+    groups = {g: str(choices[g]) for g in KNOB_GROUPS
+              if choices.get(g) is not None and any(k.startswith(f"{g}.") for k in acting)}
+    scalars = {k: v for k, v in acting.items()
+               if not any(part.startswith("_") for part in k.split("."))
+               and not k.startswith(_RECORDING_PREFIXES)
+               and not (k.endswith(".name") and k.count(".") == 1 and k.split(".")[0] in groups)}
+    return {**groups, **scalars}

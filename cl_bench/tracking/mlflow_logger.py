@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,11 @@ def import_mlflow() -> Any:
     for name in STORE_CHATTER_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     return mlflow
+
+
+#: the experiment tag MLflow 3's UI reads an experiment's kind from, and cl-bench's kind: model training (the UI
+#: then opens the experiment on its runs table, not on the GenAI traces overview)
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
 
 def default_tracking_uri(launch_dir: str | Path | None = None) -> str:
@@ -87,16 +91,6 @@ def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> 
     return f"{base}/#/experiments/{experiment_id}/{page}?workflowType=machine_learning"
 
 
-def compare_url(tracking_uri: str, experiment_id: str, run_ids: Sequence[str]) -> str:
-    """Where the MLflow UI compares these runs side by side (params, metrics, plots): its ``compare-runs``
-    page, whose ``runs``/``experiments`` query values are JSON lists (as the UI's own links write them)."""
-    from urllib.parse import quote
-
-    base = ui_url(tracking_uri, experiment_id).split("/#/", 1)[0]
-    runs, experiments = quote(json.dumps(list(run_ids), separators=(",", ":"))), quote(json.dumps([experiment_id]))
-    return f"{base}/#/compare-runs?runs={runs}&experiments={experiments}"
-
-
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
     """Flatten a nested config into ``a.b.c`` keys (lists stay values), for MLflow params."""
     return pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
@@ -104,6 +98,8 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
 
 def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: str | None = None) -> str:
     """Create the store (schema migration) and the experiment once; returns the experiment id.
+
+    The experiment is tagged as model training (:data:`EXPERIMENT_KIND_TAG`), also one that exists without the tag.
 
     Call this in the launching process before parallel jobs start: a fresh SQLite store hit by
     several processes at once fails MLflow's table creation ("duplicate column name").
@@ -113,6 +109,8 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
+        if EXPERIMENT_KIND_TAG not in experiment.tags:  # one made elsewhere: cl-bench's runs are training runs
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
     location = None
     if artifact_root is None and tracking_uri.startswith("sqlite:///"):
@@ -122,7 +120,8 @@ def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: st
     if artifact_root is not None:
         location = Path(artifact_root).resolve().as_uri() + f"/{experiment_name}"
     try:
-        return client.create_experiment(experiment_name, artifact_location=location)
+        return client.create_experiment(experiment_name, artifact_location=location,
+                                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     except Exception:  # another process created it in between
         return client.get_experiment_by_name(experiment_name).experiment_id
 
@@ -158,6 +157,7 @@ class RunTracker:
         self.run_name = run_name
         self.parent_run_id = parent_run_id
         self.system_metrics = system_metrics
+        self._system_monitor: Any = None
         self.run_id: str | None = None
         self._client: Any = None
         self._mlflow_ok = enabled
@@ -208,6 +208,7 @@ class RunTracker:
                 self.run_id = previous.read_text().strip()
                 self._client.update_run(self.run_id, status="RUNNING")
                 log.info("continuing MLflow run %s", self.run_id)
+                self._start_system_metrics(resume=True)
             except Exception as err:
                 self._client, self.run_id, self._mlflow_ok = None, None, False
                 log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
@@ -223,6 +224,7 @@ class RunTracker:
             log.warning("MLflow unavailable at %s (%s); logging to %s only", self.tracking_uri, err, self.run_dir)
             return
         self.files.run_id.write_text(self.run_id)
+        self._start_system_metrics()
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
@@ -286,6 +288,11 @@ class RunTracker:
         return ui_url(self.tracking_uri, experiment_id, self.run_id)
 
     @property
+    def client(self) -> Any:
+        """The MLflow client of this run (None without MLflow)."""
+        return self._client
+
+    @property
     def mlflow_ok(self) -> bool:
         """False once MLflow failed (or was never reached): the run dir then holds what is missing."""
         return self.run_id is not None and self._mlflow_ok
@@ -303,7 +310,54 @@ class RunTracker:
             return
         if error:
             self.set_tags({"error": error})
+        self._stop_system_metrics()
         self._mlflow("set_terminated", self._client.set_terminated, self.run_id, status)
+
+    # ----- MLflow's own records: system metrics, dataset inputs, the logged model ---------------
+    def _start_system_metrics(self, resume: bool = False) -> None:
+        """Start MLflow's system-metrics monitor on this run (``system_metrics``): CPU, memory, disk, network, and
+        the GPU's utilisation and memory where ``pynvml`` (package ``nvidia-ml-py``) is installed, every
+        ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (MLflow's default 10) as ``system/...`` metrics.
+        Off: nothing is imported or started."""
+        if not self.system_metrics or self.run_id is None:
+            return
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        monitor = SystemMetricsMonitor(self.run_id, resume_logging=resume, tracking_uri=self.tracking_uri)
+        self._mlflow("system metrics", monitor.start)
+        self._system_monitor = monitor
+
+    def _stop_system_metrics(self) -> None:
+        """Stop the monitor and send its last samples (before the run ends: it stops on a run not RUNNING)."""
+        if self._system_monitor is not None:
+            monitor, self._system_monitor = self._system_monitor, None
+            self._mlflow("system metrics", monitor.finish)
+
+    def log_datasets(self, data_sha256: dict[str, str], data_root: str | Path, train_file: str | None) -> None:
+        """Log the run's data as MLflow dataset inputs (:func:`cl_bench.tracking.mlflow_objects.dataset_inputs`):
+        ``data_sha256`` is provenance's ``{file: sha256}``, ``train_file`` the corpus's name in it (None for
+        ``mode=eval``)."""
+        if self.run_id is None or not self._mlflow_ok or not data_sha256:
+            return
+        from cl_bench.tracking.mlflow_objects import dataset_inputs
+
+        self._mlflow("log_inputs", lambda: self._client.log_inputs(
+            self.run_id, datasets=dataset_inputs(data_sha256, data_root, train_file)))
+
+    def log_model(self, model: Any, step: int, pip_requirements: list[str] | None = None,
+                  log_fn: Any = None) -> str | None:
+        """Log ``model`` (a ``SentenceTransformer``) as this run's MLflow model at ``step`` (the final figures'
+        step: MLflow links them to it); returns its URI ``models:/<id>``, None without MLflow or on failure
+        (warned once, as every tracking failure: the run goes on). ``log_fn(tracking_uri, run_id, model, step,
+        pip_requirements=)`` logs it (default :func:`cl_bench.tracking.mlflow_objects.log_sentence_transformer`;
+        the pyfunc fallback passes its own)."""
+        if self.run_id is None or not self._mlflow_ok:
+            return None
+        from cl_bench.tracking.mlflow_objects import log_sentence_transformer
+
+        info = self._mlflow("log_model", log_fn or log_sentence_transformer, self.tracking_uri, self.run_id, model,
+                            step, pip_requirements=pip_requirements)
+        return None if info is None else info.model_uri
 
 
 def metric_batch(record: dict[str, Any]) -> list[Any]:

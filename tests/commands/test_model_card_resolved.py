@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cl_bench.commands.export import _load_config
+from cl_bench.commands.st_model import _load_config
 
 
 def test_config_values_left_as_interpolations_come_from_the_run(tmp_path: Path) -> None:

@@ -156,8 +156,11 @@ def test_sweep_ends_with_its_table_and_no_inert_axis(tiny_bert: Path, data_dir: 
     assert tail[-3].startswith(f"MLflow parent run: {parent_id}  http://") and parent_id in tail[-3].split()[-1]
     children_ids = [r.info.run_id for r in client.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")]
-    assert tail[-2].startswith("MLflow compare view (3 runs): http://") and "/#/compare-runs?runs=" in tail[-2]
-    assert all(run_id in tail[-2] for run_id in children_ids) and len(children_ids) == 3
+    assert tail[-2].startswith("MLflow charts (3 runs, swept keys against the headline figures): http://")
+    assert tail[-2].endswith(f"viewStateShareKey=sweep-{parent_id}-charts&compareRunsMode=CHART") and len(children_ids) == 3
+    # the saved views the URLs open list the sweep's children (cl_bench.tracking.ui_views)
+    view = json.loads(client.get_experiment(parent.info.experiment_id).tags[f"mlflow.sharedViewState.sweep-{parent_id}"])
+    assert json.loads(view["state"])["searchFilter"] == f"tags.`mlflow.parentRunId` = '{parent_id}'"
     assert tail[-1] == f"full report: cl-bench-report --parent-run {parent_id}"
     assert "| 0.2 |" in parent.data.tags["mlflow.note.content"].replace("  ", " ").replace("  ", " ").replace("  ", " ")
     assert "sweep_table.md" in {a.path for a in client.list_artifacts(parent_id)}
