@@ -362,6 +362,7 @@ def evaluate_dev(
     batch_size: int = 128,
     align_uniform: bool = True,
     anisotropy: bool = True,
+    sample_pairs: int | None = None,
 ) -> dict[str, float]:
     """Fast dev evaluation for model selection during training (SimCSE's ``--mode dev``).
 
@@ -380,6 +381,9 @@ def evaluate_dev(
         batch_size: encoding batch size.
         align_uniform: also compute ``align_dev`` and ``uniform_dev``.
         anisotropy: also compute ``anisotropy_mean_cos_dev`` and the spectrum summaries.
+        sample_pairs: ``eval.sample_pairs`` (``eval=iterate``): every STS dev split cut to the fixed sample of the
+            final evaluation (:func:`sampled_pairs`: the same pairs), so that iterating encodes no full dev set;
+            None: every pair (the full protocol). The keys stay the flat ones (the logger names the series).
 
     Returns:
         Flat ``{metric name: value}`` containing ``select_metric``.
@@ -391,6 +395,11 @@ def evaluate_dev(
     names = dev_tasks(select_metric)
     task_data = {task: load_task(data_dir, task, get_task(task).dev_read_parts()) for task in names}
     geometry_pairs = load_task(data_dir, GEOMETRY_TASK, ("dev",))["dev"]
+    if sample_pairs is not None:  # the iterating protocol: the final evaluation's fixed sample, said once per process
+        task_data = {task: sampled_pairs(parts, sample_pairs) for task, parts in task_data.items()}
+        geometry_pairs = sampled_pairs({"dev": geometry_pairs}, sample_pairs)["dev"]
+        _announce_dev_sample(sample_pairs, sum(len(part) for parts in task_data.values() for part in parts.values()
+                                               if isinstance(part, ScoredPairs)))
     sentences = [text for parts in task_data.values() for text in task_sentences(parts)]
     table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
 
@@ -407,6 +416,17 @@ def evaluate_dev(
     if align_uniform or anisotropy:
         results.update(geometry_metrics(geometry_pairs, table, align_uniform, anisotropy, suffix="_dev"))
     return results
+
+
+_DEV_SAMPLES_SAID: set[int] = set()
+
+
+def _announce_dev_sample(sample_pairs: int, pairs: int) -> None:
+    """Say (once per process and sample size) that the dev evaluations score a sample, and how many pairs."""
+    if sample_pairs not in _DEV_SAMPLES_SAID:
+        _DEV_SAMPLES_SAID.add(sample_pairs)
+        log.info("dev evaluation on the fixed sample of eval.sample_pairs=%d pairs per split (%d STS dev pairs in all, "
+                 "the final evaluation's sample): the iterating protocol, not the full dev sets", sample_pairs, pairs)
 
 
 def _table(columns: Sequence[tuple[str, str]], results: dict[str, float]) -> str:
@@ -442,20 +462,25 @@ def encoding_workload(
     align_uniform: bool = True,
     anisotropy: bool = True,
     align_uniform_split: str = "all",
+    sample_pairs: int | None = None,
 ) -> tuple[int, int]:
     """Distinct sentences (final evaluation of ``tasks``, one dev evaluation for ``select_metric``).
 
     What a training run's ETA scales the final evaluation by (:class:`cl_bench.train.eta.JobClock`):
     both encode with the same model and batch size. The files are parsed once per process (the
-    evaluations then reuse them). ``tasks``: cl-bench's own task or group names.
+    evaluations then reuse them). ``tasks``: cl-bench's own task or group names. ``sample_pairs``
+    (``eval.sample_pairs``): both counted on the fixed sample they then encode (:func:`sampled_pairs`).
     """
     from cl_bench.eval.tasks import resolve_tasks
 
+    def cut(parts: Mapping[str, Any]) -> Mapping[str, Any]:
+        return parts if sample_pairs is None else sampled_pairs(parts, sample_pairs)
+
     final = [text for task in resolve_tasks(tasks) for text in task_sentences(
-        load_task(data_dir, task, get_task(task).final_parts()))]
+        cut(load_task(data_dir, task, get_task(task).final_parts())))]
     if align_uniform or anisotropy:
-        final += task_sentences(load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]))
+        final += task_sentences(cut(load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split])))
     dev = [text for task in dev_tasks(select_metric) for text in task_sentences(
-        load_task(data_dir, task, get_task(task).dev_read_parts()))]
-    dev += task_sentences(load_task(data_dir, GEOMETRY_TASK, ("dev",)))
+        cut(load_task(data_dir, task, get_task(task).dev_read_parts())))]
+    dev += task_sentences(cut(load_task(data_dir, GEOMETRY_TASK, ("dev",))))
     return len(set(final)), len(set(dev))
