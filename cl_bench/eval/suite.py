@@ -252,7 +252,7 @@ def encoding_settings_of(options: EvalOptions) -> EncodingSettings:
     """The encoding settings of ``options`` (``eval.backend``, ``precision``, ``cache*``): a new object each call,
     as the encoders record in it what ran."""
     return encoding_settings(options.backend, options.precision, options.cache, options.cache_dir,
-                             options.cache_size_gb)
+                             options.cache_size_gb, iterating=options.sample_pairs is not None)
 
 
 def evaluate(
@@ -401,7 +401,9 @@ def evaluate_dev(
         _announce_dev_sample(sample_pairs, sum(len(part) for parts in task_data.values() for part in parts.values()
                                                if isinstance(part, ScoredPairs)))
     sentences = [text for parts in task_data.values() for text in task_sentences(parts)]
-    table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
+    # iterating: eval.precision=auto may compute in the CPU's bf16, as the final evaluation on the same sample does
+    with encoding(replace(current_settings(), iterating=True)) if sample_pairs is not None else contextlib.nullcontext():
+        table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
 
     dev_averages = {ALWAYS_DEV_AVERAGE} | ({select_metric} if select_metric == "transfer_dev_avg" else set())
     options = ScoreOptions(transfer_config="fast")

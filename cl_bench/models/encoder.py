@@ -456,7 +456,7 @@ class SentenceEncoder(nn.Module):
         settings = current_settings()
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
-        precision = resolve_precision(settings.precision, self.device, backend)
+        precision = resolve_precision(settings.precision, self.device, backend, settings.iterating)
         settings.backends_used.add(backend)
         settings.precisions_used.add(precision)
         # a one-sentence encode (a probe, a check) is no news at INFO
@@ -530,7 +530,8 @@ class SentenceEncoder(nn.Module):
 
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
-        backend = resolve_backend(settings.backend, resolve_precision(settings.precision, self.device), self.device)
+        precision = resolve_precision(settings.precision, self.device, iterating=settings.iterating)
+        backend = resolve_backend(settings.backend, precision, self.device)
         if settings.backend == "auto" and not self.onnx_capable:
             backend = "torch"  # no ONNX export for decoders and LoRA backbones: auto means torch
         elif backend == "onnx" and not self.onnx_capable:
@@ -547,7 +548,7 @@ class SentenceEncoder(nn.Module):
         if not (settings.cache and unique):
             return None, ""
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
-        precision = resolve_precision(settings.precision, self.device, backend)
+        precision = resolve_precision(settings.precision, self.device, backend, settings.iterating)
         return cache, cache_key(self.cache_identity(backend, precision), unique)
 
     #: the GPU batching of :meth:`encode` (token-sized batches, padding on a thread, vectors kept on the device):
@@ -610,7 +611,7 @@ class SentenceEncoder(nn.Module):
         out_device = torch.empty((len(unique), self.hidden_size), dtype=torch.float32, device=device) if on_gpu else None
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         # eval.precision=auto resolved here: fp32 on a CPU, bf16 on a CUDA GPU with bf16 units
-        precision = resolve_precision(settings.precision, device, backend)
+        precision = resolve_precision(settings.precision, device, backend, settings.iterating)
 
         def padded(idx: list[int]) -> tuple[Any, torch.Tensor | None]:
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens if key != "prompt_layout"},

@@ -4,7 +4,9 @@ The settings are a context (like ``torch.autocast``): :func:`encoding` sets them
 :meth:`cl_bench.models.encoder.SentenceEncoder.encode` call inside it, including the sub-encoders
 of wrappers such as QuickThoughts' concatenation. Outside any context, encoding is torch, precision
 ``auto`` (fp32 on a CPU, bf16 on a CUDA GPU with bf16 units: :func:`resolve_precision`), uncached — what
-the dev evaluations during training use (their weights change at every step).
+the dev evaluations during training use (their weights change at every step). When iterating
+(``eval.sample_pairs`` set, ``eval=iterate``), ``auto`` is bf16 on a CPU with bf16 units too
+(:data:`AUTO_CPU_ITERATING_PRECISION`); the full protocol's figures stay fp32 on a CPU.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ AUTO_CUDA_PRECISION = "bf16"
 AUTO_MAX_STS_DELTA = 0.05
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
+#: What ``eval.precision=auto`` and ``train.precision=auto`` compute in on a CPU with bf16 units when iterating
+#: (``eval.sample_pairs`` set): ``benchmarks/bench_cpu_bf16.py`` (all-MiniLM-L6-v2, pooler=avg, STS-B and SICK-R dev,
+#: every pair and the 300-pair sample) measured every bf16 dev figure within 0.021 of fp32 (docs/benchmarks.md,
+#: issue 50), inside :data:`AUTO_MAX_STS_DELTA`; the full protocol (sample_pairs null) stays fp32 on a CPU.
+AUTO_CPU_ITERATING_PRECISION = "bf16"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class EncodingSettings:
         cache: reuse embeddings of identical (weights, pooler, length, precision, backend, sentences).
         cache_dir: folder of the embedding cache and of the ONNX exports.
         cache_size_gb: the cache folder is pruned to this size, least recently used first.
+        iterating: ``eval.sample_pairs`` is set (``eval=iterate``): ``auto`` may pick the CPU's bf16
+            (:func:`resolve_precision`).
         backends_used: filled by the encoders: the backends that actually ran (``auto`` resolved).
         precisions_used: filled by the encoders: the precisions that actually ran (``auto`` resolved).
     """
@@ -66,6 +75,7 @@ class EncodingSettings:
     cache: bool = False
     cache_dir: Path | None = None
     cache_size_gb: float = 20.0
+    iterating: bool = False
     backends_used: set[str] = field(default_factory=set, compare=False)
     precisions_used: set[str] = field(default_factory=set, compare=False)
 
@@ -135,7 +145,7 @@ def check_bf16(device: torch.device) -> None:
             )
         return
     if device.type == "cpu":
-        if not cpu_flags() & set(BF16_CPU_FLAGS):
+        if not cpu_has_bf16():
             raise InferenceConfigError(
                 f"eval.precision: bf16 needs a CPU with {' or '.join(BF16_CPU_FLAGS)} (bf16 matrix units); "
                 "this CPU has neither; use fp32"
@@ -155,15 +165,24 @@ def check_tf32(device: torch.device) -> None:
         )
 
 
-def resolve_precision(precision: str, device: torch.device | str, backend: str = "torch") -> str:
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bf16 matrix units (:data:`BF16_CPU_FLAGS`)."""
+    return bool(cpu_flags() & set(BF16_CPU_FLAGS))
+
+
+def resolve_precision(precision: str, device: torch.device | str, backend: str = "torch", iterating: bool = False) -> str:
     """The precision ``precision`` computes in on ``device``: explicit values pass through; ``auto`` is
-    :data:`AUTO_CUDA_PRECISION` on a CUDA GPU of compute capability >= 8.0 (with the torch backend) and
-    fp32 everywhere else (CPUs, older GPUs, ONNX Runtime), so CPU figures are unchanged by ``auto``."""
+    :data:`AUTO_CUDA_PRECISION` on a CUDA GPU of compute capability >= 8.0 (with the torch backend),
+    :data:`AUTO_CPU_ITERATING_PRECISION` on a CPU with bf16 units when ``iterating`` (``eval.sample_pairs`` set;
+    torch backend), and fp32 everywhere else (older GPUs, ONNX Runtime, the full protocol on a CPU), so the full
+    protocol's CPU figures are unchanged by ``auto``."""
     if precision != "auto":
         return precision
     device = torch.device(device)
     if backend != "onnx" and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8:
         return AUTO_CUDA_PRECISION
+    if backend != "onnx" and iterating and device.type == "cpu" and cpu_has_bf16():
+        return AUTO_CPU_ITERATING_PRECISION
     return "fp32"
 
 
@@ -233,10 +252,12 @@ def check_encoding_options(
 
 def encoding_settings(
     backend: str = "auto", precision: str = "auto", cache: bool = True, cache_dir: str | None = None,
-    cache_size_gb: float = 20.0,
+    cache_size_gb: float = 20.0, iterating: bool = False,
 ) -> EncodingSettings:
-    """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder)."""
-    return EncodingSettings(backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb)
+    """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder;
+    ``iterating``: ``eval.sample_pairs`` is set)."""
+    return EncodingSettings(backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb,
+                            iterating)
 
 
 def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
