@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -296,40 +296,115 @@ def machine_identity() -> str:
     return f"{model}|{' '.join(sorted(cpu_flags()))}|{os.cpu_count()}|torch {torch.__version__}|ort {ort_version}"
 
 
-_AUTO_CHOICES: dict[str, str] = {}
+@dataclass(frozen=True)
+class BackendProbe:
+    """What ``eval.backend=auto`` measured on this machine for one model shape (:func:`measured_auto_choice`).
+
+    Args:
+        choice: ``onnx`` when ONNX Runtime was faster with torch's embeddings, else ``torch``.
+        torch_per_sentence: seconds per sentence with torch on the probe's sentences.
+        onnx_per_sentence: the same with ONNX Runtime.
+        export_seconds: an export of the backbone and its session, timed.
+        path: the JSON file that keeps the measurement.
+        reused: where the measurement came from: ``""`` (measured now), ``"this process"`` or ``"file"``.
+    """
+
+    choice: str
+    torch_per_sentence: float
+    onnx_per_sentence: float
+    export_seconds: float
+    path: Path
+    reused: str = ""
+
+    def gain_seconds(self, sentences: int) -> float:
+        """Seconds ONNX Runtime saves over torch on ``sentences`` sentences (negative: it is slower)."""
+        return (self.torch_per_sentence - self.onnx_per_sentence) * sentences
+
+
+_AUTO_CHOICES: dict[str, BackendProbe] = {}
+
+#: keys of a model config that do not change how fast it runs (names, labels, versions, dropout at evaluation):
+#: a checkpoint of a sweep job times as its base model does (one probe per machine and model shape)
+_NOT_SHAPE = ("architectures", "transformers_version", "dtype", "torch_dtype", "id2label", "label2id",
+              "initializer_range", "problem_type", "gradient_checkpointing", "finetuning_task")
+
+
+def model_shape(config: dict) -> dict:
+    """The keys of a model config (``config.to_dict()``) that the backends' speed depends on: all but the
+    private ones (``_name_or_path``: a checkpoint folder), :data:`_NOT_SHAPE` and the dropout rates."""
+    return {k: v for k, v in config.items() if not k.startswith("_") and k not in _NOT_SHAPE and "dropout" not in k}
+
+
+def _probe_file(architecture: str, folder: Path) -> tuple[str, Path]:
+    """The key of ``architecture``'s probe on this machine (CPU, threads, libraries) and the file keeping it."""
+    identity = f"{machine_identity()}|threads {torch.get_num_threads()}|{architecture}"
+    key = hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+    return key, Path(folder) / AUTO_SUBDIR / f"{key}.json"
+
+
+def remembered_probe(architecture: str, folder: Path) -> bool:
+    """Whether ``architecture`` was probed on this machine (in this process or in ``folder``'s file)."""
+    key, path = _probe_file(architecture, folder)
+    return key in _AUTO_CHOICES or path.is_file()
 
 
 def measured_auto_choice(
     architecture: str, folder: Path, measure: Callable[[], dict[str, float]]
-) -> str:
-    """The backend ``auto`` runs for encoders of ``architecture`` on this machine.
+) -> BackendProbe:
+    """What ``auto`` measured for encoders of ``architecture`` on this machine.
 
     ``measure()`` times the torch and ONNX Runtime encoders on the same probe sentences and returns
-    ``{"torch": seconds, "onnx": seconds, "max_cosine_distance": d}``. ONNX Runtime is chosen when it
-    was faster and its embeddings equal torch's (``d <= AUTO_MAX_COSINE_DISTANCE``), else torch. The
-    measurement is remembered (in memory and as ``<folder>/auto_backend/<key>.json``) per machine,
-    torch thread count and architecture (the model config, not the weights), so it runs once.
+    ``{"torch": seconds, "onnx": seconds, "max_cosine_distance": d, "sentences": n, "export_seconds": s}``.
+    ONNX Runtime is the choice when it was faster and its embeddings equal torch's
+    (``d <= AUTO_MAX_COSINE_DISTANCE``), else torch; whether an export for a checkpoint repays is
+    :func:`backend_that_repays`' call. The measurement is remembered (in memory and as
+    ``<folder>/auto_backend/<key>.json``) per machine, torch thread count and architecture (the model's
+    shape, :func:`model_shape`, not its weights), so it runs once; a reuse says where it came from.
     """
-    identity = f"{machine_identity()}|threads {torch.get_num_threads()}|{architecture}"
-    key = hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+    key, path = _probe_file(architecture, folder)
     if key in _AUTO_CHOICES:
-        return _AUTO_CHOICES[key]
-    path = Path(folder) / AUTO_SUBDIR / f"{key}.json"
+        return replace(_AUTO_CHOICES[key], reused="this process")
+    reused = "file"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        choice = str(record["choice"])
-    except (OSError, ValueError, KeyError):
+        probe = BackendProbe(str(record["choice"]), record["torch"] / record["sentences"],
+                             record["onnx"] / record["sentences"], float(record["export_seconds"]), path, reused)
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):  # none yet, or one without the export's cost
+        reused = ""
         timings = measure()
         identical = timings["max_cosine_distance"] <= AUTO_MAX_COSINE_DISTANCE
         choice = "onnx" if identical and timings["onnx"] < timings["torch"] else "torch"
         record = {"choice": choice, **timings, "machine": machine_identity(), "threads": torch.get_num_threads()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        from cl_bench.models.embedding_cache import atomic_write
+
+        atomic_write(path, lambda fh: fh.write(json.dumps(record, indent=1).encode()))  # parallel jobs read it
+        sentences = max(int(timings["sentences"]), 1)
+        probe = BackendProbe(choice, timings["torch"] / sentences, timings["onnx"] / sentences,
+                             float(timings["export_seconds"]), path)
     log.info(
-        "eval.backend=auto: %s on this machine (probe: torch %.2f s, ONNX Runtime %.2f s, max cosine distance %.1e; %s)",
-        choice, record["torch"], record["onnx"], record["max_cosine_distance"], path,
+        "eval.backend=auto: the probe of this machine and model shape %s: %s faster (torch %.2f ms/sentence, "
+        "ONNX Runtime %.2f ms/sentence, export %.1f s, max cosine distance %.1e)",
+        {"": f"measured now, kept in {path}", "file": f"reused from {path}"}[reused], probe.choice,
+        1e3 * probe.torch_per_sentence, 1e3 * probe.onnx_per_sentence, probe.export_seconds,
+        record["max_cosine_distance"],
     )
-    _AUTO_CHOICES[key] = choice
+    _AUTO_CHOICES[key] = probe
+    return probe
+
+
+def backend_that_repays(probe: BackendProbe, sentences: int, exported: bool) -> str:
+    """The backend ``auto`` runs for ``sentences`` sentences still to encode: ONNX Runtime only where the probe found
+    it faster and its measured gain on them exceeds the export's measured cost (none when ``exported``: this
+    checkpoint's export is already there), else torch; said in one line."""
+    gain = probe.gain_seconds(sentences)
+    cost = 0.0 if exported else probe.export_seconds
+    choice = "onnx" if probe.choice == "onnx" and gain > cost else "torch"
+    why = ("torch was faster in the probe" if probe.choice != "onnx" else
+           f"ONNX Runtime saves about {gain:.1f} s on them {'>' if choice == 'onnx' else '<='} "
+           + ("0 s (this checkpoint is exported)" if exported else f"its export's {cost:.1f} s"))
+    reused = f"; probe reused ({probe.reused})" if probe.reused else ""
+    log.info("eval.backend=auto: %s for %d sentences: %s (measured on this machine, %s%s)", choice, sentences, why,
+             probe.path, reused)
     return choice
 
 
@@ -345,4 +420,4 @@ def time_backends(encode: Callable[[str], np.ndarray], repeats: int = 2) -> dict
             best[backend] = min(best[backend], time.perf_counter() - start)
     a, b = outputs["torch"].astype(np.float64), outputs["onnx"].astype(np.float64)
     cosine = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-    return {**best, "max_cosine_distance": float(np.max(1.0 - cosine)) if len(a) else 0.0}
+    return {**best, "max_cosine_distance": float(np.max(1.0 - cosine)) if len(a) else 0.0, "sentences": float(len(a))}
