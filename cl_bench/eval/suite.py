@@ -144,13 +144,18 @@ def geometry_metrics(
 SAMPLE_SEED = 0
 
 
+def sample_rows(pairs: int, limit: int) -> np.ndarray:
+    """The rows (sorted) of the fixed sample of ``limit`` out of ``pairs`` pairs (:data:`SAMPLE_SEED`)."""
+    return np.sort(np.random.default_rng(SAMPLE_SEED).choice(pairs, limit, replace=False))
+
+
 def sampled_pairs(parts: Mapping[str, Any], limit: int) -> dict[str, Any]:
     """Each STS split (:class:`~cl_bench.data.senteval.ScoredPairs`) of ``parts`` cut to a fixed sample of at most
     ``limit`` pairs (``eval.sample_pairs``: the same pairs in every run, original order kept); other parts unchanged."""
     sampled: dict[str, Any] = {}
     for name, part in parts.items():
         if isinstance(part, ScoredPairs) and len(part) > limit:
-            rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(part), limit, replace=False))
+            rows = sample_rows(len(part), limit)
             part = ScoredPairs(tuple(part.sent1[i] for i in rows), tuple(part.sent2[i] for i in rows), part.gold[rows])
         sampled[name] = part
     return sampled
