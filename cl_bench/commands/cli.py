@@ -584,7 +584,9 @@ def _train_and_evaluate(
     data_dir = cfg.paths.data_dir
 
     def dev_eval(encoder: Any) -> dict[str, float]:
-        return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size)
+        # eval.sample_pairs (eval=iterate): the final evaluation's fixed sample here too, no full dev set encoded
+        return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size,
+                            sample_pairs=cfg.eval.get("sample_pairs"))
 
     method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume,
                           final_eval_ratio=_final_eval_ratio(cfg))
@@ -629,7 +631,7 @@ def _final_eval_ratio(cfg: DictConfig) -> float:
         return 0.0
     try:
         final, dev = encoding_workload(cfg.paths.data_dir, own_tasks, cfg.train.select_metric, cfg.eval.align_uniform,
-                                       cfg.eval.anisotropy, cfg.eval.align_uniform_split)
+                                       cfg.eval.anisotropy, cfg.eval.align_uniform_split, cfg.eval.get("sample_pairs"))
     except Exception as err:  # noqa: BLE001 (an ETA is not worth a run: the evaluation reports its own errors)
         log.debug("final evaluation not counted in the ETA: %s", err)
         return 0.0

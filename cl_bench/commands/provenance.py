@@ -155,21 +155,22 @@ def eval_settings(cfg: DictConfig, device: str | None = None) -> dict[str, str]:
     return {
         "eval_truncate_dim": "all (no truncation)" if truncate is None else str(truncate),
         "eval_postprocess": postprocess,
-        "eval_precision": _precision(str(cfg.eval.get("precision", "fp32")), str(cfg.eval.get("backend", "auto")), device),
+        "eval_precision": _precision(str(cfg.eval.get("precision", "fp32")), str(cfg.eval.get("backend", "auto")), device,
+                                     cfg.eval.get("sample_pairs") is not None),
         "eval_backend": str(cfg.eval.get("backend", "auto")),
         "eval_pooling": (f"{cfg.pooler.name} (the run's pooler)" if cfg.eval.get("pooler") is None
                          else f"{cfg.eval.pooler} (eval.pooler; trained with {cfg.pooler.name})"),
     }
 
 
-def _precision(precision: str, backend: str, device: str | None) -> str:
+def _precision(precision: str, backend: str, device: str | None, iterating: bool = False) -> str:
     """``auto`` shown with the precision it computes in on ``device`` (``auto (bf16)``): a comparison of runs
     later sees what the arithmetic was."""
     if precision != "auto" or device is None:
         return precision
     from cl_bench.models.inference import resolve_precision
 
-    return f"auto ({resolve_precision(precision, device, 'onnx' if backend == 'onnx' else 'torch')})"
+    return f"auto ({resolve_precision(precision, device, 'onnx' if backend == 'onnx' else 'torch', iterating)})"
 
 
 def eval_settings_line(cfg: DictConfig, device: str | None = None) -> str:
@@ -233,7 +234,7 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
     if cfg.mode == "train":
         from cl_bench.train.precision import autocast_dtype
 
-        dtype = autocast_dtype(str(cfg.train.precision), torch.device(device))
+        dtype = autocast_dtype(str(cfg.train.precision), torch.device(device), cfg.eval.get("sample_pairs") is not None)
         train_precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     from cl_bench.tracking.environment import git_commit
 

@@ -112,7 +112,7 @@ class TrainConfig:
     select_metric: str = "stsb_dev"  # dev metric that picks the best checkpoint
     save_best: bool = True  # write the best weights to best_model/ (Hugging Face format)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: TrainPrecision = TrainPrecision.auto  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
+    precision: TrainPrecision = TrainPrecision.auto  # auto (bf16 on CUDA, and on a bf16 CPU when eval.sample_pairs is set; fp32 elsewhere) | fp32 | bf16 (CUDA or CPU) | fp16 (CUDA)
     compile: str = "auto"  # auto (CUDA, jobs >= 1000 steps) | true | false: compiled backbone on bucketed lengths (cl_bench/train/compile.py)
     num_workers: int = -1  # DataLoader worker processes preparing batches (augmentation, tokenisation); -1: auto (2 on CUDA, else 0)
     num_threads: int | None = None  # torch CPU threads (None = torch default)

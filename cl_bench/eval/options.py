@@ -73,7 +73,7 @@ class EvalOptions:
         seed: transfer-task fold shuffling seed (SentEval's default)
         whitening: BERT-whitening's kept dimensions k (eval.postprocess=whitening; null = all)
         backend: encoder forward pass: auto (ONNX Runtime fp32 on CPU when installed, else torch) | torch | onnx
-        precision: auto (bf16 on a CUDA GPU of compute >= 8.0, else fp32) | fp32 | bf16 | tf32 (CUDA)
+        precision: auto (bf16 on a CUDA GPU of compute >= 8.0, and on a bf16 CPU when ``sample_pairs`` is set; else fp32) | fp32 | bf16 | tf32 (CUDA)
         cache: reuse embeddings of the same weights, pooler, length, precision, backend and sentences
         cache_dir: embedding cache + ONNX exports (null: $CL_BENCH_CACHE, else ~/.cache/cl-bench)
         cache_size_gb: the cache folder is pruned to this size, least recently used first

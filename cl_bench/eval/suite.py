@@ -144,13 +144,18 @@ def geometry_metrics(
 SAMPLE_SEED = 0
 
 
+def sample_rows(pairs: int, limit: int) -> np.ndarray:
+    """The rows (sorted) of the fixed sample of ``limit`` out of ``pairs`` pairs (:data:`SAMPLE_SEED`)."""
+    return np.sort(np.random.default_rng(SAMPLE_SEED).choice(pairs, limit, replace=False))
+
+
 def sampled_pairs(parts: Mapping[str, Any], limit: int) -> dict[str, Any]:
     """Each STS split (:class:`~cl_bench.data.senteval.ScoredPairs`) of ``parts`` cut to a fixed sample of at most
     ``limit`` pairs (``eval.sample_pairs``: the same pairs in every run, original order kept); other parts unchanged."""
     sampled: dict[str, Any] = {}
     for name, part in parts.items():
         if isinstance(part, ScoredPairs) and len(part) > limit:
-            rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(part), limit, replace=False))
+            rows = sample_rows(len(part), limit)
             part = ScoredPairs(tuple(part.sent1[i] for i in rows), tuple(part.sent2[i] for i in rows), part.gold[rows])
         sampled[name] = part
     return sampled
@@ -252,7 +257,7 @@ def encoding_settings_of(options: EvalOptions) -> EncodingSettings:
     """The encoding settings of ``options`` (``eval.backend``, ``precision``, ``cache*``): a new object each call,
     as the encoders record in it what ran."""
     return encoding_settings(options.backend, options.precision, options.cache, options.cache_dir,
-                             options.cache_size_gb)
+                             options.cache_size_gb, iterating=options.sample_pairs is not None)
 
 
 def evaluate(
@@ -362,6 +367,7 @@ def evaluate_dev(
     batch_size: int = 128,
     align_uniform: bool = True,
     anisotropy: bool = True,
+    sample_pairs: int | None = None,
 ) -> dict[str, float]:
     """Fast dev evaluation for model selection during training (SimCSE's ``--mode dev``).
 
@@ -380,6 +386,9 @@ def evaluate_dev(
         batch_size: encoding batch size.
         align_uniform: also compute ``align_dev`` and ``uniform_dev``.
         anisotropy: also compute ``anisotropy_mean_cos_dev`` and the spectrum summaries.
+        sample_pairs: ``eval.sample_pairs`` (``eval=iterate``): every STS dev split cut to the fixed sample of the
+            final evaluation (:func:`sampled_pairs`: the same pairs), so that iterating encodes no full dev set;
+            None: every pair (the full protocol). The keys stay the flat ones (the logger names the series).
 
     Returns:
         Flat ``{metric name: value}`` containing ``select_metric``.
@@ -391,8 +400,15 @@ def evaluate_dev(
     names = dev_tasks(select_metric)
     task_data = {task: load_task(data_dir, task, get_task(task).dev_read_parts()) for task in names}
     geometry_pairs = load_task(data_dir, GEOMETRY_TASK, ("dev",))["dev"]
+    if sample_pairs is not None:  # the iterating protocol: the final evaluation's fixed sample, said once per process
+        task_data = {task: sampled_pairs(parts, sample_pairs) for task, parts in task_data.items()}
+        geometry_pairs = sampled_pairs({"dev": geometry_pairs}, sample_pairs)["dev"]
+        _announce_dev_sample(sample_pairs, sum(len(part) for parts in task_data.values() for part in parts.values()
+                                               if isinstance(part, ScoredPairs)))
     sentences = [text for parts in task_data.values() for text in task_sentences(parts)]
-    table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
+    # iterating: eval.precision=auto may compute in the CPU's bf16, as the final evaluation on the same sample does
+    with encoding(replace(current_settings(), iterating=True)) if sample_pairs is not None else contextlib.nullcontext():
+        table = EmbeddingTable(encoder, sentences + task_sentences({"dev": geometry_pairs}), batch_size)
 
     dev_averages = {ALWAYS_DEV_AVERAGE} | ({select_metric} if select_metric == "transfer_dev_avg" else set())
     options = ScoreOptions(transfer_config="fast")
@@ -407,6 +423,17 @@ def evaluate_dev(
     if align_uniform or anisotropy:
         results.update(geometry_metrics(geometry_pairs, table, align_uniform, anisotropy, suffix="_dev"))
     return results
+
+
+_DEV_SAMPLES_SAID: set[int] = set()
+
+
+def _announce_dev_sample(sample_pairs: int, pairs: int) -> None:
+    """Say (once per process and sample size) that the dev evaluations score a sample, and how many pairs."""
+    if sample_pairs not in _DEV_SAMPLES_SAID:
+        _DEV_SAMPLES_SAID.add(sample_pairs)
+        log.info("dev evaluation on the fixed sample of eval.sample_pairs=%d pairs per split (%d STS dev pairs in all, "
+                 "the final evaluation's sample): the iterating protocol, not the full dev sets", sample_pairs, pairs)
 
 
 def _table(columns: Sequence[tuple[str, str]], results: dict[str, float]) -> str:
@@ -442,20 +469,25 @@ def encoding_workload(
     align_uniform: bool = True,
     anisotropy: bool = True,
     align_uniform_split: str = "all",
+    sample_pairs: int | None = None,
 ) -> tuple[int, int]:
     """Distinct sentences (final evaluation of ``tasks``, one dev evaluation for ``select_metric``).
 
     What a training run's ETA scales the final evaluation by (:class:`cl_bench.train.eta.JobClock`):
     both encode with the same model and batch size. The files are parsed once per process (the
-    evaluations then reuse them). ``tasks``: cl-bench's own task or group names.
+    evaluations then reuse them). ``tasks``: cl-bench's own task or group names. ``sample_pairs``
+    (``eval.sample_pairs``): both counted on the fixed sample they then encode (:func:`sampled_pairs`).
     """
     from cl_bench.eval.tasks import resolve_tasks
 
+    def cut(parts: Mapping[str, Any]) -> Mapping[str, Any]:
+        return parts if sample_pairs is None else sampled_pairs(parts, sample_pairs)
+
     final = [text for task in resolve_tasks(tasks) for text in task_sentences(
-        load_task(data_dir, task, get_task(task).final_parts()))]
+        cut(load_task(data_dir, task, get_task(task).final_parts())))]
     if align_uniform or anisotropy:
-        final += task_sentences(load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split]))
+        final += task_sentences(cut(load_task(data_dir, GEOMETRY_TASK, GEOMETRY_SPLITS[align_uniform_split])))
     dev = [text for task in dev_tasks(select_metric) for text in task_sentences(
-        load_task(data_dir, task, get_task(task).dev_read_parts()))]
-    dev += task_sentences(load_task(data_dir, GEOMETRY_TASK, ("dev",)))
+        cut(load_task(data_dir, task, get_task(task).dev_read_parts())))]
+    dev += task_sentences(cut(load_task(data_dir, GEOMETRY_TASK, ("dev",))))
     return len(set(final)), len(set(dev))

@@ -50,16 +50,20 @@ from cl_bench.models.hub import (
     recorded_encoder_class,
 )
 from cl_bench.models.inference import (
+    AUTO_SUBDIR,
     EncodingSettings,
+    backend_that_repays,
     check_inference_options,
     current_settings,
     matmul_precision,
     measured_auto_choice,
+    model_shape,
+    remembered_probe,
     resolve_backend,
     resolve_precision,
     time_backends,
 )
-from cl_bench.models.onnx_backend import onnx_backbone
+from cl_bench.models.onnx_backend import discard_export, export_path, export_seconds, onnx_backbone
 from cl_bench.models.pooler_names import REGISTRY, Pooler
 from cl_bench.models.poolers import MLPHead, needs_hidden_states, pool
 from cl_bench.models.prompts import (
@@ -463,7 +467,7 @@ class SentenceEncoder(nn.Module):
         settings = current_settings()
         unique = list(dict.fromkeys(sentences))
         backend = self._backend(settings, unique, batch_size)
-        precision = resolve_precision(settings.precision, self.device, backend)
+        precision = resolve_precision(settings.precision, self.device, backend, settings.iterating)
         settings.backends_used.add(backend)
         settings.precisions_used.add(precision)
         # a one-sentence encode (a probe, a check) is no news at INFO
@@ -537,7 +541,8 @@ class SentenceEncoder(nn.Module):
 
     def _backend(self, settings: EncodingSettings, unique: list[str], batch_size: int) -> str:
         """The backend that encodes ``unique`` under ``settings`` on this encoder's device (checked)."""
-        backend = resolve_backend(settings.backend, resolve_precision(settings.precision, self.device), self.device)
+        precision = resolve_precision(settings.precision, self.device, iterating=settings.iterating)
+        backend = resolve_backend(settings.backend, precision, self.device)
         if settings.backend == "auto" and not self.onnx_capable:
             backend = "torch"  # no ONNX export for decoders and LoRA backbones: auto means torch
         elif backend == "onnx" and not self.onnx_capable:
@@ -554,7 +559,7 @@ class SentenceEncoder(nn.Module):
         if not (settings.cache and unique):
             return None, ""
         cache = EmbeddingCache(settings.folder(), settings.cache_size_gb)
-        precision = resolve_precision(settings.precision, self.device, backend)
+        precision = resolve_precision(settings.precision, self.device, backend, settings.iterating)
         return cache, cache_key(self.cache_identity(backend, precision), unique)
 
     #: the GPU batching of :meth:`encode` (token-sized batches, padding on a thread, vectors kept on the device):
@@ -565,31 +570,40 @@ class SentenceEncoder(nn.Module):
     AUTO_PROBE_SENTENCES = 256
 
     def _auto_backend(self, unique: list[str], settings: EncodingSettings, batch_size: int) -> str:
-        """torch or ONNX Runtime, whichever measured faster with identical embeddings on this machine
-        (:func:`cl_bench.models.inference.measured_auto_choice`; measured once per architecture)."""
+        """torch or ONNX Runtime for ``unique``: ONNX Runtime where it measured faster with identical embeddings on this
+        machine (:func:`cl_bench.models.inference.measured_auto_choice`, once per machine and model shape) and its
+        gain on these sentences exceeds the export this checkpoint still needs
+        (:func:`cl_bench.models.inference.backend_that_repays`)."""
         config = getattr(self.backbone, "config", None)
-        # dropout is off at evaluation: a dropout sweep's models time alike (one probe, not one per value)
-        shape = {k: v for k, v in (config.to_dict() if config is not None else {}).items() if "dropout" not in k}
+        # dropout is off at evaluation, a checkpoint's folder is no shape: one probe per machine and model shape
+        shape = model_shape(config.to_dict() if config is not None else {})
         architecture = "|".join((
             type(self.backbone).__name__, json.dumps(shape, sort_keys=True, default=str),
             str(needs_hidden_states(self.pooler)),
         ))
+        if not remembered_probe(architecture, settings.folder()) and len(unique) < self.AUTO_PROBE_SENTENCES:
+            # the probe alone encodes more than this call, and exports: it cannot repay here (it runs for a larger one)
+            log.info("eval.backend=auto: torch for %d sentences (fewer than the probe's %d: not worth an export)",
+                     len(unique), self.AUTO_PROBE_SENTENCES)
+            return "torch"
         step = max(1, len(unique) // self.AUTO_PROBE_SENTENCES)
         probe = sorted(unique, key=len)[::step][: self.AUTO_PROBE_SENTENCES]
-        from cl_bench.models.onnx_backend import discard_export, export_path
-
+        path = export_path(self.backbone, self.tokenizer, settings.folder())
         made: list[Path] = []
 
         def measure() -> dict[str, float]:
-            log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once on this machine)", len(probe))
-            path = export_path(self.backbone, self.tokenizer, settings.folder())
+            log.info("eval.backend=auto: timing torch and ONNX Runtime on %d sentences (once per machine and model "
+                     "shape; remembered in %s)", len(probe), Path(settings.folder()) / AUTO_SUBDIR)
             made.extend([] if path.is_file() else [path])
-            return time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
+            export = export_seconds(self.backbone, self.tokenizer, settings.folder())
+            timings = time_backends(lambda backend: self._encode_distinct(probe, batch_size, backend, settings))
+            return {**timings, "export_seconds": export}
 
-        choice = measured_auto_choice(architecture, settings.folder(), measure)
+        measured = measured_auto_choice(architecture, settings.folder(), measure)
+        choice = backend_that_repays(measured, len(unique), exported=path.is_file())
         if choice != "onnx":
-            for path in made:  # the probe's export is not kept when ONNX Runtime was not chosen
-                discard_export(path)
+            for made_path in made:  # the probe's export is not kept when ONNX Runtime does not run
+                discard_export(made_path)
         return choice
 
     def _encode_distinct(
@@ -617,7 +631,7 @@ class SentenceEncoder(nn.Module):
         out_device = torch.empty((len(unique), self.hidden_size), dtype=torch.float32, device=device) if on_gpu else None
         out = np.empty((len(unique), self.hidden_size), dtype=np.float32)
         # eval.precision=auto resolved here: fp32 on a CPU, bf16 on a CUDA GPU with bf16 units
-        precision = resolve_precision(settings.precision, device, backend)
+        precision = resolve_precision(settings.precision, device, backend, settings.iterating)
 
         def padded(idx: list[int]) -> tuple[Any, torch.Tensor | None]:
             batch = self.tokenizer.pad({key: [tokens[key][i] for i in idx] for key in tokens if key != "prompt_layout"},

@@ -4,7 +4,9 @@ The settings are a context (like ``torch.autocast``): :func:`encoding` sets them
 :meth:`cl_bench.models.encoder.SentenceEncoder.encode` call inside it, including the sub-encoders
 of wrappers such as QuickThoughts' concatenation. Outside any context, encoding is torch, precision
 ``auto`` (fp32 on a CPU, bf16 on a CUDA GPU with bf16 units: :func:`resolve_precision`), uncached — what
-the dev evaluations during training use (their weights change at every step).
+the dev evaluations during training use (their weights change at every step). When iterating
+(``eval.sample_pairs`` set, ``eval=iterate``), ``auto`` is bf16 on a CPU with bf16 units too
+(:data:`AUTO_CPU_ITERATING_PRECISION`); the full protocol's figures stay fp32 on a CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -45,6 +47,11 @@ AUTO_CUDA_PRECISION = "bf16"
 AUTO_MAX_STS_DELTA = 0.05
 #: CPU flags (``/proc/cpuinfo``) of bf16 matrix units: AVX-512 BF16 dot products, AMX tiles.
 BF16_CPU_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
+#: What ``eval.precision=auto`` and ``train.precision=auto`` compute in on a CPU with bf16 units when iterating
+#: (``eval.sample_pairs`` set): ``benchmarks/bench_cpu_bf16.py`` (all-MiniLM-L6-v2, pooler=avg, STS-B and SICK-R dev,
+#: every pair and the 300-pair sample) measured every bf16 dev figure within 0.021 of fp32 (docs/benchmarks.md,
+#: issue 50), inside :data:`AUTO_MAX_STS_DELTA`; the full protocol (sample_pairs null) stays fp32 on a CPU.
+AUTO_CPU_ITERATING_PRECISION = "bf16"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class EncodingSettings:
         cache: reuse embeddings of identical (weights, pooler, length, precision, backend, sentences).
         cache_dir: folder of the embedding cache and of the ONNX exports.
         cache_size_gb: the cache folder is pruned to this size, least recently used first.
+        iterating: ``eval.sample_pairs`` is set (``eval=iterate``): ``auto`` may pick the CPU's bf16
+            (:func:`resolve_precision`).
         backends_used: filled by the encoders: the backends that actually ran (``auto`` resolved).
         precisions_used: filled by the encoders: the precisions that actually ran (``auto`` resolved).
     """
@@ -66,6 +75,7 @@ class EncodingSettings:
     cache: bool = False
     cache_dir: Path | None = None
     cache_size_gb: float = 20.0
+    iterating: bool = False
     backends_used: set[str] = field(default_factory=set, compare=False)
     precisions_used: set[str] = field(default_factory=set, compare=False)
 
@@ -135,7 +145,7 @@ def check_bf16(device: torch.device) -> None:
             )
         return
     if device.type == "cpu":
-        if not cpu_flags() & set(BF16_CPU_FLAGS):
+        if not cpu_has_bf16():
             raise InferenceConfigError(
                 f"eval.precision: bf16 needs a CPU with {' or '.join(BF16_CPU_FLAGS)} (bf16 matrix units); "
                 "this CPU has neither; use fp32"
@@ -155,15 +165,24 @@ def check_tf32(device: torch.device) -> None:
         )
 
 
-def resolve_precision(precision: str, device: torch.device | str, backend: str = "torch") -> str:
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bf16 matrix units (:data:`BF16_CPU_FLAGS`)."""
+    return bool(cpu_flags() & set(BF16_CPU_FLAGS))
+
+
+def resolve_precision(precision: str, device: torch.device | str, backend: str = "torch", iterating: bool = False) -> str:
     """The precision ``precision`` computes in on ``device``: explicit values pass through; ``auto`` is
-    :data:`AUTO_CUDA_PRECISION` on a CUDA GPU of compute capability >= 8.0 (with the torch backend) and
-    fp32 everywhere else (CPUs, older GPUs, ONNX Runtime), so CPU figures are unchanged by ``auto``."""
+    :data:`AUTO_CUDA_PRECISION` on a CUDA GPU of compute capability >= 8.0 (with the torch backend),
+    :data:`AUTO_CPU_ITERATING_PRECISION` on a CPU with bf16 units when ``iterating`` (``eval.sample_pairs`` set;
+    torch backend), and fp32 everywhere else (older GPUs, ONNX Runtime, the full protocol on a CPU), so the full
+    protocol's CPU figures are unchanged by ``auto``."""
     if precision != "auto":
         return precision
     device = torch.device(device)
     if backend != "onnx" and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8:
         return AUTO_CUDA_PRECISION
+    if backend != "onnx" and iterating and device.type == "cpu" and cpu_has_bf16():
+        return AUTO_CPU_ITERATING_PRECISION
     return "fp32"
 
 
@@ -233,10 +252,12 @@ def check_encoding_options(
 
 def encoding_settings(
     backend: str = "auto", precision: str = "auto", cache: bool = True, cache_dir: str | None = None,
-    cache_size_gb: float = 20.0,
+    cache_size_gb: float = 20.0, iterating: bool = False,
 ) -> EncodingSettings:
-    """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder)."""
-    return EncodingSettings(backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb)
+    """The :class:`EncodingSettings` of the ``eval.*`` options (``cache_dir`` None: the default folder;
+    ``iterating``: ``eval.sample_pairs`` is set)."""
+    return EncodingSettings(backend, precision, cache, Path(cache_dir).expanduser() if cache_dir else None, cache_size_gb,
+                            iterating)
 
 
 def resolve_backend(backend: str, precision: str, device: torch.device) -> str:
@@ -275,40 +296,115 @@ def machine_identity() -> str:
     return f"{model}|{' '.join(sorted(cpu_flags()))}|{os.cpu_count()}|torch {torch.__version__}|ort {ort_version}"
 
 
-_AUTO_CHOICES: dict[str, str] = {}
+@dataclass(frozen=True)
+class BackendProbe:
+    """What ``eval.backend=auto`` measured on this machine for one model shape (:func:`measured_auto_choice`).
+
+    Args:
+        choice: ``onnx`` when ONNX Runtime was faster with torch's embeddings, else ``torch``.
+        torch_per_sentence: seconds per sentence with torch on the probe's sentences.
+        onnx_per_sentence: the same with ONNX Runtime.
+        export_seconds: an export of the backbone and its session, timed.
+        path: the JSON file that keeps the measurement.
+        reused: where the measurement came from: ``""`` (measured now), ``"this process"`` or ``"file"``.
+    """
+
+    choice: str
+    torch_per_sentence: float
+    onnx_per_sentence: float
+    export_seconds: float
+    path: Path
+    reused: str = ""
+
+    def gain_seconds(self, sentences: int) -> float:
+        """Seconds ONNX Runtime saves over torch on ``sentences`` sentences (negative: it is slower)."""
+        return (self.torch_per_sentence - self.onnx_per_sentence) * sentences
+
+
+_AUTO_CHOICES: dict[str, BackendProbe] = {}
+
+#: keys of a model config that do not change how fast it runs (names, labels, versions, dropout at evaluation):
+#: a checkpoint of a sweep job times as its base model does (one probe per machine and model shape)
+_NOT_SHAPE = ("architectures", "transformers_version", "dtype", "torch_dtype", "id2label", "label2id",
+              "initializer_range", "problem_type", "gradient_checkpointing", "finetuning_task")
+
+
+def model_shape(config: dict) -> dict:
+    """The keys of a model config (``config.to_dict()``) that the backends' speed depends on: all but the
+    private ones (``_name_or_path``: a checkpoint folder), :data:`_NOT_SHAPE` and the dropout rates."""
+    return {k: v for k, v in config.items() if not k.startswith("_") and k not in _NOT_SHAPE and "dropout" not in k}
+
+
+def _probe_file(architecture: str, folder: Path) -> tuple[str, Path]:
+    """The key of ``architecture``'s probe on this machine (CPU, threads, libraries) and the file keeping it."""
+    identity = f"{machine_identity()}|threads {torch.get_num_threads()}|{architecture}"
+    key = hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+    return key, Path(folder) / AUTO_SUBDIR / f"{key}.json"
+
+
+def remembered_probe(architecture: str, folder: Path) -> bool:
+    """Whether ``architecture`` was probed on this machine (in this process or in ``folder``'s file)."""
+    key, path = _probe_file(architecture, folder)
+    return key in _AUTO_CHOICES or path.is_file()
 
 
 def measured_auto_choice(
     architecture: str, folder: Path, measure: Callable[[], dict[str, float]]
-) -> str:
-    """The backend ``auto`` runs for encoders of ``architecture`` on this machine.
+) -> BackendProbe:
+    """What ``auto`` measured for encoders of ``architecture`` on this machine.
 
     ``measure()`` times the torch and ONNX Runtime encoders on the same probe sentences and returns
-    ``{"torch": seconds, "onnx": seconds, "max_cosine_distance": d}``. ONNX Runtime is chosen when it
-    was faster and its embeddings equal torch's (``d <= AUTO_MAX_COSINE_DISTANCE``), else torch. The
-    measurement is remembered (in memory and as ``<folder>/auto_backend/<key>.json``) per machine,
-    torch thread count and architecture (the model config, not the weights), so it runs once.
+    ``{"torch": seconds, "onnx": seconds, "max_cosine_distance": d, "sentences": n, "export_seconds": s}``.
+    ONNX Runtime is the choice when it was faster and its embeddings equal torch's
+    (``d <= AUTO_MAX_COSINE_DISTANCE``), else torch; whether an export for a checkpoint repays is
+    :func:`backend_that_repays`' call. The measurement is remembered (in memory and as
+    ``<folder>/auto_backend/<key>.json``) per machine, torch thread count and architecture (the model's
+    shape, :func:`model_shape`, not its weights), so it runs once; a reuse says where it came from.
     """
-    identity = f"{machine_identity()}|threads {torch.get_num_threads()}|{architecture}"
-    key = hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+    key, path = _probe_file(architecture, folder)
     if key in _AUTO_CHOICES:
-        return _AUTO_CHOICES[key]
-    path = Path(folder) / AUTO_SUBDIR / f"{key}.json"
+        return replace(_AUTO_CHOICES[key], reused="this process")
+    reused = "file"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        choice = str(record["choice"])
-    except (OSError, ValueError, KeyError):
+        probe = BackendProbe(str(record["choice"]), record["torch"] / record["sentences"],
+                             record["onnx"] / record["sentences"], float(record["export_seconds"]), path, reused)
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):  # none yet, or one without the export's cost
+        reused = ""
         timings = measure()
         identical = timings["max_cosine_distance"] <= AUTO_MAX_COSINE_DISTANCE
         choice = "onnx" if identical and timings["onnx"] < timings["torch"] else "torch"
         record = {"choice": choice, **timings, "machine": machine_identity(), "threads": torch.get_num_threads()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        from cl_bench.models.embedding_cache import atomic_write
+
+        atomic_write(path, lambda fh: fh.write(json.dumps(record, indent=1).encode()))  # parallel jobs read it
+        sentences = max(int(timings["sentences"]), 1)
+        probe = BackendProbe(choice, timings["torch"] / sentences, timings["onnx"] / sentences,
+                             float(timings["export_seconds"]), path)
     log.info(
-        "eval.backend=auto: %s on this machine (probe: torch %.2f s, ONNX Runtime %.2f s, max cosine distance %.1e; %s)",
-        choice, record["torch"], record["onnx"], record["max_cosine_distance"], path,
+        "eval.backend=auto: the probe of this machine and model shape %s: %s faster (torch %.2f ms/sentence, "
+        "ONNX Runtime %.2f ms/sentence, export %.1f s, max cosine distance %.1e)",
+        {"": f"measured now, kept in {path}", "file": f"reused from {path}"}[reused], probe.choice,
+        1e3 * probe.torch_per_sentence, 1e3 * probe.onnx_per_sentence, probe.export_seconds,
+        record["max_cosine_distance"],
     )
-    _AUTO_CHOICES[key] = choice
+    _AUTO_CHOICES[key] = probe
+    return probe
+
+
+def backend_that_repays(probe: BackendProbe, sentences: int, exported: bool) -> str:
+    """The backend ``auto`` runs for ``sentences`` sentences still to encode: ONNX Runtime only where the probe found
+    it faster and its measured gain on them exceeds the export's measured cost (none when ``exported``: this
+    checkpoint's export is already there), else torch; said in one line."""
+    gain = probe.gain_seconds(sentences)
+    cost = 0.0 if exported else probe.export_seconds
+    choice = "onnx" if probe.choice == "onnx" and gain > cost else "torch"
+    why = ("torch was faster in the probe" if probe.choice != "onnx" else
+           f"ONNX Runtime saves about {gain:.1f} s on them {'>' if choice == 'onnx' else '<='} "
+           + ("0 s (this checkpoint is exported)" if exported else f"its export's {cost:.1f} s"))
+    reused = f"; probe reused ({probe.reused})" if probe.reused else ""
+    log.info("eval.backend=auto: %s for %d sentences: %s (measured on this machine, %s%s)", choice, sentences, why,
+             probe.path, reused)
     return choice
 
 
@@ -324,4 +420,4 @@ def time_backends(encode: Callable[[str], np.ndarray], repeats: int = 2) -> dict
             best[backend] = min(best[backend], time.perf_counter() - start)
     a, b = outputs["torch"].astype(np.float64), outputs["onnx"].astype(np.float64)
     cosine = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-    return {**best, "max_cosine_distance": float(np.max(1.0 - cosine)) if len(a) else 0.0}
+    return {**best, "max_cosine_distance": float(np.max(1.0 - cosine)) if len(a) else 0.0, "sentences": float(len(a))}

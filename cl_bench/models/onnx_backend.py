@@ -142,6 +142,25 @@ def discard_export(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def export_seconds(backbone: nn.Module, tokenizer: Any, cache_folder: Path) -> float:
+    """Seconds an export of ``backbone`` and its session cost on this machine (what ``eval.backend=auto`` weighs
+    against ONNX Runtime's gain for a checkpoint not yet exported). The cache's export is made when missing (the
+    caller then runs it); when it exists, a throw-away export in a temporary folder is timed instead."""
+    import tempfile
+    import time
+
+    path = export_path(backbone, tokenizer, cache_folder)
+    started = time.perf_counter()
+    if not path.is_file():
+        onnx_backbone(backbone, tokenizer, cache_folder)
+        return time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder) / path.name
+        export_backbone(backbone, graph_inputs(tokenizer), scratch)
+        OnnxBackbone(scratch, graph_inputs(tokenizer), torch.get_num_threads())
+        return time.perf_counter() - started
+
+
 def onnx_backbone(backbone: nn.Module, tokenizer: Any, cache_folder: Path) -> OnnxBackbone:
     """The ONNX Runtime session for ``backbone``'s current weights (exported on first use, then reused)."""
     input_names = graph_inputs(tokenizer)

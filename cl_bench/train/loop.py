@@ -195,7 +195,8 @@ class Trainer:
             torch.set_num_threads(int(tcfg.num_threads))
         seed_everything(cfg.seed)
         self.device = distributed.local_device(resolve_device(tcfg.device))  # cuda:LOCAL_RANK under torchrun
-        self.amp_dtype = autocast_dtype(tcfg.precision, self.device)
+        # eval.sample_pairs (eval=iterate): precision=auto may train in the CPU's bf16 (iterating, not reporting)
+        self.amp_dtype = autocast_dtype(tcfg.precision, self.device, iterating=cfg.eval.get("sample_pairs") is not None)
         self.method = build_method(cfg, self.device)
         self.is_main = distributed.is_main_process()
         distributed.check_batch_size(tcfg.batch_size)

@@ -12,10 +12,12 @@ from typing import Any
 import torch
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+def autocast_dtype(precision: str, device: torch.device, iterating: bool = False) -> torch.dtype | None:
     """The autocast dtype for ``train.precision`` (None = fp32).
 
-    ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA and fp32 elsewhere; ``bf16`` also runs on
+    ``auto`` is bf16 (fp16 where bf16 is missing) on CUDA, bf16 on a CPU with bf16 units when ``iterating``
+    (``eval.sample_pairs`` set, ``eval=iterate``: :data:`cl_bench.models.inference.AUTO_CPU_ITERATING_PRECISION`,
+    the dev figures measured within 0.05 of fp32), and fp32 elsewhere; ``bf16`` also runs on
     CPUs, where autocast's bf16 matrix products use the AVX512_BF16/AMX units when the CPU has them.
     ``fp16_cuda`` is fp16 with loss scaling on CUDA, as the official ``--fp16`` runs (HF Trainer's mixed
     precision), and fp32 elsewhere: what a preset of such a run uses, so that it still runs on a CPU.
@@ -23,6 +25,10 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     Raises:
         ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
     """
+    if precision == "auto" and iterating and device.type == "cpu":
+        from cl_bench.models.inference import resolve_precision  # the one rule, shared with the evaluation
+
+        return torch.bfloat16 if resolve_precision("auto", device, iterating=True) == "bf16" else None
     if precision == "fp32" or (precision in ("auto", "fp16_cuda") and device.type != "cuda"):
         return None
     if precision == "fp16_cuda":

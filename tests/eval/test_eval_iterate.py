@@ -7,6 +7,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -63,3 +64,37 @@ def test_sampled_evaluation_encodes_a_fraction_and_says_so(data_dir: Path, caplo
     assert "the QUICK protocol for iterating" in caplog.text
     assert quick.encoded <= 0.25 * full.encoded and quick.encoded <= 2 * 2 * 300
     assert np.isfinite(sampled["stsb"]) and "align" in " ".join(sampled)
+
+
+class _StopAfterDevEval(Exception):
+    """Ends the faked training once its dev evaluation ran (the final evaluation is not under test)."""
+
+
+@pytest.mark.parametrize("preset", ["iterate", "quick"])
+def test_iterate_runs_no_full_dev_set_encoding_in_training(
+        preset: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The in-training dev evaluation the job builds (cli's dev_eval) encodes the final evaluation's fixed sample with
+    eval=iterate (at most 2 sentences x 300 pairs x 2 dev sets), every dev pair with eval=quick."""
+    from cl_bench.commands import cli
+    from cl_bench.train import loop
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"eval={preset}", f"paths.data_dir={data_dir}"])
+    counting = CountingEncoder()
+    scores: list[dict[str, float]] = []
+
+    def fake_train(cfg, run_dir, log_metrics, dev_eval, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        scores.append(dev_eval(counting))
+        raise _StopAfterDevEval
+
+    monkeypatch.setattr(loop, "train", fake_train)
+    with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"), pytest.raises(_StopAfterDevEval):
+        cli._train_and_evaluate(cfg, tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
+                                resume=False)
+    assert np.isfinite(scores[0]["stsb_dev"]) and "stsb_dev.sample300" not in scores[0]  # flat keys: D names them
+    if preset == "iterate":
+        assert counting.encoded <= 2 * 2 * 300
+        assert "dev evaluation on the fixed sample of eval.sample_pairs=300" in caplog.text
+    else:  # STS-B dev (1,500 pairs) and SICK-R dev (500 pairs): the full protocol, unchanged
+        assert counting.encoded > 3000 and "fixed sample" not in caplog.text

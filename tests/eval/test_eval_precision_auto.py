@@ -3,6 +3,7 @@ older GPU, and ONNX Runtime), so CPU figures are those of ``fp32``; ``tf32`` is 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,48 @@ def test_auto_resolves_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_precision("auto", "cuda:0") == "fp32"  # no bf16 units before Ampere
     for explicit in ("fp32", "bf16", "tf32"):
         assert resolve_precision(explicit, "cpu") == explicit
+
+
+def test_auto_is_the_cpus_bf16_when_iterating_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 50: on a CPU with bf16 units, auto (eval and train) is bf16 for iterating (eval.sample_pairs set), fp32
+    for the full protocol, fp32 with ONNX Runtime, and fp32 on a CPU without the units."""
+    from cl_bench.train.precision import autocast_dtype
+
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert inference.AUTO_CPU_ITERATING_PRECISION == "bf16"
+    assert resolve_precision("auto", "cpu", iterating=True) == "bf16"
+    assert resolve_precision("auto", "cpu") == "fp32" and resolve_precision("fp32", "cpu", iterating=True) == "fp32"
+    assert resolve_precision("auto", "cpu", backend="onnx", iterating=True) == "fp32"
+    cpu = torch.device("cpu")
+    assert autocast_dtype("auto", cpu, iterating=True) is torch.bfloat16
+    assert autocast_dtype("auto", cpu) is None and autocast_dtype("fp32", cpu, iterating=True) is None
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512f", "avx2"}))
+    assert resolve_precision("auto", "cpu", iterating=True) == "fp32"
+    assert autocast_dtype("auto", cpu, iterating=True) is None
+
+
+def test_iterating_evaluations_encode_in_bf16_on_such_a_cpu(
+        tiny_bert: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampled final evaluation (eval_bf16 recorded) and the sampled dev evaluation compute in bf16 under auto;
+    the full protocol's stays fp32 (no flag)."""
+    from cl_bench.eval import EvalOptions, evaluate, evaluate_dev
+
+    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
+    options = EvalOptions(backend="torch", cache=False, align_uniform=False, anisotropy=False)
+    assert evaluate(encoder, data_dir, ["stsb"], dataclasses.replace(options, sample_pairs=20))["eval_bf16"] == 1.0
+    assert "eval_bf16" not in evaluate(encoder, data_dir, ["stsb"], options)
+    precisions: list[str] = []
+    original = encoder._encode_distinct
+
+    def recording(unique, batch_size, backend, settings):  # noqa: ANN001, ANN202
+        precisions.append(resolve_precision(settings.precision, encoder.device, backend, settings.iterating))
+        return original(unique, batch_size, backend, settings)
+
+    monkeypatch.setattr(encoder, "_encode_distinct", recording)
+    evaluate_dev(encoder, data_dir, sample_pairs=20, align_uniform=False, anisotropy=False)
+    evaluate_dev(encoder, data_dir, align_uniform=False, anisotropy=False)
+    assert precisions == ["bf16", "fp32"]
 
 
 def test_auto_and_tf32_are_checked_as_values(monkeypatch: pytest.MonkeyPatch) -> None:

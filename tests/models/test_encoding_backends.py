@@ -170,7 +170,7 @@ def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, t
     torch_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="torch"))
     # auto measures both backends once per machine; make ONNX Runtime the faster one here
     monkeypatch.setattr(encoder_module, "time_backends", lambda encode: {"torch": 2.0, "onnx": 1.0,
-                                                                         "max_cosine_distance": 0.0})
+                                                                         "max_cosine_distance": 0.0, "sentences": 256})
     onnx_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="auto"))
     assert "eval_onnx" not in torch_fp32 and onnx_fp32["eval_onnx"] == 1.0
     assert abs(onnx_fp32["stsb"] - torch_fp32["stsb"]) < 0.01
@@ -186,24 +186,30 @@ def test_auto_measures_once_per_machine_and_architecture(tmp_path: Path, monkeyp
     def timings(torch_s: float, onnx_s: float, distance: float):  # noqa: ANN202
         def measure() -> dict[str, float]:
             calls.append(1)
-            return {"torch": torch_s, "onnx": onnx_s, "max_cosine_distance": distance}
+            return {"torch": torch_s, "onnx": onnx_s, "max_cosine_distance": distance, "sentences": 100.0,
+                    "export_seconds": 3.0}
         return measure
 
-    assert inference.measured_auto_choice("bert-a", tmp_path, timings(2.0, 1.0, 1e-7)) == "onnx"
-    assert inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7)) == "onnx"  # remembered
+    first = inference.measured_auto_choice("bert-a", tmp_path, timings(2.0, 1.0, 1e-7))
+    assert first.choice == "onnx" and first.reused == "" and first.onnx_per_sentence == pytest.approx(0.01)
+    again = inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7))
+    assert again.choice == "onnx" and again.reused == "this process"  # remembered
     monkeypatch.setattr(inference, "_AUTO_CHOICES", {})  # a new process reads the file
-    assert inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7)) == "onnx"
+    from_file = inference.measured_auto_choice("bert-a", tmp_path, timings(1.0, 2.0, 1e-7))
+    assert from_file.choice == "onnx" and from_file.reused == "file" and from_file.export_seconds == 3.0
     assert len(calls) == 1
-    assert inference.measured_auto_choice("bert-b", tmp_path, timings(1.0, 2.0, 1e-7)) == "torch"  # torch faster
-    assert inference.measured_auto_choice("bert-c", tmp_path, timings(2.0, 1.0, 1e-3)) == "torch"  # not identical
+    assert inference.measured_auto_choice("bert-b", tmp_path, timings(1.0, 2.0, 1e-7)).choice == "torch"  # torch faster
+    assert inference.measured_auto_choice("bert-c", tmp_path, timings(2.0, 1.0, 1e-3)).choice == "torch"  # not identical
     assert len(calls) == 3
     record = json.loads(next((tmp_path / inference.AUTO_SUBDIR).glob("*.json")).read_text())
-    assert set(record) >= {"choice", "torch", "onnx", "max_cosine_distance", "machine", "threads"}
+    assert set(record) >= {"choice", "torch", "onnx", "max_cosine_distance", "machine", "threads", "export_seconds",
+                           "sentences"}
 
 
 def test_auto_runs_the_backend_it_measured(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real probe: both backends timed on the sentences being encoded; the choice is what ran."""
     monkeypatch.setattr(inference, "_AUTO_CHOICES", {})
+    monkeypatch.setattr(encoder_module.SentenceEncoder, "AUTO_PROBE_SENTENCES", 16)
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     sentences = [f"sentence number {i} of the probe" for i in range(40)]
     settings = inference.EncodingSettings("auto", "fp32", cache_dir=tmp_path)
@@ -212,6 +218,7 @@ def test_auto_runs_the_backend_it_measured(tiny_bert: Path, tmp_path: Path, monk
     record = json.loads(next((tmp_path / inference.AUTO_SUBDIR).glob("*.json")).read_text())
     assert settings.backends_used == {record["choice"]}
     assert record["torch"] > 0 and record["onnx"] > 0 and record["max_cosine_distance"] < 1e-5
+    assert record["export_seconds"] > 0 and record["sentences"] == 16
     with inference.encoding(inference.EncodingSettings("torch", "fp32", cache_dir=tmp_path)):
         assert np.allclose(vectors, encoder.encode(sentences, batch_size=16), atol=1e-5)
 

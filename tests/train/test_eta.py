@@ -3,12 +3,14 @@ on the progress bar and in the log of a real short training."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -101,3 +103,52 @@ def test_a_training_logs_the_job_left_after_each_dev_evaluation(tiny_bert: Path,
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     assert len(lines) == 3
     assert all("left (training and evaluation)" in line for line in lines[:2]) and "left" not in lines[2]
+
+
+class CountingEncoder:
+    """Counts the distinct sentences it is asked to encode (what an evaluation's time scales with)."""
+
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def encode(self, sentences: list[str], batch_size: int) -> np.ndarray:
+        self.encoded += len(set(sentences))
+        return np.array([[text.count(c) for c in "aeiostn "] for text in sentences], dtype=np.float32) + 1e-3
+
+
+@pytest.mark.parametrize("preset", ["iterate", "quick"])
+def test_the_eta_is_within_30_percent_from_the_first_dev_evaluation_on(data_dir: Path, preset: str) -> None:
+    """A scripted job (issue 50): 50 steps of 9 s (the first 20 s: warm-up), a dev evaluation every 25 steps and the
+    final evaluation, each costing 20 ms per distinct sentence it really encodes (counted: the job's dev evaluation and
+    final evaluation of eval=iterate or eval=quick); the ETA scales the final evaluation by the job's own estimate
+    (cli's final-evaluation ratio). From the first dev evaluation on, it is within 30% of what is left."""
+    from cl_bench.commands.cli import _final_eval_ratio
+    from cl_bench.eval import EvalOptions, evaluate, evaluate_dev
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"eval={preset}", f"paths.data_dir={data_dir}", "eval.cache=false"])
+    dev_encoder, final_encoder = CountingEncoder(), CountingEncoder()
+    evaluate_dev(dev_encoder, data_dir, cfg.train.select_metric, sample_pairs=cfg.eval.sample_pairs)
+    options = EvalOptions.from_config(cfg.eval)
+    evaluate(final_encoder, data_dir, list(cfg.eval.tasks), options)
+    dev, final = dev_encoder.encoded, final_encoder.encoded
+    per_sentence, total, every = 0.02, 50, 25
+    clock = FakeClock()
+    job = JobClock(total_steps=total, eval_steps=every, final_eval_ratio=_final_eval_ratio(cfg), clock=clock)
+    script: list[tuple[int, str, float]] = []  # (step after which, kind, seconds) of every piece of work
+    for step in range(1, total + 1):
+        script.append((step, "step", 20.0 if step == 1 else 9.0))
+        if step % every == 0:
+            script.append((step, "dev", dev * per_sentence))
+    script.append((total, "final", final * per_sentence))
+    job_end = clock.now + sum(seconds for _, _, seconds in script)
+    checked = 0
+    for step, kind, seconds in script:
+        with job.dev_evaluation() if kind == "dev" else contextlib.nullcontext():
+            clock.now += seconds
+        if job.evals and step < total:  # from the first dev evaluation on
+            estimate, complete = job.left(step)
+            truth = job_end - clock.now
+            assert complete and abs(estimate - truth) <= 0.3 * truth, (step, estimate, truth)
+            checked += 1
+    assert checked == total - every
