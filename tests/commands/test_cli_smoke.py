@@ -88,6 +88,14 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert tags["cl_bench.git_commit"] and tags["torch.version"] and tags["transformers.version"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"results.json", "config.yaml"} <= artifacts
+    # MLflow's own records (cl_bench/commands/mlflow_records.py): the data sets, the best checkpoint as a model,
+    # and the printed runs-table URL opening a saved view of the experiment
+    contexts = {i.dataset.name: [t.value for t in i.tags] for i in client.get_run(run.info.run_id).inputs.dataset_inputs}
+    assert contexts["corpus/wiki1m_for_simcse.head.txt"] == ["training"] and ["evaluation"] in contexts.values()
+    [model] = client.search_logged_models(experiment_ids=[experiment.experiment_id])
+    assert model.source_run_id == run.info.run_id
+    view_key = proc.stdout.split("MLflow runs table: ", 1)[1].split("viewStateShareKey=", 1)[1].split()[0]
+    assert f"mlflow.sharedViewState.{view_key}" in client.get_experiment(experiment.experiment_id).tags
 
 
 @pytest.mark.slow  # ~45 s on 2 quiet cores: the full STS suite in a subprocess; mode=eval is also in test_decoder_eval
