@@ -514,7 +514,9 @@ def _print_runs_table_url(tracker: Any, cfg: DictConfig) -> None:
     run's selection figure (:func:`cl_bench.tracking.ui_views.runs_table_url`); nothing when MLflow fails."""
     from cl_bench.tracking import ui_views
 
-    order = [f"select/best_{cfg.train.select_metric}", "sts/sts_avg"] if cfg.mode == "train" else ["sts/sts_avg"]
+    sample = cfg.eval.get("sample_pairs")
+    final_avg = final_name("sts_avg", sample)
+    order = [select_name(f"best_{cfg.train.select_metric}", sample), final_avg] if cfg.mode == "train" else [final_avg]
     try:
         print(f"MLflow runs table: {ui_views.runs_table_url(tracker.client, tracker.tracking_uri, tracker.run_id, order)}")
     except Exception as err:  # noqa: BLE001 (a URL is a convenience)
