@@ -77,6 +77,7 @@ def test_iterate_runs_no_full_dev_set_encoding_in_training(
     """The in-training dev evaluation the job builds (cli's dev_eval) encodes the final evaluation's fixed sample with
     eval=iterate (at most 2 sentences x 300 pairs x 2 dev sets), every dev pair with eval=quick."""
     from cl_bench.commands import cli
+    from cl_bench.eval import suite
     from cl_bench.train import loop
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -89,6 +90,7 @@ def test_iterate_runs_no_full_dev_set_encoding_in_training(
         raise _StopAfterDevEval
 
     monkeypatch.setattr(loop, "train", fake_train)
+    monkeypatch.setattr(suite, "_DEV_SAMPLES_SAID", set())  # said once per process: as if this were the first job
     with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"), pytest.raises(_StopAfterDevEval):
         cli._train_and_evaluate(cfg, tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
                                 resume=False)
