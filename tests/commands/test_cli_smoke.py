@@ -61,7 +61,7 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
     assert run.info.status == "FINISHED"
     params = run.data.params
     assert params["loss.tau"] == "0.05" and params["model.name_or_path"] == str(tiny_bert)
-    assert params["batch_size"] == "8" and params["method._target_"] == "cl_bench.methods.simcse.SimCSE"
+    assert params["batch_size"] == "8" and params["method._target_"] == "cl_bench.methods.simcse.modeling.SimCSE"
     # each value once (no copies of the shortcuts), only what acted (no MLM probability without MLM)
     assert "train.batch_size" not in params and "model.dropout" not in params and params["dropout"] == "0.1"
     assert "method.mlm_probability" not in params and "loss._partial_" not in params

@@ -18,7 +18,7 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate, yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.reporting.reference_results import load_ablations
 

@@ -90,7 +90,7 @@ def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tm
         assert code == 2, (argv, stderr)
         assert stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), (argv, stderr)
     help_code, _, help_text = result["answers"][-1]
-    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt." in help_text
+    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt.modeling." in help_text
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
     assert not (tmp_path / "outputs").exists()  # no run directory for a rejected command
 
@@ -145,7 +145,7 @@ def test_help_lists_the_groups_hydra_lists() -> None:
         loader = GlobalHydra.instance().config_loader()
         for group in ("method", "augmentation/simcse_table1", "experiment/points"):
             assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
-    assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
+    assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.modeling.SimCSE" in text
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ DECLARED_REJECTED = [
                                        "the pooler group (it uses: loss)"),
     (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
                                                  "pooler=avg_first_last averages a first layer (pooler=cls)"),
-    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
+    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.modeling.SimCSE; valid keys: "
                         "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask, select_with_mlp"),
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: none"),

@@ -634,8 +634,8 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
     any model loads with one line (the projector with a pooler other than cls, where it cannot act; the
     BatchNorm projector kept at test, which a saved encoder cannot hold), or accepted and acting (one step
     of a tiny model; the BatchNorm projector exactly where it was asked for)."""
-    from cl_bench.methods.diffcse import BatchNormProjector
-    from cl_bench.methods.specs import Projector
+    from cl_bench.methods.diffcse.configuration import Projector
+    from cl_bench.methods.diffcse.modeling import BatchNormProjector
     from cl_bench.train import loop
 
     base = _method_config("diffcse", data_dir, tiny_bert, corpus_files[0])

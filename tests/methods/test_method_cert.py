@@ -31,7 +31,7 @@ from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.cert import CERT
+from cl_bench.methods.cert.modeling import CERT
 from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
@@ -254,7 +254,7 @@ def test_cert_bert_preset_is_the_paper_recipe(tiny_bert, data_dir) -> None:
             "experiment=cert_bert", f"model.name_or_path={tiny_bert}",
             f"data.train_file={data_dir}/corpus/wiki1m_for_simcse.head.txt",
         ])
-    assert cfg.method._target_ == "cl_bench.methods.cert.CERT" and cfg.pooler.name == "cls_before_pooler"
+    assert cfg.method._target_ == "cl_bench.methods.cert.modeling.CERT" and cfg.pooler.name == "cls_before_pooler"
     assert (cfg.method.queue_size, cfg.method.momentum, cfg.method.projection_dim, cfg.method.mlp) == (6720, 0.999, 128, True)
     assert (cfg.loss.tau, cfg.train.batch_size, cfg.model.max_length, cfg.train.lr) == (0.07, 32, 64, 4e-5)
     assert cfg.augmentation._target_ == "cl_bench.augment.back_translation.BackTranslation"

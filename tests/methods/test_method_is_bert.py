@@ -17,7 +17,7 @@ from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.is_bert import CNN_WEIGHTS_FILE, ISBERT, NGramCNN
+from cl_bench.methods.is_bert.modeling import CNN_WEIGHTS_FILE, ISBERT, NGramCNN
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 

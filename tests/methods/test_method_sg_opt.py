@@ -16,7 +16,7 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import build_spec, validate, yaml_spec
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.sg_opt import SelfGuided, pool_layers
+from cl_bench.methods.sg_opt.modeling import SelfGuided, pool_layers
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 

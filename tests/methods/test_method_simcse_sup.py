@@ -21,7 +21,7 @@ from cl_bench.data.nli import read_nli_triples
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.methods.simcse_sup.modeling import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder
 
 TRIPLES = [

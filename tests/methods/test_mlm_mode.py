@@ -11,8 +11,8 @@ import torch
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
+from cl_bench.methods.simcse_sup.modeling import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder, special_tokens_mask
 
 BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat food", "a cat sits on a chair"] * 16
