@@ -169,6 +169,8 @@ class MethodSpec(Spec):
     supplies: ClassVar[frozenset[str]] = frozenset()
     #: what the method is, in one line (``cl-bench list``)
     summary: ClassVar[str] = ""
+    #: what a first run of this method needs that the others' do not (a line of its docs page's "Run it"; Markdown)
+    run_note: ClassVar[str] = ""
     #: True when the method encodes groups of views/columns through ``tokenize_groups``, where
     #: ``model.view_prompts`` acts (one prompt per group)
     encodes_views: ClassVar[bool] = False

@@ -33,6 +33,12 @@ class DiffCSESpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.diffcse.modeling.DiffCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    run_note: ClassVar[str] = (
+        "Its generator, `distilbert-base-uncased`, is a second hub model: offline, put it in the Hugging "
+        "Face cache first or point `method.generator` at a local masked-LM folder; whether "
+        "`method.generator=null` is still DiffCSE is answered on "
+        "[Compare two methods](../compare.md#diffcses-generator-offline)."
+    )
     summary: ClassVar[str] = ("DiffCSE: SimCSE + conditional ELECTRA (frozen MLM generator edits, discriminator "
                               "conditioned on the embedding)")
 
