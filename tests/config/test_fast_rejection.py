@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import minilm_path
+from conftest import _PROBE, job_first_error, minilm_path
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import app_help
@@ -57,24 +57,6 @@ REJECTED = [
     (["train.matryoshka_dims=64"],  # a list key whose default is null
      "cl-bench: error: train.matryoshka_dims: must be a list, e.g. train.matryoshka_dims=[64]; got 64"),
 ]
-
-_PROBE = """
-import contextlib, io, json, sys
-from cl_bench.commands import cli
-answers = []
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["cl-bench", *argv]
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code
-    answers.append([code, err.getvalue(), out.getvalue()])
-heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
-print(json.dumps({"answers": answers, "heavy": heavy}))
-"""
 
 
 def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tmp_path: Path) -> None:
@@ -324,21 +306,6 @@ DECLARED_REJECTED += [
     (["mode=eval", "model.name_or_path=./no_such_model"],
      "cl-bench: error: model.name_or_path: no Hugging Face model at 'no_such_model' (config.json missing)"),
 ]
-
-
-def job_first_error(argv: list[str]) -> str:
-    """The job's own first rejection of ``argv`` (:func:`cl_bench.commands.cli.run`'s checks: for ``mode=eval`` the recorded
-    pooling first, then :func:`cl_bench.config.validate`), as cl-bench prints it."""
-    from cl_bench.commands.cli import use_recorded_pooling
-    from cl_bench.config import validate
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=argv)
-    if cfg.mode == "eval":
-        use_recorded_pooling(cfg, argv)
-    with pytest.raises(ConfigError) as job:
-        validate(cfg, argv)
-    return f"cl-bench: error: {job.value}"
 
 
 def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import random
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import mlflow
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import cli_env, minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.back_translation import BackTranslation, BackTranslationUnavailable
@@ -36,36 +32,10 @@ from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
 
-STS_KEYS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg")
-
 SENTENCES = [
     "a man plays the guitar", "the dog runs in the park", "two children read a book",
     "a woman eats food", "the cat sits on the table", "people walk in the street",
 ]
-
-
-def run_cl_bench(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[dict[str, float], list[dict]]:
-    """Run the `cl-bench` console command in ``tmp_path``; check results, metrics and the MLflow run.
-
-    Returns:
-        ``(results.json, metrics.jsonl rows)``.
-    """
-    exe = shutil.which("cl-bench")
-    assert exe, "the cl-bench console script is not installed (pip install -e .)"
-    proc = subprocess.run([exe, *args, "train.progress_bar=false", "hydra.run.dir=run"], cwd=tmp_path,
-                          capture_output=True, text=True, env=cli_env(data_dir), timeout=3600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
-    for key in STS_KEYS:
-        assert key in results and math.isfinite(results[key]) and -100 <= results[key] <= 100, key
-    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert any("train_loss" in m for m in metrics) and any("stsb_dev" in m for m in metrics)
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
-    method = next(a.split("=", 1)[1] for a in args if a.startswith("method="))
-    assert run.info.status == "FINISHED" and run.data.tags["method"] == method
-    assert run.data.metrics["sts_avg"] == pytest.approx(results["sts_avg"])
-    return results, metrics
 
 
 @dataclass(kw_only=True)

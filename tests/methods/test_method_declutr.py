@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
-from test_method_cert import run_cl_bench
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
-from test_method_cert import run_cl_bench
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate, yaml_spec

@@ -265,8 +265,8 @@ def test_presets_and_loss_ablation_grid(tiny_bert: Path, data_dir: Path) -> None
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
+    from conftest import cl_bench_process as _cl_bench
     from conftest import minilm_path
-    from test_cli_smoke import _cl_bench
 
     _cl_bench(
         [

@@ -87,7 +87,7 @@ def test_masked_mode_needs_an_mlm_weight(tiny_bert) -> None:
 
 
 def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> None:
-    from test_ablations import job_config, sweep_jobs
+    from conftest import job_config, sweep_jobs
 
     seen = [(cfg.method.mlm_weight, cfg.method.mlm_mode)
             for cfg in (job_config(job, data_dir, tiny_bert) for job in sweep_jobs("ablation_mlm_weight"))]
