@@ -171,6 +171,10 @@ class MethodSpec(Spec):
     summary: ClassVar[str] = ""
     #: what a first run of this method needs that the others' do not (a line of its docs page's "Run it"; Markdown)
     run_note: ClassVar[str] = ""
+    #: the overrides with which it trains a step of a tiny model (2 layers, width 32) on a few plain sentences: a
+    #: ``data=`` preset when it reads another format, and the keys that make its heads and queues that small (the
+    #: tests' per-method cases are built from these)
+    tiny_run: ClassVar[tuple[str, ...]] = ()
     #: True when the method encodes groups of views/columns through ``tokenize_groups``, where
     #: ``model.view_prompts`` acts (one prompt per group)
     encodes_views: ClassVar[bool] = False

@@ -20,11 +20,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 from transformers import BertConfig
 
 from cl_bench.config import (
     ConfigError,
+    catalog,
     validate,
 )
 from cl_bench.config.catalog import CONF_DIR
@@ -474,29 +475,7 @@ def hooks_trainer(method: str, tiny_bert: Path, data_dir: Path, tmp_path: Path, 
     return Trainer(cfg, tmp_path, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
 
 
-# --- used by config/test_options_act.py, models/test_decoders.py ---
-#: small real training data for each method, and the method keys that make a tiny run possible
-METHOD_DATA = {
-    "simcse": ("corpus", {}),
-    "cert": ("corpus", {"method.queue_size": 8}),
-    "simcse_sup": ("nli_snli_devtest", {}),
-    "sg_opt": ("stsb_sentences", {"method.projection_size": 8, "method.stsb_splits": None}),
-    "is_bert": ("nli_sentences", {"method.channels": 4}),
-    "declutr": ("enwiki_documents", {"method.min_span_len": 2, "method.max_span_len": 8, "method.mlm_weight": 0.0}),
-    "quickthoughts": ("enwiki_sentences", {}),
-    "sbert": ("snli_labeled", {}),
-    "barlow_twins": ("corpus", {"method.projector": [16, 16]}),
-    "byol": ("corpus", {"method.projection": [16, 8]}),
-    "swav": ("corpus", {"method.projection": [16, 8], "method.num_prototypes": 5}),
-    "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
-    "promptbert": ("corpus", {}),
-    "sncse": ("corpus", {"augmentation": {"_target_": "cl_bench.augment.negation.Negation", "source": "rules", "file": None}}),
-    "mixcse": ("corpus", {}),
-    "esimcse": ("corpus", {"method.neg_size": 8}),
-    "diffcse": ("corpus", {"method.generator": None}),  # null: the tiny encoder's checkpoint as the generator
-}
-
-
+# --- used by config/test_options_act.py, models/test_decoders.py, methods/test_method_prepare.py ---
 CORPUS = [
     "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
     "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
@@ -509,14 +488,21 @@ def compose_config(data_dir: Path, overrides: list[str]) -> Any:
         return compose("config", overrides=[*overrides, "paths.output_dir=out"])
 
 
+def tiny_run(method: str) -> tuple[str, list[str]]:
+    """``(data, overrides)`` of a tiny run of ``method=NAME``, from its spec's ``tiny_run`` (the registry: a method's
+    case is its folder's): the ``data=`` preset it reads (``"corpus"``: a file of plain sentences the test writes) and
+    its other overrides."""
+    spec = catalog.method_spec(method)
+    assert spec is not None, f"method={method} has no spec"
+    data = next((o.split("=", 1)[1] for o in spec.tiny_run if o.startswith("data=")), "corpus")
+    return data, [o for o in spec.tiny_run if not o.startswith("data=")]
+
+
 def method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path, data: str | None = None) -> Any:
-    default_data, keys = METHOD_DATA[method]
+    """``method=NAME``'s tiny run (:func:`tiny_run`) on the tiny model, composed; ``data``: another data set."""
+    default_data, keys = tiny_run(method)
     data = data or default_data
     overrides = [f"method={method}", f"model.name_or_path={tiny_bert}", "model.max_length=16", "batch_size=4",
-                 "logger=none", "data.limit=40"]
+                 "logger=none", "data.limit=40", *keys]
     overrides.append(f"data.train_file={corpus}" if data == "corpus" else f"data={data}")
-    cfg = compose_config(data_dir, overrides)
-    with open_dict(cfg):
-        for key, value in keys.items():
-            OmegaConf.update(cfg, key, value)
-    return cfg
+    return compose_config(data_dir, overrides)

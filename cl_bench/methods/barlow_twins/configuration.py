@@ -21,6 +21,7 @@ class BarlowTwinsSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.barlow_twins.modeling.BarlowTwins"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("two_view",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.projector=[16,16]",)
     summary: ClassVar[str] = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 

@@ -20,6 +20,7 @@ class BYOLSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.byol.modeling.BYOL"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("predict_target",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.projection=[16,8]",)
     summary: ClassVar[str] = ("BYOL: online encoder + projector + predictor against a momentum target of the other view, "
                               "no negatives")
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts

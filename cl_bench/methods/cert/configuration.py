@@ -25,6 +25,7 @@ class CERTSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.cert.modeling.CERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("queue",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.queue_size=8", "loss.tau=1")  # τ 0.07 saturates a tiny loss
     summary: ClassVar[str] = ("CERT / MoCo: momentum key encoder, a FIFO queue of negative keys; the key is an augmented "
                               "sentence")
 

@@ -25,6 +25,7 @@ class DeCLUTRSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.declutr.modeling.DeCLUTR"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=enwiki_documents", "method.min_span_len=2", "method.max_span_len=8", "method.mlm_weight=0")
     summary: ClassVar[str] = ("DeCLUTR: anchor and positive spans sampled from documents, contrastive loss + MLM on "
                               "the anchors")
 

@@ -39,6 +39,7 @@ class DiffCSESpec(MethodSpec):
         "`method.generator=null` is still DiffCSE is answered on "
         "[Compare two methods](../compare.md#diffcses-generator-offline)."
     )
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.generator=null",)  # null: the tiny encoder's own checkpoint as the generator
     summary: ClassVar[str] = ("DiffCSE: SimCSE + conditional ELECTRA (frozen MLM generator edits, discriminator "
                               "conditioned on the embedding)")
 

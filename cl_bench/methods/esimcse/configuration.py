@@ -20,6 +20,7 @@ class ESimCSESpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.esimcse.modeling.ESimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.neg_size=8",)
     summary: ClassVar[str] = ("ESimCSE: word-repetition positive (augmentation=word_repetition), momentum-encoder queue "
                               "of extra negatives")
     takes_prompts: ClassVar[bool] = False  # word repetition edits token ids (the official bpe rule): no prompt layout

@@ -23,6 +23,7 @@ class ISBERTSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.is_bert.modeling.ISBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("local_global",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=nli_sentences", "method.channels=4")
     summary: ClassVar[str] = ("IS-BERT: a CNN over token states; JSD mutual information between local n-gram and "
                               "global features")
 

@@ -17,6 +17,7 @@ class MemoryBankSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.memory_bank.modeling.MemoryBank"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("memory_bank",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.feature_dim=8", "method.num_noise=4")
     summary: ClassVar[str] = "instance discrimination: one bank row per sentence, NCE over sampled rows, bank momentum"
 
     feature_dim: int

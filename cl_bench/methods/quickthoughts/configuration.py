@@ -21,6 +21,7 @@ class QuickThoughtsSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.quickthoughts.modeling.QuickThoughts"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("neighbour",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=enwiki_sentences",)
     summary: ClassVar[str] = "QuickThoughts: encoders f, g classify each sentence's neighbours among a contiguous batch"
 
     encoders: int

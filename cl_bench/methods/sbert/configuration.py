@@ -22,6 +22,7 @@ class SBERTSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.sbert.modeling.SBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("classifier", "scored_pair", "triplet")
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=snli_labeled",)
     summary: ClassVar[str] = ("Sentence-BERT: siamese fine-tuning; loss=sbert_softmax (NLI), sbert_regression/cosent/angle "
                               "(STS-B) or sbert_triplet/angle_nli (NLI triples)")
     encodes_views: ClassVar[bool] = True  # its columns go through tokenize_groups: model.view_prompts acts

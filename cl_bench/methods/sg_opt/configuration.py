@@ -24,6 +24,7 @@ class SelfGuidedSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.sg_opt.modeling.SelfGuided"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("self_guided",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=stsb_sentences", "method.projection_size=8", "method.stsb_splits=null")
     summary: ClassVar[str] = ("SG-BERT/SG-OPT: a frozen BERT_F's layer views guide the tuned BERT_T's [CLS] "
                               "(loss=sg_opt, or loss=sg for SG-BERT)")
 

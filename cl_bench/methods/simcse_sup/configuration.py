@@ -23,6 +23,7 @@ class SupervisedSimCSESpec(MethodSpec):
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair", "guided_pair")
     supplies: ClassVar[frozenset[str]] = frozenset({"hard_negatives"})
+    tiny_run: ClassVar[tuple[str, ...]] = ("data=nli_snli_devtest",)
     summary: ClassVar[str] = ("supervised SimCSE: NLI (premise, entailment, contradiction); the contradiction is a "
                               "hard negative")
     encodes_views: ClassVar[bool] = True  # its columns go through tokenize_groups: model.view_prompts acts

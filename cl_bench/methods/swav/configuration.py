@@ -19,6 +19,7 @@ class SwAVSpec(MethodSpec):
     target: ClassVar[str] = "cl_bench.methods.swav.modeling.SwAV"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
     loss_kinds: ClassVar[tuple[str, ...]] = ("swapped_prediction",)
+    tiny_run: ClassVar[tuple[str, ...]] = ("method.projection=[16,8]", "method.num_prototypes=5")
     summary: ClassVar[str] = "SwAV: projection head, K prototypes, Sinkhorn-Knopp codes, swapped prediction between two views"
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
