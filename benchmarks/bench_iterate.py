@@ -103,7 +103,10 @@ def main() -> None:
     after_rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                                text=True, check=True).stdout.strip()
     print(cpu_line())
-    print(f"before: {args.before} ({revision}); after: this tree ({REPO}, HEAD {after_rev} + uncommitted changes)")
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    print(f"before: {args.before} ({revision}); after: this tree ({REPO}, HEAD {after_rev}"
+          f"{' + uncommitted changes' if dirty else ''})")
     print(f"CL_BENCH_DATA={os.environ.get('CL_BENCH_DATA', '(default)')}; model {model}")
     with tempfile.TemporaryDirectory(prefix="bench_iterate_") as scratch:
         root = args.keep or Path(scratch)

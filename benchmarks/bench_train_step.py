@@ -63,8 +63,8 @@ from cl_bench.data.loader import BatchLoader
 from cl_bench.data.text import read_sentences
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.specs import SimCSESpec
+from cl_bench.methods.simcse.configuration import SimCSESpec
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
 from cl_bench.train.compile import PadToBucket, compile_encoder, compile_mode, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype

@@ -16,8 +16,13 @@ spec to its class (``SimCSE(context, spec)``); a loss stays a pure function, bui
 its keys as keyword arguments.
 
 A spec names its target (:attr:`Spec.target`) and is registered under it when its class is defined.
-cl-bench's own specs live in ``cl_bench/methods/specs.py``, ``cl_bench/losses/specs.py`` and
-``cl_bench/augment/specs.py``, which import no torch, so every check answers before torch loads. A
+A built-in method is one folder, ``cl_bench/methods/<name>/``: ``configuration.py`` holds its spec (no torch),
+``modeling.py`` the ``nn.Module`` its ``_target_`` names (``cl_bench.methods.<name>.modeling.<Class>``), and
+``__init__.py`` imports nothing. A ``_target_`` of that shape finds its spec in the sibling ``configuration``
+module without importing the ``modeling`` one (:func:`spec_for`), and every such folder under ``cl_bench/methods/``
+is found by listing it (:func:`builtin_spec_modules`). The losses' and augmentations' specs live in
+``cl_bench/losses/specs.py`` and ``cl_bench/augment/specs.py``. None of them imports torch, so every check answers
+before torch loads. A
 user's spec may sit in the same module as their ``nn.Module`` (their checks then run after that module,
 and torch, are imported) or in a module of its own; their YAML may leave out the schema line (its spec, not yet
 imported when Hydra composes, then checks the keys and types: :func:`cl_bench.config.build_spec`).
@@ -28,13 +33,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, ClassVar
 
-#: the torch-free modules holding cl-bench's own specs (imported on the first lookup)
-BUILTIN_SPEC_MODULES = ("cl_bench.methods.specs", "cl_bench.losses.specs", "cl_bench.augment.specs")
+#: the torch-free modules holding the specs of cl-bench's own losses and augmentations (imported on the first lookup;
+#: the methods' are found by :func:`builtin_spec_modules`)
+BUILTIN_SPEC_MODULES = ("cl_bench.losses.specs", "cl_bench.augment.specs")
+#: the folder of cl-bench's own methods: each subfolder holding a ``configuration.py`` is one method
+METHODS_DIR = Path(__file__).resolve().parent / "methods"
+#: the module of a method folder that holds its spec, beside ``MODELING`` that holds its ``nn.Module``
+CONFIGURATION, MODELING = "configuration", "modeling"
 #: the config groups a method may use (:attr:`MethodSpec.uses`)
 METHOD_GROUPS = ("loss", "augmentation", "pooler")
 
@@ -157,6 +169,12 @@ class MethodSpec(Spec):
     supplies: ClassVar[frozenset[str]] = frozenset()
     #: what the method is, in one line (``cl-bench list``)
     summary: ClassVar[str] = ""
+    #: what a first run of this method needs that the others' do not (a line of its docs page's "Run it"; Markdown)
+    run_note: ClassVar[str] = ""
+    #: the overrides with which it trains a step of a tiny model (2 layers, width 32) on a few plain sentences: a
+    #: ``data=`` preset when it reads another format, and the keys that make its heads and queues that small (the
+    #: tests' per-method cases are built from these)
+    tiny_run: ClassVar[tuple[str, ...]] = ()
     #: True when the method encodes groups of views/columns through ``tokenize_groups``, where
     #: ``model.view_prompts`` acts (one prompt per group)
     encodes_views: ClassVar[bool] = False
@@ -218,18 +236,39 @@ class AugmentationSpec(Spec):
         return False
 
 
+def builtin_spec_modules() -> tuple[str, ...]:
+    """The torch-free modules of cl-bench's own specs: each method folder's ``configuration``, then the losses' and
+    the augmentations' (a new method folder is found here, listed nowhere)."""
+    methods = sorted(f"cl_bench.methods.{path.parent.name}.{CONFIGURATION}"
+                     for path in METHODS_DIR.glob(f"*/{CONFIGURATION}.py"))
+    return (*methods, *BUILTIN_SPEC_MODULES)
+
+
+def _import_builtin() -> None:
+    for module in builtin_spec_modules():
+        importlib.import_module(module)
+
+
 def spec_for(target: str, import_target: bool = True) -> type[Spec] | None:
     """The spec registered for ``target`` (a ``_target_`` path), or None.
 
-    cl-bench's own specs are imported first (no torch); a target they do not describe has its module imported
-    (``import_target``), which registers a spec defined there.
+    cl-bench's own specs are imported first (no torch). A target of a method folder's shape
+    (``<package>.modeling.<Class>``, in cl-bench or a user's folder on the search path) has its sibling
+    ``<package>.configuration`` imported, torch-free; another target has its module imported (``import_target``),
+    which registers a spec defined there.
     """
-    for module in BUILTIN_SPEC_MODULES:
+    _import_builtin()
+    module, _, _ = target.rpartition(".")
+    if target not in _REGISTRY and module.endswith(f".{MODELING}"):
+        configuration = f"{module.rpartition('.')[0]}.{CONFIGURATION}"
+        try:
+            found = importlib.util.find_spec(configuration) is not None
+        except ModuleNotFoundError:  # the package itself is missing: the target's import below says so
+            found = False
+        if found:
+            importlib.import_module(configuration)
+    if target not in _REGISTRY and import_target and module:
         importlib.import_module(module)
-    if target not in _REGISTRY and import_target:
-        module, _, _ = target.rpartition(".")
-        if module:
-            importlib.import_module(module)
     return _REGISTRY.get(target)
 
 
@@ -253,8 +292,7 @@ def build(node: Mapping[str, Any], *args: Any) -> Any:
 
 def registered() -> dict[str, type[Spec]]:
     """Every spec registered so far, by target (cl-bench's own imported)."""
-    for module in BUILTIN_SPEC_MODULES:
-        importlib.import_module(module)
+    _import_builtin()
     return dict(_REGISTRY)
 
 

@@ -15,7 +15,7 @@ from conftest import build_tiny_bert
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.esimcse import ESimCSE
+from cl_bench.methods.esimcse.modeling import ESimCSE
 from cl_bench.models.encoder import build_encoder
 
 MOMENTUM, NEG_SIZE, LR = 0.9, 4, 0.1

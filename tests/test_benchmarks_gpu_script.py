@@ -143,7 +143,7 @@ find = importlib.util.find_spec
 importlib.util.find_spec = lambda name, package=None: None if name.split(".")[0] in absent else find(name, package)
 sys.path.insert(0, {str(ROOT / "benchmarks")!r})
 import bench_train_step, bench_suite_gpu
-import cl_bench.eval.suite, cl_bench.eval.transfer, cl_bench.methods.simcse
+import cl_bench.eval.suite, cl_bench.eval.transfer, cl_bench.methods.simcse.modeling
 print("imported")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,

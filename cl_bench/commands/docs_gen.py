@@ -111,16 +111,6 @@ def method_title(name: str) -> str:
     return title if title and len(title) <= 50 and ":" not in title else name
 
 
-#: a line or two a method's "Run it" section adds to the commands every method page gives (what a first run of
-#: this method needs that the others do not)
-RUN_NOTES = {
-    "diffcse": "Its generator, `distilbert-base-uncased`, is a second hub model: offline, put it in the Hugging "
-               "Face cache first or point `method.generator` at a local masked-LM folder; whether "
-               "`method.generator=null` is still DiffCSE is answered on "
-               "[Compare two methods](../compare.md#diffcses-generator-offline).",
-}
-
-
 # ------------------------------------------------------------------------------------------------
 # pages
 # ------------------------------------------------------------------------------------------------
@@ -188,8 +178,9 @@ def _run_it(name: str, presets: list[str]) -> list[str]:
     lines = ["## Run it\n", "```bash\n" + "\n".join(commands) + "\n```\n",
              "Against another method over several seeds, and offline with local models: "
              "[Compare two methods over N seeds](../compare.md).\n"]
-    if name in RUN_NOTES:
-        lines.append(RUN_NOTES[name] + "\n")
+    spec = catalog.method_spec(name)
+    if spec is not None and spec.run_note:  # what a first run of this method needs that the others do not
+        lines.append(spec.run_note + "\n")
     return lines
 
 

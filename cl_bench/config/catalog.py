@@ -124,6 +124,12 @@ def _spec(target: object) -> Any:
         return None
 
 
+def method_spec(method: str) -> Any:
+    """The spec class of ``method=NAME`` (its YAML's ``_target_``'s), None when it has none or none can be imported."""
+    path = options("method").get(method)
+    return None if path is None else _spec(read_yaml(path).get("_target_"))
+
+
 def loss_kinds() -> dict[str, str | None]:
     """``{loss option: its function's kind}`` for every loss option."""
     return {name: loss_kind_of(path) for name, path in options("loss").items()}

@@ -1,4 +1,5 @@
-"""Training methods. Each method is one module here plus one YAML in ``conf/method/``.
-
-The YAML's ``_target_`` names the method class; its other keys are the class's keyword arguments.
+"""Training methods. Each built-in method is one folder here, ``<name>/``: ``configuration.py`` (its spec: keys,
+types, rules; torch-free), ``modeling.py`` (its ``nn.Module``, the YAML's ``_target_``) and an ``__init__.py`` that
+imports nothing; its YAML is ``conf/method/<name>.yaml``. ``base.py``, ``prompt_base.py`` and ``specs.py`` (the rules
+several specs share) are the shared modules.
 """

@@ -206,9 +206,12 @@ def check_safetensors(path: Path) -> None:
 #: tests/models/test_encoder_registry.py checks it against every SentenceEncoder subclass in cl_bench.
 ENCODER_CLASSES = {
     "SentenceEncoder": "cl_bench.models.encoder",
-    "ISBERTEncoder": "cl_bench.methods.is_bert",
-    "PromptBERTEncoder": "cl_bench.methods.promptbert",
+    "ISBERTEncoder": "cl_bench.methods.is_bert.modeling",
+    "PromptBERTEncoder": "cl_bench.methods.promptbert.modeling",
 }
+#: the module an entry's class lived in when folders recorded its ``module.Name`` path (before each method was a
+#: folder): such folders still load as that entry
+_RECORDED_MODULES_BEFORE = {"ISBERTEncoder": "cl_bench.methods.is_bert", "PromptBERTEncoder": "cl_bench.methods.promptbert"}
 
 
 def encoder_class_name(recorded: object, where: Path | str) -> str:
@@ -220,7 +223,8 @@ def encoder_class_name(recorded: object, where: Path | str) -> str:
     """
     text = str(recorded)
     name = text.rpartition(".")[2]
-    if name in ENCODER_CLASSES and text in (name, f"{ENCODER_CLASSES[name]}.{name}"):
+    recorded_paths = {f"{module}.{name}" for module in (ENCODER_CLASSES.get(name), _RECORDED_MODULES_BEFORE.get(name)) if module}
+    if name in ENCODER_CLASSES and (text == name or text in recorded_paths):
         return name
     raise ModelLoadError(f"{where}: encoder_class {text!r} is not one of cl-bench's encoder classes "
                          f"({', '.join(ENCODER_CLASSES)}); nothing is imported from a model folder")

@@ -17,8 +17,8 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import catalog, validate, yaml_spec
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.specs import SimCSESpec
+from cl_bench.methods.simcse.configuration import SimCSESpec
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import build
 from cl_bench.train.loop import build_loss
@@ -159,7 +159,7 @@ def test_table1_preset_is_one_sweep_over_the_paper_rows(tiny_bert, data_root) ->
         row_cfg = compose_config(
             data_root, ["experiment=augmentation_comparison", f"augmentation=simcse_table1/{row}"]
         )
-        assert row_cfg.method._target_ == "cl_bench.methods.simcse.SimCSE" and row_cfg.loss.tau == 0.05
+        assert row_cfg.method._target_ == "cl_bench.methods.simcse.modeling.SimCSE" and row_cfg.loss.tau == 0.05
         assert row_cfg.method.augment_both_views is False  # x vs augmented x
         assert row_cfg.model.name_or_path == "bert-base-uncased" and row_cfg.train.batch_size == 64
         assert row_cfg.model.dropout == (0.0 if row == "delete_one_word_no_dropout" else 0.1)

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import cli_env
+from conftest import cl_bench_process
 
 STS_KEYS = ("sts/sts12", "sts/sts13", "sts/sts14", "sts/sts15", "sts/sts16", "sts/stsb", "sts/sickr", "sts/sts_avg",
             "geometry/align", "geometry/uniform")
-
-
-def _cl_bench(args: list[str], cwd: Path, data_dir: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    exe = shutil.which("cl-bench")
-    assert exe, "the cl-bench console script is not installed (pip install -e .)"
-    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, env=cli_env(data_dir), timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return proc
 
 
 def _tiny_run_args(tiny_bert: Path) -> list[str]:
@@ -38,7 +28,7 @@ def _tiny_run_args(tiny_bert: Path) -> list[str]:
 
 def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     with_bar = [arg for arg in _tiny_run_args(tiny_bert) if not arg.startswith("train.progress_bar=")]
-    proc = _cl_bench([*with_bar, "loss.tau=0.05", "hydra.run.dir=run"], tmp_path, data_dir)
+    proc = cl_bench_process([*with_bar, "loss.tau=0.05", "hydra.run.dir=run"], tmp_path, data_dir)
     assert "STS12" in proc.stdout  # the SimCSE-style table row
     # output to a pipe: the progress as whole lines (no \r frames), no MLflow store-creation chatter
     output = proc.stdout + proc.stderr
@@ -100,7 +90,7 @@ def test_train_run_logs_params_metrics_artifacts(tiny_bert: Path, data_dir: Path
 
 @pytest.mark.slow  # ~45 s on 2 quiet cores: the full STS suite in a subprocess; mode=eval is also in test_decoder_eval
 def test_eval_mode_scores_a_model_without_training(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
-    _cl_bench(
+    cl_bench_process(
         ["mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg", "hydra.run.dir=ev", "logger.enabled=false"],
         tmp_path, data_dir,
     )
@@ -112,7 +102,7 @@ def test_eval_mode_scores_a_model_without_training(tiny_bert: Path, data_dir: Pa
 @pytest.mark.slow  # ~80 s on 2 quiet cores: two training jobs through the joblib launcher
 def test_parallel_sweep_is_one_parent_with_child_runs(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     # A fresh SQLite store and two parallel joblib workers: the store is created once, before the jobs.
-    _cl_bench(
+    cl_bench_process(
         ["-m", *_tiny_run_args(tiny_bert), "dropout=0,0.1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
          "hydra.sweep.dir=sweep"],
         tmp_path, data_dir,

@@ -32,7 +32,7 @@ pooler:
   mlp_only_train: {mlp_only_train}
   first_layer: {first_layer}
 method:
-  _target_: cl_bench.methods.simcse.SimCSE
+  _target_: cl_bench.methods.simcse.modeling.SimCSE
   name: simcse
   mlm_weight: 0.0
 loss:

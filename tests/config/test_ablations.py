@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import job_config, sweep_jobs
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from cl_bench.augment.base import Dropout
@@ -18,31 +16,12 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate, yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.reporting.reference_results import load_ablations
 
 MINE = ("ablation_dropout", "ablation_batch_size", "ablation_pooling", "ablation_mlm_weight", "ablation_tau",
         "ablation_augmentation", "cpu_repro")
-
-
-def sweep_jobs(experiment: str, extra: list[str] | None = None) -> list[list[str]]:
-    """The jobs Hydra's basic sweeper launches for ``cl-bench experiment=NAME [extra]`` (no job is run)."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
-    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN", f"{experiment} must turn multirun on by itself"
-    arguments = [f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()] + [f"experiment={experiment}"] + (extra or [])
-    overrides = OverridesParser.create().parse_overrides(arguments)
-    (batch,) = BasicSweeper.split_arguments(overrides, None)
-    return batch
-
-
-def job_config(job: list[str], data_dir: Path, tiny_bert: Path) -> DictConfig:
-    """One job's composed config, validated offline: the tiny local BERT, and wiki1m's shipped head."""
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
-    offline = [f"model.name_or_path={tiny_bert}", f"data.train_file={data_dir}/corpus/wiki1m_for_simcse.head.txt"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=[*job, *offline])
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import minilm_path
+from conftest import _PROBE, job_first_error, minilm_path
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import app_help
@@ -58,24 +58,6 @@ REJECTED = [
      "cl-bench: error: train.matryoshka_dims: must be a list, e.g. train.matryoshka_dims=[64]; got 64"),
 ]
 
-_PROBE = """
-import contextlib, io, json, sys
-from cl_bench.commands import cli
-answers = []
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["cl-bench", *argv]
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code
-    answers.append([code, err.getvalue(), out.getvalue()])
-heavy = sorted(m for m in ("torch", "transformers", "mlflow", "sklearn") if m in sys.modules)
-print(json.dumps({"answers": answers, "heavy": heavy}))
-"""
-
 
 def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tmp_path: Path) -> None:
     """Every rejection of REJECTED and ``--help`` (after an override), in one fresh interpreter: one line each, exit 2 (help: 0),
@@ -90,7 +72,7 @@ def test_rejections_and_help_import_neither_torch_nor_transformers_nor_mlflow(tm
         assert code == 2, (argv, stderr)
         assert stderr.strip().splitlines() == [stderr.strip()] and stderr.startswith(expected), (argv, stderr)
     help_code, _, help_text = result["answers"][-1]
-    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt." in help_text
+    assert help_code == 0 and "cl-bench list" in help_text and "_target_: cl_bench.methods.sg_opt.modeling." in help_text
     assert result["heavy"] == [], f"imported before the answer: {result['heavy']}"
     assert not (tmp_path / "outputs").exists()  # no run directory for a rejected command
 
@@ -145,7 +127,7 @@ def test_help_lists_the_groups_hydra_lists() -> None:
         loader = GlobalHydra.instance().config_loader()
         for group in ("method", "augmentation/simcse_table1", "experiment/points"):
             assert f"{group}: {', '.join(sorted(loader.get_group_options(group)))}\n" in text
-    assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.SimCSE" in text
+    assert "hydra/" not in text.split("== Config ==")[0] and "_target_: cl_bench.methods.simcse.modeling.SimCSE" in text
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,7 +236,7 @@ DECLARED_REJECTED = [
                                        "the pooler group (it uses: loss)"),
     (["method=is_bert", "pooler.first_layer=0"], "cl-bench: error: pooler.first_layer: has no effect on this run: only "
                                                  "pooler=avg_first_last averages a first layer (pooler=cls)"),
-    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.SimCSE; valid keys: "
+    (["+method.foo=1"], "cl-bench: error: method.foo: unknown key for cl_bench.methods.simcse.modeling.SimCSE; valid keys: "
                         "mlm_weight, mlm_probability, mlm_mode, augment_both_views, fixed_dropout_mask, select_with_mlp"),
     (["method=sbert", "+loss.margin=2"], "cl-bench: error: loss.margin: unknown key for cl_bench.losses.sbert.sbert_softmax; "
                                          "valid keys: none"),
@@ -324,21 +306,6 @@ DECLARED_REJECTED += [
     (["mode=eval", "model.name_or_path=./no_such_model"],
      "cl-bench: error: model.name_or_path: no Hugging Face model at 'no_such_model' (config.json missing)"),
 ]
-
-
-def job_first_error(argv: list[str]) -> str:
-    """The job's own first rejection of ``argv`` (:func:`cl_bench.commands.cli.run`'s checks: for ``mode=eval`` the recorded
-    pooling first, then :func:`cl_bench.config.validate`), as cl-bench prints it."""
-    from cl_bench.commands.cli import use_recorded_pooling
-    from cl_bench.config import validate
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=argv)
-    if cfg.mode == "eval":
-        use_recorded_pooling(cfg, argv)
-    with pytest.raises(ConfigError) as job:
-        validate(cfg, argv)
-    return f"cl-bench: error: {job.value}"
 
 
 def test_declared_rejections_import_no_heavy_module_and_say_what_the_job_says(tmp_path: Path) -> None:

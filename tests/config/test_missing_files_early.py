@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import data_root, minilm_path
-from test_fast_rejection import _PROBE, job_first_error
+from conftest import _PROBE, data_root, job_first_error, minilm_path
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,12 +15,10 @@ from typing import Any
 import mlflow
 import pytest
 import torch
-from conftest import cli_env
-from hydra import compose, initialize_config_dir
+from conftest import CORPUS, cli_env, compose_config, method_config
 from omegaconf import OmegaConf, open_dict
 from transformers import BertConfig, BertForMaskedLM
 
-from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
 from cl_bench.config import ConfigError, acting_params, catalog, check_choices, inert_keys, validate
 
 METHODS = sorted(catalog.options("method"))
@@ -29,39 +26,9 @@ LOSSES = sorted(catalog.options("loss"))
 AUGMENTATIONS = sorted(catalog.options("augmentation"))
 POOLERS = sorted(catalog.options("pooler"))
 
-#: small real training data for each method, and the method keys that make a tiny run possible
-METHOD_DATA = {
-    "simcse": ("corpus", {}),
-    "cert": ("corpus", {"method.queue_size": 8}),
-    "simcse_sup": ("nli_snli_devtest", {}),
-    "sg_opt": ("stsb_sentences", {"method.projection_size": 8, "method.stsb_splits": None}),
-    "is_bert": ("nli_sentences", {"method.channels": 4}),
-    "declutr": ("enwiki_documents", {"method.min_span_len": 2, "method.max_span_len": 8, "method.mlm_weight": 0.0}),
-    "quickthoughts": ("enwiki_sentences", {}),
-    "sbert": ("snli_labeled", {}),
-    "barlow_twins": ("corpus", {"method.projector": [16, 16]}),
-    "byol": ("corpus", {"method.projection": [16, 8]}),
-    "swav": ("corpus", {"method.projection": [16, 8], "method.num_prototypes": 5}),
-    "memory_bank": ("corpus", {"method.feature_dim": 8, "method.num_noise": 4}),
-    "promptbert": ("corpus", {}),
-    "sncse": ("corpus", {"augmentation": {"_target_": "cl_bench.augment.negation.Negation", "source": "rules", "file": None}}),
-    "mixcse": ("corpus", {}),
-    "esimcse": ("corpus", {"method.neg_size": 8}),
-    "diffcse": ("corpus", {"method.generator": None}),  # null: the tiny encoder's checkpoint as the generator
-}
 #: losses that read another data set than their method's default one
 LOSS_DATA = {"sbert_regression": "stsb_train", "sbert_triplet": "nli_snli_devtest", "cosent": "stsb_train",
              "angle": "stsb_train", "angle_nli": "nli_snli_devtest"}
-CORPUS = [
-    "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
-    "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
-]
-
-
-def _compose(data_dir: Path, overrides: list[str]) -> Any:
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=[*overrides, "paths.output_dir=out"])
 
 
 @pytest.fixture(scope="module")
@@ -81,19 +48,6 @@ def tiny_mlm(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         if (tiny_bert / name).is_file():
             (out / name).write_bytes((tiny_bert / name).read_bytes())
     return out
-
-
-def _method_config(method: str, data_dir: Path, tiny_bert: Path, corpus: Path, data: str | None = None) -> Any:
-    default_data, keys = METHOD_DATA[method]
-    data = data or default_data
-    overrides = [f"method={method}", f"model.name_or_path={tiny_bert}", "model.max_length=16", "batch_size=4",
-                 "logger=none", "data.limit=40"]
-    overrides.append(f"data.train_file={corpus}" if data == "corpus" else f"data={data}")
-    cfg = _compose(data_dir, overrides)
-    with open_dict(cfg):
-        for key, value in keys.items():
-            OmegaConf.update(cfg, key, value)
-    return cfg
 
 
 def _with_option(cfg: Any, group: str, option: str) -> Any:
@@ -131,7 +85,7 @@ def _check_combinations(tiny_bert: Path, data_dir: Path, corpus: Path, per_metho
     checked = 0
     accepted = rejected = 0
     for method in METHODS:
-        base = _method_config(method, data_dir, tiny_bert, corpus)
+        base = method_config(method, data_dir, tiny_bert, corpus)
         verdicts = {}
         for group, names in (("loss", LOSSES), ("augmentation", AUGMENTATIONS), ("pooler", POOLERS)):
             for name in names:
@@ -200,7 +154,7 @@ def _check_model_combinations(models: dict[str, Path], data_dir: Path, corpus: P
     accepted = rejected = 0
     for method in methods:
         for model in models.values():
-            base = _method_config(method, data_dir, model, corpus)
+            base = method_config(method, data_dir, model, corpus)
             axes = {"pooler.name": POOLERS, **MODEL_KEYS}
             # each option alone, beside pooler=avg (accepted on both backbones) where it is not the pooler
             single = {(k, v): verdict(base, {"pooler.name": "avg", k: v}) for k, values in axes.items() for v in values}
@@ -270,12 +224,12 @@ def test_each_accepted_option_acts_in_a_training_step(
     from cl_bench.train import loop
 
     corpus, paraphrases = corpus_files
-    base = _method_config(method, data_dir, tiny_bert, corpus)
+    base = method_config(method, data_dir, tiny_bert, corpus)
     options = _accepted_options(method, base)
     assert ("loss", catalog.default_loss(method)) in options
     for group, name in options:
         data = LOSS_DATA.get(name) if group == "loss" else None
-        cfg = _with_option(_method_config(method, data_dir, tiny_bert, corpus, data) if data else base, group, name)
+        cfg = _with_option(method_config(method, data_dir, tiny_bert, corpus, data) if data else base, group, name)
         with open_dict(cfg):
             if cfg.augmentation.get("_target_", "").endswith("BackTranslation"):
                 cfg.augmentation.source, cfg.augmentation.paraphrase_file = "file", str(paraphrases)
@@ -348,7 +302,7 @@ def test_each_accepted_option_acts_in_a_training_step(
 def test_inert_key_overrides_are_rejected_naming_the_key(
     overrides: list[str], key: str, tiny_bert: Path, data_dir: Path
 ) -> None:
-    cfg = _compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
+    cfg = compose_config(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
     with pytest.raises(ConfigError, match=rf"^{key}: has no effect on this run: .+") as err:
         validate(cfg, overrides)
     assert "\n" not in str(err.value)
@@ -363,7 +317,7 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
         ["method=simcse", "method.mlm_weight=0.1", "method.mlm_probability=0.2"],
         ["method=sg_opt", "loss=sg"],
     ):
-        validate(_compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}", "data=wiki1m_head"]), overrides)
+        validate(compose_config(data_dir, [*overrides, f"model.name_or_path={tiny_bert}", "data=wiki1m_head"]), overrides)
 
 
 @pytest.mark.parametrize(
@@ -392,30 +346,30 @@ def test_the_same_keys_act_where_they_can(tiny_bert: Path, data_dir: Path) -> No
 def test_setting_dependent_keys_act_where_their_setting_allows(
     overrides: list[str], tiny_bert: Path, data_dir: Path
 ) -> None:
-    cfg = _compose(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
+    cfg = compose_config(data_dir, [*overrides, f"model.name_or_path={tiny_bert}"])
     validate(cfg, overrides)
     key = overrides[-1].split("=")[0]
     assert key in acting_params(cfg)
 
 
 def test_augment_flags_are_left_out_of_params_under_dropout(tiny_bert: Path, data_dir: Path) -> None:
-    simcse = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
+    simcse = acting_params(compose_config(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
     assert "method.augment_both_views" not in simcse and simcse["method.fixed_dropout_mask"] is False
-    cert = acting_params(_compose(data_dir, ["method=cert", f"model.name_or_path={tiny_bert}"]))
+    cert = acting_params(compose_config(data_dir, ["method=cert", f"model.name_or_path={tiny_bert}"]))
     assert "method.augment_query" not in cert and cert["method.queue_size"] == 6720
-    rewritten = acting_params(_compose(data_dir, ["method=cert", "augmentation=eda_delete", f"model.name_or_path={tiny_bert}"]))
+    rewritten = acting_params(compose_config(data_dir, ["method=cert", "augmentation=eda_delete", f"model.name_or_path={tiny_bert}"]))
     assert rewritten["method.augment_query"] is False
 
 
 def test_params_name_only_what_acted(tiny_bert: Path, data_dir: Path) -> None:
-    is_bert = _compose(data_dir, ["method=is_bert", f"model.name_or_path={tiny_bert}"])
+    is_bert = compose_config(data_dir, ["method=is_bert", f"model.name_or_path={tiny_bert}"])
     params = acting_params(is_bert)
     assert not [k for k in params if k.startswith(("augmentation.", "pooler."))]
     assert params["loss.name"] == "jsd" and params["dropout"] == 0.1 and "model.dropout" not in params
-    simcse = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
+    simcse = acting_params(compose_config(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}"]))
     assert simcse["loss.tau"] == 0.05 and "loss.hard_negative_alpha" not in simcse and simcse["augmentation._target_"]
     assert "pooler.first_layer" not in simcse and simcse["pooler.mlp_only_train"] is True
-    evaluation = _compose(data_dir, ["mode=eval", f"model.name_or_path={tiny_bert}"])
+    evaluation = compose_config(data_dir, ["mode=eval", f"model.name_or_path={tiny_bert}"])
     assert not [k for k in acting_params(evaluation) if k.split(".")[0] in ("method", "loss", "augmentation", "data")]
     assert "train.lr" in inert_keys(evaluation) and "train.device" not in inert_keys(evaluation)
 
@@ -570,7 +524,7 @@ def test_matryoshka_and_truncation_for_every_method_and_loss(tiny_bert: Path, da
     accepted = rejected = 0
     kinds = {loss: catalog.loss_kind_of(path) for loss, path in catalog.options("loss").items()}
     for method in METHODS:
-        base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
+        base = method_config(method, data_dir, tiny_bert, corpus_files[0])
         calls = spec_class(base, "method").loss_kinds
         one_per_kind = {kinds[loss]: loss for loss in reversed(LOSSES) if kinds[loss] in calls}  # every kind it calls
         for loss in one_per_kind.values():
@@ -607,7 +561,7 @@ def test_guide_for_every_method_and_pair_loss(tiny_bert: Path, data_dir: Path, c
     guide = data_dir.parent / "models" / "all-MiniLM-L6-v2"
     guided = 0
     for method in METHODS:
-        base = _method_config(method, data_dir, tiny_bert, corpus_files[0])
+        base = method_config(method, data_dir, tiny_bert, corpus_files[0])
         losses = LOSSES if method == "simcse_sup" else [catalog.default_loss(method)]
         for loss in losses:
             cfg = _with_option(base, "loss", loss)
@@ -634,11 +588,11 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
     any model loads with one line (the projector with a pooler other than cls, where it cannot act; the
     BatchNorm projector kept at test, which a saved encoder cannot hold), or accepted and acting (one step
     of a tiny model; the BatchNorm projector exactly where it was asked for)."""
-    from cl_bench.methods.diffcse import BatchNormProjector
-    from cl_bench.methods.specs import Projector
+    from cl_bench.methods.diffcse.configuration import Projector
+    from cl_bench.methods.diffcse.modeling import BatchNormProjector
     from cl_bench.train import loop
 
-    base = _method_config("diffcse", data_dir, tiny_bert, corpus_files[0])
+    base = method_config("diffcse", data_dir, tiny_bert, corpus_files[0])
     accepted = 0
     for pooler, projector, mlp_only_train in itertools.product(POOLERS, Projector, (True, False)):
         cfg = _with_option(base, "pooler", pooler)
@@ -670,7 +624,7 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
 
 def test_a_shortcut_copy_set_directly_is_logged_with_the_value_that_acted(tiny_bert: Path, data_dir: Path) -> None:
     """``train.batch_size=8`` (not the ``batch_size`` shortcut) trains with 8: the params say 8, not the shortcut's 64."""
-    params = acting_params(_compose(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}", "train.batch_size=8",
+    params = acting_params(compose_config(data_dir, ["method=simcse", f"model.name_or_path={tiny_bert}", "train.batch_size=8",
                                                "model.dropout=0.2"]))
     assert params["batch_size"] == 8 and params["dropout"] == 0.2
     assert "train.batch_size" not in params and "model.dropout" not in params

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli_env
-from test_ablations import job_config, sweep_jobs
+from conftest import cli_env, job_config, sweep_jobs
 
 from cl_bench.config import ConfigError, validate
 from cl_bench.config.catalog import CONF_DIR

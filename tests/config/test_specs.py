@@ -3,6 +3,7 @@ cl_bench/*/specs.py), which the checks before any model loads read (issue 36).""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
@@ -45,6 +46,28 @@ def test_the_spec_modules_import_no_heavy_package() -> None:
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+def test_a_method_folder_imports_no_torch_for_its_spec() -> None:
+    """A built-in method is one folder (``cl_bench/methods/<name>/``): importing its ``configuration`` (the spec) loads
+    no torch (its ``__init__.py`` imports nothing), the registry finds every folder, and each YAML's ``_target_`` is
+    the folder's ``modeling`` class, whose spec is the folder's."""
+    folders = sorted(p.parent.name for p in (ROOT / "cl_bench" / "methods").glob("*/configuration.py"))
+    assert len(folders) >= 16
+    for name in folders:
+        init = ast.parse((ROOT / "cl_bench" / "methods" / name / "__init__.py").read_text())
+        assert not any(isinstance(n, ast.Import | ast.ImportFrom) for n in ast.walk(init)), f"{name}/__init__.py imports"
+    probe = ("import json, sys\n" + "".join(f"import cl_bench.methods.{name}.configuration\n" for name in folders)
+             + "print(json.dumps(sorted(m for m in ('torch', 'transformers') if m in sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
+    for name, (target, _) in _options("method").items():
+        package, _, _ = target.rpartition(".modeling.")
+        spec = spec_for(target, import_target=False)
+        assert package.startswith("cl_bench.methods.") and spec is not None, name
+        assert spec.__module__ == f"{package}.configuration", name
 
 
 def test_every_option_has_a_spec_whose_keys_are_its_yamls_and_its_targets() -> None:

@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import cli_env, minilm_path
-from test_eval_sts import HashEncoder, write_sts_fixture
+from conftest import HashEncoder, cli_env, minilm_path, write_sts_fixture
 
 from cl_bench.eval import EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.flow import FittedFlow, FlowOptions, Glow, standard_normal_log_density

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_eval_sts import HashEncoder, write_sts_fixture
+from conftest import HashEncoder, write_sts_fixture
 
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval import check_eval_config, evaluate_dev

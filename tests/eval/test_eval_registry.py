@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli_env
-from test_eval_sts import HashEncoder, write_sts_fixture
+from conftest import HashEncoder, cli_env, write_sts_fixture
 
 from cl_bench.data.download import load_manifest
 from cl_bench.eval import (

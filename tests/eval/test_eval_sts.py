@@ -4,14 +4,13 @@ the single encode call, task validation and the result table (small fixtures, no
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import WORDS
+from conftest import HashEncoder, write_sts_fixture
 
 from cl_bench.data.senteval import (
     read_sick_split,
@@ -35,73 +34,13 @@ from cl_bench.eval.geometry import (
     mean_pairwise_cosine,
     uniformity,
 )
-from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS, ScoreOptions, score_task
+from cl_bench.eval.registry import ScoreOptions, score_task
 from cl_bench.eval.sts import aggregate_subsets
-
-
-# ------------------------------------------------------------------------------------------------
-# A miniature SentEval STS layout and encoders with known outputs
-# ------------------------------------------------------------------------------------------------
-def _sentence(rng: np.random.Generator) -> str:
-    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 9))))
-
-
-def write_sts_fixture(root: Path, pairs_per_part: int = 8, seed: int = 0) -> Path:
-    """Write every STS file SentEval reads, with random word sentences and gold scores."""
-    rng = np.random.default_rng(seed)
-    for task, (year, folder) in STS_YEAR_FOLDERS.items():
-        path = root / folder
-        path.mkdir(parents=True, exist_ok=True)
-        for subset in STS_SUBSETS[year]:
-            inputs, golds = [], []
-            for i in range(pairs_per_part):
-                inputs.append(f"{_sentence(rng)}\t{_sentence(rng)}")
-                # STS15/16 ship unscored lines: an empty gold line means "skip this pair"
-                golds.append("" if task in ("sts15", "sts16") and i % 4 == 3 else f"{rng.uniform(0, 5):.3f}")
-            (path / f"STS.input.{subset}.txt").write_text("\n".join(inputs) + "\n")
-            (path / f"STS.gs.{subset}.txt").write_text("\n".join(golds) + "\n")
-    # STS13's SMT gold ships without its input; SentEval (and cl-bench) ignore it
-    (root / "sts/STS13-en-test/STS.gs.SMT.txt").write_text("1.0\n2.0\n")
-    stsb = root / "sts/STSBenchmark"
-    stsb.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "dev", "test"):
-        rows = []
-        for i in range(pairs_per_part * 2):
-            score = 4.5 if i % 3 == 0 else rng.uniform(0, 4)
-            rows.append(
-                f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score:.3f}\t{_sentence(rng)}\t{_sentence(rng)}"
-            )
-        (stsb / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
-    sick = root / "sts/SICK"
-    sick.mkdir(parents=True, exist_ok=True)
-    for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
-        rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-        rows += [
-            f"{i}\t{_sentence(rng)}\t{_sentence(rng)}\t{rng.uniform(1, 5):.1f}\tNEUTRAL"
-            for i in range(pairs_per_part)
-        ]
-        # SICK_test_annotated.txt has CRLF line ends in the distributed data
-        newline = "\r\n" if name == "SICK_test_annotated.txt" else "\n"
-        (sick / name).write_bytes((newline.join(rows) + newline).encode())
-    return root
 
 
 @pytest.fixture(scope="module")
 def sts_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sts_fixture(tmp_path_factory.mktemp("senteval_sts"))
-
-
-class HashEncoder:
-    """Deterministic pseudo-random embedding per sentence; counts encode calls."""
-
-    def __init__(self, width: int = 16) -> None:
-        self.width = width
-        self.calls: list[list[str]] = []
-
-    def encode(self, sentences: Sequence[str], batch_size: int = 128) -> np.ndarray:
-        self.calls.append(list(sentences))
-        rows = [np.random.default_rng(zlib.crc32(s.encode())).normal(size=self.width) for s in sentences]
-        return np.asarray(rows, dtype=np.float32).reshape(len(sentences), self.width)
 
 
 class TableEncoder:

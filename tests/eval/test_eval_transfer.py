@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import NEGATIVE, POSITIVE, TREC_CUES, write_transfer_fixture
 from sklearn.model_selection import StratifiedKFold
 
 import cl_bench.eval.senteval_classifier as senteval_classifier
@@ -36,73 +37,6 @@ from cl_bench.eval.transfer import (
     split_probe,
     stratified_folds,
 )
-
-POSITIVE = ("good", "great", "fine", "happy", "nice")
-NEGATIVE = ("bad", "awful", "poor", "sad", "dull")
-TREC_CUES = ("abbrq", "descq", "entyq", "humq", "locq", "numq")
-FILLER = ("the", "film", "story", "was", "a", "very", "and", "plot", "actor", "music", "this", "it")
-
-
-def _sentence(rng: np.random.Generator, cue: Sequence[str], other: Sequence[str] = FILLER) -> str:
-    # 1 sentence in 8 carries the other class's cue: separable data would need unbounded weights
-    cue = other if rng.random() < 0.125 else cue
-    words = list(rng.choice(FILLER, size=int(rng.integers(2, 8)))) + [str(rng.choice(cue))]
-    rng.shuffle(words)
-    return " ".join(words)
-
-
-def write_transfer_fixture(root: Path, per_class: int = 30, seed: int = 0) -> Path:
-    """Every transfer file SentEval reads (plus STS-B/SICK dev for evaluate_dev), label-cued sentences."""
-    rng = np.random.default_rng(seed)
-
-    def lines(cue: Sequence[str], n: int = per_class) -> list[str]:
-        other = NEGATIVE if cue is POSITIVE else POSITIVE
-        return [_sentence(rng, cue, other) for _ in range(n)]
-
-    def write(relative: str, text_lines: list[str], encoding: str = "utf-8", prefix: bytes = b"") -> None:
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(prefix + ("\n".join(text_lines) + "\n").encode(encoding))
-
-    for pos, neg in (
-        ("transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg"),
-        ("transfer/CR/custrev.pos", "transfer/CR/custrev.neg"),
-        ("transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective"),
-        ("transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg"),
-    ):
-        write(pos, lines(POSITIVE), "latin-1")
-        write(neg, lines(NEGATIVE), "latin-1")
-    for split in ("train", "dev", "test"):
-        rows = [f"{s} \t1" for s in lines(POSITIVE)] + [f"{s} \t0" for s in lines(NEGATIVE)]
-        write(f"transfer/SST/binary/sentiment-{split}", rows)
-    classes = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
-    cues = [(cue,) for cue in TREC_CUES]
-    for name, n in (("train_5500.label", 12), ("TREC_10.label", 4)):
-        rows = [
-            f"{c}:x {_sentence(rng, cue)}" for c, cue in zip(classes, cues, strict=True) for _ in range(n)
-        ]
-        write(f"transfer/TREC/{name}", rows, "latin-1")
-    for split, n in (("train", 40), ("test", 20)):
-        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
-        for i in range(n):
-            a = _sentence(rng, POSITIVE)
-            b = a if i % 2 else _sentence(rng, NEGATIVE)  # paraphrase = identical sentence
-            rows.append(f"{i % 2}\t{i}\t{i + 1000}\t{a}\t{b}")
-        write(f"transfer/MRPC/msr_paraphrase_{split}.txt", rows)
-    write(
-        "sts/STSBenchmark/sts-dev.csv",
-        [
-            f"g\tf\ty\t{i}\t{i % 5}.0\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}"
-            for i in range(10)
-        ],
-    )
-    sick = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-    sick += [
-        f"{i}\t{_sentence(rng, POSITIVE)}\t{_sentence(rng, NEGATIVE)}\t{1 + i % 4}.5\tNEUTRAL"
-        for i in range(10)
-    ]
-    write("sts/SICK/SICK_trial.txt", sick)
-    return root
 
 
 class CueEncoder:

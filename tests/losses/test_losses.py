@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from conftest import cos, lse, naive_info_nce
 
 from cl_bench.losses.contrastive import contrastive
 from cl_bench.losses.debiased import debiased
@@ -25,13 +26,6 @@ from cl_bench.losses.supcon import supcon
 from cl_bench.losses.triplet import triplet
 
 DIM = 5
-
-
-# ------------------------------------------------------------------------------------------------
-# Naive building blocks: one scalar at a time
-# ------------------------------------------------------------------------------------------------
-def cos(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return torch.dot(u, v) / (u.norm() * v.norm())
 
 
 def unit(u: torch.Tensor) -> torch.Tensor:
@@ -50,12 +44,6 @@ def sq_dist(u: torch.Tensor, v: torch.Tensor, normalize: bool = True) -> torch.T
     return sum((u[k] - v[k]) ** 2 for k in range(u.shape[0]))
 
 
-def lse(values: list[torch.Tensor]) -> torch.Tensor:
-    """log(sum(exp(values))) written out, shifted by the maximum."""
-    top = max(values, key=lambda t: t.item())
-    return top + torch.log(sum(torch.exp(v - top) for v in values))
-
-
 def log_sigmoid(x: torch.Tensor) -> torch.Tensor:
     return torch.clamp(x, max=0.0) - torch.log(1 + torch.exp(-torch.abs(x)))
 
@@ -63,25 +51,6 @@ def log_sigmoid(x: torch.Tensor) -> torch.Tensor:
 def views(a, p, y):
     """(embeddings, labels) of all 2N views."""
     return [*a, *p], [*y, *y]
-
-
-# ------------------------------------------------------------------------------------------------
-# Naive references
-# ------------------------------------------------------------------------------------------------
-def naive_info_nce(a, p, h, y, tau=0.05, hard_negative_alpha=1.0):
-    terms = []
-    for i in range(len(a)):
-        for j in range(len(p)):
-            if y[j] != y[i]:
-                continue
-            positive = cos(a[i], p[j]) / tau
-            negatives = [cos(a[i], p[m]) / tau for m in range(len(p)) if y[m] != y[i]]
-            for k in range(len(h)):
-                weight = hard_negative_alpha if k == i else 1.0
-                if weight > 0:
-                    negatives.append(cos(a[i], h[k]) / tau + math.log(weight))
-            terms.append(-(positive - lse([positive, *negatives])))
-    return sum(terms) / len(terms)
 
 
 def naive_ntxent(a, p, h, y, tau=0.05):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import naive_info_nce
 from omegaconf import OmegaConf
-from test_losses import naive_info_nce
 
 from cl_bench.config import build_spec
 from cl_bench.losses.contrastive import contrastive

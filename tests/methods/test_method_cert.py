@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import random
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import mlflow
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import cli_env, minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.back_translation import BackTranslation, BackTranslationUnavailable
@@ -31,41 +27,15 @@ from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.cert import CERT
+from cl_bench.methods.cert.modeling import CERT
 from cl_bench.models.encoder import build_encoder
 from cl_bench.specs import AugmentationSpec
 from cl_bench.train.loop import build_method
-
-STS_KEYS = ("sts/sts12", "sts/sts13", "sts/sts14", "sts/sts15", "sts/sts16", "sts/stsb", "sts/sickr", "sts/sts_avg")
 
 SENTENCES = [
     "a man plays the guitar", "the dog runs in the park", "two children read a book",
     "a woman eats food", "the cat sits on the table", "people walk in the street",
 ]
-
-
-def run_cl_bench(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[dict[str, float], list[dict]]:
-    """Run the `cl-bench` console command in ``tmp_path``; check results, metrics and the MLflow run.
-
-    Returns:
-        ``(results.json, metrics.jsonl rows)``.
-    """
-    exe = shutil.which("cl-bench")
-    assert exe, "the cl-bench console script is not installed (pip install -e .)"
-    proc = subprocess.run([exe, *args, "train.progress_bar=false", "hydra.run.dir=run"], cwd=tmp_path,
-                          capture_output=True, text=True, env=cli_env(data_dir), timeout=3600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
-    for key in STS_KEYS:
-        assert key in results and math.isfinite(results[key]) and -100 <= results[key] <= 100, key
-    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert any("train/loss" in m for m in metrics) and any("select/stsb_dev" in m for m in metrics)
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("cl-bench").experiment_id])
-    method = next(a.split("=", 1)[1] for a in args if a.startswith("method="))
-    assert run.info.status == "FINISHED" and run.data.tags["method"] == method
-    assert run.data.metrics["sts/sts_avg"] == pytest.approx(results["sts/sts_avg"])
-    return results, metrics
 
 
 @dataclass(kw_only=True)
@@ -254,7 +224,7 @@ def test_cert_bert_preset_is_the_paper_recipe(tiny_bert, data_dir) -> None:
             "experiment=cert_bert", f"model.name_or_path={tiny_bert}",
             f"data.train_file={data_dir}/corpus/wiki1m_for_simcse.head.txt",
         ])
-    assert cfg.method._target_ == "cl_bench.methods.cert.CERT" and cfg.pooler.name == "cls_before_pooler"
+    assert cfg.method._target_ == "cl_bench.methods.cert.modeling.CERT" and cfg.pooler.name == "cls_before_pooler"
     assert (cfg.method.queue_size, cfg.method.momentum, cfg.method.projection_dim, cfg.method.mlp) == (6720, 0.999, 128, True)
     assert (cfg.loss.tau, cfg.train.batch_size, cfg.model.max_length, cfg.train.lr) == (0.07, 32, 64, 4e-5)
     assert cfg.augmentation._target_ == "cl_bench.augment.back_translation.BackTranslation"
@@ -272,4 +242,4 @@ def test_real_short_cert_run_from_minilm(data_dir: Path, tmp_path: Path) -> None
         f"model.name_or_path={minilm_path()}", "loss.tau=0.07", "method.queue_size=64",
         "train.batch_size=16", "train.max_steps=6", "train.eval_steps=3", "train.log_steps=1",
     ], data_dir, tmp_path)
-    assert all(math.isfinite(m["train/loss"]) and 0 <= m["train/moco_top1"] <= 1 for m in metrics if "train/loss" in m)
+    assert all(math.isfinite(m["train_loss"]) and 0 <= m["train_moco_top1"] <= 1 for m in metrics if "train_loss" in m)

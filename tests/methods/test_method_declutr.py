@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
-from test_method_cert import run_cl_bench
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
@@ -26,7 +25,13 @@ from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.declutr import DeCLUTR, Span, min_document_tokens, same_document_mask, sample_spans
+from cl_bench.methods.declutr.modeling import (
+    DeCLUTR,
+    Span,
+    min_document_tokens,
+    same_document_mask,
+    sample_spans,
+)
 from cl_bench.models.encoder import build_encoder
 
 WIKI = """<doc id="1" url="?curid=1" title="Red Page">
@@ -265,7 +270,7 @@ def test_declutr_small_preset_is_the_paper_recipe(tiny_bert, data_dir) -> None:
     os.environ["CL_BENCH_DATA"] = str(data_dir)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=declutr_small", f"model.name_or_path={tiny_bert}"])
-    assert cfg.method._target_ == "cl_bench.methods.declutr.DeCLUTR" and cfg.pooler.name == "avg"
+    assert cfg.method._target_ == "cl_bench.methods.declutr.modeling.DeCLUTR" and cfg.pooler.name == "avg"
     assert cfg.loss._target_ == "cl_bench.losses.ntxent.ntxent" and cfg.loss.tau == 0.05
     assert (cfg.method.num_anchors, cfg.method.num_positives, cfg.method.min_span_len, cfg.method.max_span_len) == (2, 2, 32, 512)
     assert (cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay, cfg.method.mlm_weight) == (4, 5e-5, 0.1, 1.0)

@@ -79,11 +79,9 @@ def test_method_alone_is_accepted_and_an_explicit_augmentation_that_cannot_act_i
 def test_a_user_method_can_declare_its_default_augmentation(tmp_path: Path, data_dir: Path) -> None:
     """The same mechanism in a user's config folder (hydra.searchpath), as the README's "Your own method" shows."""
     (tmp_path / "method").mkdir()
-    (tmp_path / "loss" / "default").mkdir(parents=True)
     (tmp_path / "method" / "my_method.yaml").write_text(
         "defaults:\n  - override /augmentation@_group_: word_deletion\n  - _self_\n"
-        "_target_: cl_bench.methods.simcse.SimCSE\nname: my_method\n")
-    (tmp_path / "loss" / "default" / "my_method.yaml").write_text("defaults:\n  - /loss/infonce@_here_\n  - _self_\n")
+        "_target_: cl_bench.methods.simcse.modeling.SimCSE\nname: my_method\n")
     cfg = _compose([f"hydra.searchpath=[file://{tmp_path}]", "method=my_method"], data_dir)
     assert cfg.augmentation._target_ == "cl_bench.augment.words.WordDeletion"
 

@@ -15,8 +15,8 @@ from transformers import BertConfig, BertForMaskedLM
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.diffcse import BatchNormProjector, DiffCSE, replaced_token_loss
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.diffcse.modeling import BatchNormProjector, DiffCSE, replaced_token_loss
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",

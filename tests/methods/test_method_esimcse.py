@@ -14,7 +14,7 @@ from cl_bench.augment.word_repetition import WordRepetition, repeat_tokens, repe
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.esimcse import ESimCSE
+from cl_bench.methods.esimcse.modeling import ESimCSE
 from cl_bench.models.encoder import build_encoder
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs in the street", "two children read a book",

@@ -17,7 +17,7 @@ from cl_bench.config import validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.is_bert import CNN_WEIGHTS_FILE, ISBERT, NGramCNN
+from cl_bench.methods.is_bert.modeling import CNN_WEIGHTS_FILE, ISBERT, NGramCNN
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 
@@ -201,8 +201,8 @@ def test_preset_composes_and_validates(tiny_bert: Path, data_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
+    from conftest import cl_bench_process as _cl_bench
     from conftest import minilm_path
-    from test_cli_smoke import _cl_bench
 
     _cl_bench(
         [

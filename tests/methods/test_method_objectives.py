@@ -11,32 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import minilm_path
+from conftest import SENTENCES, build_objective_method, minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
-from test_method_cert import run_cl_bench
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
 from cl_bench.losses.barlow_twins import barlow_twins
 from cl_bench.losses.byol import byol
-from cl_bench.train.loop import build_method
-
-SENTENCES = [
-    "a man plays the guitar", "the dog runs in the park", "two children read a book",
-    "a woman eats food", "the cat sits on the table", "people walk in the street",
-]
-
-
-def build(tiny_bert: Path, data_dir: Path, overrides: list[str]):
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
-    if not any(o.startswith("data=") for o in overrides):
-        overrides = ["data=wiki1m_head", *overrides]
-    overrides = [f"model.name_or_path={tiny_bert}", "pooler=avg", *overrides]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    validate(cfg, overrides)
-    torch.manual_seed(0)
-    return build_method(cfg, torch.device("cpu")), cfg
 
 
 def step(method, batch) -> dict[str, torch.Tensor]:
@@ -54,7 +35,7 @@ def step(method, batch) -> dict[str, torch.Tensor]:
 
 
 def test_barlow_twins_method(tiny_bert: Path, data_dir: Path) -> None:
-    method, _ = build(tiny_bert, data_dir, ["method=barlow_twins", "loss=barlow_twins", "method.projector=[16,8]"])
+    method, _ = build_objective_method(tiny_bert, data_dir, ["method=barlow_twins", "loss=barlow_twins", "method.projector=[16,8]"])
     assert [m.out_features for m in method.projector if isinstance(m, torch.nn.Linear)] == [16, 8]
     method.eval()  # no dropout: the two views coincide, the loss is the loss of identical projections
     with torch.no_grad():
@@ -65,7 +46,7 @@ def test_barlow_twins_method(tiny_bert: Path, data_dir: Path) -> None:
 
 
 def test_byol_method_target_follows_by_momentum(tiny_bert: Path, data_dir: Path) -> None:
-    method, _ = build(tiny_bert, data_dir, ["method=byol", "loss=byol", "method.projection=[16,8]", "method.momentum=0.9"])
+    method, _ = build_objective_method(tiny_bert, data_dir, ["method=byol", "loss=byol", "method.projection=[16,8]", "method.momentum=0.9"])
     assert all(not p.requires_grad for p in method.target_encoder.parameters())
     def online_parameters():
         return [*method.encoder.parameters(), *method.projector.parameters()]
@@ -89,7 +70,7 @@ def test_byol_method_target_follows_by_momentum(tiny_bert: Path, data_dir: Path)
 
 
 def test_swav_method_prototypes(tiny_bert: Path, data_dir: Path) -> None:
-    method, _ = build(tiny_bert, data_dir, [
+    method, _ = build_objective_method(tiny_bert, data_dir, [
         "method=swav", "loss=swav", "method.projection=[16,8]", "method.num_prototypes=5",
         "method.freeze_prototypes_steps=1",
     ])
@@ -107,7 +88,7 @@ def test_swav_method_prototypes(tiny_bert: Path, data_dir: Path) -> None:
 def test_memory_bank_method(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
-    method, _ = build(tiny_bert, data_dir, [
+    method, _ = build_objective_method(tiny_bert, data_dir, [
         "method=memory_bank", "loss=memory_bank", "method.feature_dim=8", "method.num_noise=5",
         f"data.train_file={corpus}",
     ])
@@ -131,7 +112,7 @@ def test_memory_bank_method(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> 
     [("sbert_softmax", "snli_labeled", 2), ("sbert_regression", "stsb_train", 2), ("sbert_triplet", "nli_snli_devtest", 3)],
 )
 def test_sbert_objectives_read_their_data(tiny_bert: Path, data_dir: Path, loss: str, data: str, width: int) -> None:
-    method, cfg = build(tiny_bert, data_dir, ["method=sbert", f"loss={loss}", f"data={data}", "data.limit=8"])
+    method, cfg = build_objective_method(tiny_bert, data_dir, ["method=sbert", f"loss={loss}", f"data={data}", "data.limit=8"])
     rows = method.read_corpus(cfg.data.train_file)
     assert len(rows) == 8 and all(isinstance(text, str) for row in rows for text in row[:width])
     if loss == "sbert_softmax":
@@ -147,22 +128,22 @@ def test_sbert_objectives_read_their_data(tiny_bert: Path, data_dir: Path, loss:
 
 def test_sbert_rejects_a_loss_it_cannot_call(tiny_bert: Path, data_dir: Path) -> None:
     with pytest.raises(Exception, match="loss"):
-        build(tiny_bert, data_dir, ["method=sbert", "loss=infonce", "data=snli_labeled"])
+        build_objective_method(tiny_bert, data_dir, ["method=sbert", "loss=infonce", "data=snli_labeled"])
 
 
 def test_cert_with_mochi_mixes_hard_negatives(tiny_bert: Path, data_dir: Path) -> None:
-    method, _ = build(tiny_bert, data_dir, [
+    method, _ = build_objective_method(tiny_bert, data_dir, [
         "method=cert", "loss.tau=0.07", "augmentation=dropout", "method.queue_size=8", "method.projection_dim=8",
         "method.mochi_hardest=4", "method.mochi_synthetic=3", "method.mochi_query_mixed=2",
     ])
     assert (method.mochi, method.mochi_hardest) == (True, 4)
     step(method, SENTENCES)
     with pytest.raises(Exception, match="method.mochi_hardest: has no effect on this run: MoCHi is off"):
-        build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.mochi_hardest=4"])
+        build_objective_method(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.mochi_hardest=4"])
     with pytest.raises(Exception, match=r"method.mochi_hardest: the default N = 1024 exceeds method.queue_size \(8\)"):
-        build(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.queue_size=8", "method.mochi_synthetic=2"])
+        build_objective_method(tiny_bert, data_dir, ["method=cert", "loss.tau=0.07", "method.queue_size=8", "method.mochi_synthetic=2"])
     with pytest.raises(Exception, match="method.mochi_hardest: must be between 1 and method.queue_size"):
-        build(tiny_bert, data_dir, ["method=cert", "method.queue_size=8", "method.mochi_synthetic=2", "method.mochi_hardest=9"])
+        build_objective_method(tiny_bert, data_dir, ["method=cert", "method.queue_size=8", "method.mochi_synthetic=2", "method.mochi_hardest=9"])
 
 
 @pytest.mark.parametrize(
@@ -182,7 +163,7 @@ def test_presets_compose_and_validate(preset: str, method: str, loss: str, tiny_
         cfg = compose("config", overrides=[f"experiment={preset}", f"model.name_or_path={tiny_bert}",
                                            f"data.train_file={data_dir}/{train_file}"])
     validate(cfg)
-    assert cfg.method._target_.split(".")[-2] == method
+    assert cfg.method._target_.split(".")[2] == method  # cl_bench.methods.<name>.modeling.<Class>
     assert cfg.loss._target_.split(".")[-2] in (loss, loss.split("_")[0], "moco", "infonce")
     if preset == "cert_mochi":
         assert (cfg.method.mochi_hardest, cfg.method.mochi_synthetic, cfg.method.mochi_query_mixed) == (1024, 128, 64)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import tiny_run
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
@@ -27,37 +28,35 @@ CORPUS = [
 ]
 #: half the words deleted: two RNG seeds give different views of the 4-sentence batches
 DELETION = ["augmentation=word_deletion", "augmentation.rate=0.5"]
-#: (method, data, overrides): small real data, keys that make a tiny run possible, and a text
-#: augmentation (word deletion draws from the batch's RNG) for the methods that take one; SG-BERT's
-#: objective samples one layer per sentence (in prepare)
-CASES: dict[str, tuple[str, str, list[str]]] = {
-    "simcse": ("simcse", "corpus", [*DELETION]),
-    "cert": ("cert", "corpus", [*DELETION, "method.queue_size=8", "loss.tau=1"]),  # τ 0.07 saturates the tiny loss
-    "barlow_twins": ("barlow_twins", "corpus", [*DELETION, "method.projector=[16,16]"]),
-    "byol": ("byol", "corpus", [*DELETION, "method.projection=[16,8]"]),
-    "swav": ("swav", "corpus", [*DELETION, "method.projection=[16,8]", "method.num_prototypes=5"]),
-    "memory_bank": ("memory_bank", "corpus", [*DELETION, "method.feature_dim=8", "method.num_noise=4"]),
-    "mixcse": ("mixcse", "corpus", [*DELETION]),
-    "esimcse": ("esimcse", "corpus", [*DELETION, "method.neg_size=8"]),
-    "diffcse": ("diffcse", "corpus", ["method.generator=null"]),
-    "simcse_sup": ("simcse_sup", "nli_snli_devtest", []),
-    "sg_opt": ("sg_opt", "stsb_sentences", ["method.projection_size=8", "method.stsb_splits=null", "loss=sg"]),
-    "is_bert": ("is_bert", "nli_sentences", ["method.channels=4"]),
-    "declutr": ("declutr", "enwiki_documents",
-                ["method.min_span_len=2", "method.max_span_len=8", "method.mlm_weight=0", "loss=ntxent"]),
-    "quickthoughts": ("quickthoughts", "enwiki_sentences", []),
-    "sbert_softmax": ("sbert", "snli_labeled", ["loss=sbert_softmax"]),
-    "sbert_regression": ("sbert", "stsb_train", ["loss=sbert_regression"]),
-    "sbert_triplet": ("sbert", "nli_snli_devtest", ["loss=sbert_triplet"]),
-    "promptbert": ("promptbert", "corpus", []),
-    "sncse": ("sncse", "corpus", ["augmentation=negation"]),
-    "simcse_view_prompts": ("simcse", "corpus", [*DELETION, "model.view_prompts=[a: ,b: ]"]),
-}
+def _cases() -> dict[str, tuple[str, str, list[str]]]:
+    """``{case: (method, data, overrides)}``: every method's tiny run (small real data and the keys that make a tiny
+    run possible: its spec's ``tiny_run``, :func:`conftest.tiny_run`), with a text augmentation (word deletion draws
+    from the batch's RNG) for a method whose default is dropout; then SBERT's other loss kinds, SG-BERT's objective
+    (it samples one layer per sentence, in prepare) and ``model.view_prompts``."""
+    cases = {}
+    for method in catalog.options("method"):
+        data, keys = tiny_run(method)
+        spec = catalog.method_spec(method)
+        views = DELETION if "augmentation" in spec.uses and catalog.default_augmentation(method) == "dropout" else []
+        cases[method] = (method, data, [*views, *keys])
+    cases["sbert_regression"] = ("sbert", "stsb_train", ["loss=sbert_regression"])
+    cases["sbert_triplet"] = ("sbert", "nli_snli_devtest", ["loss=sbert_triplet"])
+    cases["sg_bert"] = ("sg_opt", cases["sg_opt"][1], [*cases["sg_opt"][2], "loss=sg"])
+    cases["simcse_view_prompts"] = ("simcse", "corpus", [*DELETION, "model.view_prompts=[a: ,b: ]"])
+    return cases
+
+
+CASES = _cases()
 SEED, BATCH_SIZE = 7, 4
 
 
-def test_every_method_is_covered() -> None:
-    assert {method for method, _, _ in CASES.values()} == set(catalog.options("method"))
+def test_every_methods_tiny_run_names_data_and_keys_that_exist() -> None:
+    """The cases come from the methods' specs: each ``tiny_run`` names a data preset that exists and only overrides."""
+    presets = set(catalog.options("data"))
+    for method, data, extra in CASES.values():
+        assert catalog.method_spec(method) is not None, method
+        assert data == "corpus" or data in presets, (method, data)
+        assert all("=" in override for override in extra), (method, extra)
 
 
 def _config(method: str, data: str, extra: list[str], tiny_bert: Path, data_dir: Path, corpus: Path) -> Any:

@@ -11,16 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import minilm_path
+from conftest import minilm_path, run_cl_bench
 from hydra import compose, initialize_config_dir
-from test_method_cert import run_cl_bench
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate, yaml_spec
 from cl_bench.losses.infonce import cosine_logits
 from cl_bench.losses.neighbour import neighbour_classification
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.quickthoughts import (
+from cl_bench.methods.quickthoughts.modeling import (
     CONTEXT_ENCODER_DIR,
     ConcatEncoder,
     QuickThoughts,
@@ -160,7 +159,7 @@ def test_quickthoughts_bert_preset_is_the_paper_recipe(tiny_bert, data_dir) -> N
     os.environ["CL_BENCH_DATA"] = str(data_dir)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=quickthoughts_bert", f"model.name_or_path={tiny_bert}"])
-    assert cfg.method._target_ == "cl_bench.methods.quickthoughts.QuickThoughts"
+    assert cfg.method._target_ == "cl_bench.methods.quickthoughts.modeling.QuickThoughts"
     assert (cfg.method.encoders, cfg.method.context_size, cfg.method.embedding, cfg.loss.similarity) == (2, 1, "concat", "dot")
     assert cfg.loss.name == "neighbour" and cfg.loss.tau is None
     assert (cfg.train.batch_size, cfg.model.max_length, cfg.data.name, cfg.train.eval_steps) == (400, 30, "enwiki_sentences", 0)

@@ -16,7 +16,7 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import build_spec, validate, yaml_spec
 from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.sg_opt import SelfGuided, pool_layers
+from cl_bench.methods.sg_opt.modeling import SelfGuided, pool_layers
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import make_optimizer
 
@@ -265,8 +265,8 @@ def test_presets_and_loss_ablation_grid(tiny_bert: Path, data_dir: Path) -> None
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
+    from conftest import cl_bench_process as _cl_bench
     from conftest import minilm_path
-    from test_cli_smoke import _cl_bench
 
     _cl_bench(
         [

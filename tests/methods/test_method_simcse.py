@@ -9,7 +9,7 @@ import torch
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 
 BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat food", "a cat sits on a chair"]

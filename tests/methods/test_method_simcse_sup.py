@@ -21,7 +21,7 @@ from cl_bench.data.nli import read_nli_triples
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.methods.simcse_sup.modeling import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder
 
 TRIPLES = [
@@ -176,8 +176,8 @@ def test_presets(tiny_bert: Path, data_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_short_real_run_from_minilm(data_dir: Path, tmp_path: Path) -> None:
+    from conftest import cl_bench_process as _cl_bench
     from conftest import minilm_path
-    from test_cli_smoke import _cl_bench
 
     _cl_bench(
         [

@@ -11,8 +11,8 @@ import torch
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
+from cl_bench.methods.simcse_sup.modeling import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder, special_tokens_mask
 
 BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat food", "a cat sits on a chair"] * 16
@@ -87,7 +87,7 @@ def test_masked_mode_needs_an_mlm_weight(tiny_bert) -> None:
 
 
 def test_the_lambda_ablation_uses_the_official_masking(data_dir, tiny_bert) -> None:
-    from test_ablations import job_config, sweep_jobs
+    from conftest import job_config, sweep_jobs
 
     seen = [(cfg.method.mlm_weight, cfg.method.mlm_mode)
             for cfg in (job_config(job, data_dir, tiny_bert) for job in sweep_jobs("ablation_mlm_weight"))]

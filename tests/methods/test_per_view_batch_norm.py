@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from test_method_objectives import SENTENCES, build
+from conftest import SENTENCES
+from conftest import build_objective_method as build
 
 from cl_bench.methods.base import tokenize_groups
 

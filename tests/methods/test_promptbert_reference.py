@@ -19,7 +19,7 @@ from conftest import minilm_path
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.promptbert import PromptBERT
+from cl_bench.methods.promptbert.modeling import PromptBERT
 from cl_bench.models.encoder import build_encoder
 
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "reference_data" / "promptbert_step.json").read_text())

@@ -56,7 +56,7 @@ def tiny_mlm_bert(tiny_bert: Path, tmp_path: Path) -> Path:
 
 
 def test_supervised_training_and_evaluation_as_sup_bert(tiny_mlm_bert: Path, data_dir: Path, tmp_path: Path) -> None:
-    from cl_bench.methods.promptbert import PromptBERTEncoder
+    from cl_bench.methods.promptbert.modeling import PromptBERTEncoder
     from cl_bench.train import loop
 
     nli = tmp_path / "nli.csv"
@@ -109,7 +109,7 @@ def test_supervised_training_and_evaluation_as_sup_bert(tiny_mlm_bert: Path, dat
 
 
 def test_unsupervised_promptbert_is_unchanged_by_the_new_keys(tiny_bert: Path, data_dir: Path) -> None:
-    from cl_bench.methods.promptbert import PromptBERTEncoder
+    from cl_bench.methods.promptbert.modeling import PromptBERTEncoder
     from cl_bench.train import loop
 
     cfg = _compose(["method=promptbert", f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "batch_size=4",

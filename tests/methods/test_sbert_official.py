@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import build_objective_method as build
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from test_method_objectives import build
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate

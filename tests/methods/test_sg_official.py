@@ -13,7 +13,7 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import yaml_spec
 from cl_bench.losses.sg_opt import sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.sg_opt import SelfGuided
+from cl_bench.methods.sg_opt.modeling import SelfGuided
 from cl_bench.models.encoder import build_encoder
 
 BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat food"]

@@ -37,7 +37,7 @@ def _one_thread() -> None:
 @pytest.fixture(scope="module")
 def eval_root(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real STS data (cl-bench's tasks and mteb's local copies) beside a small SentEval transfer fixture."""
-    from test_eval_transfer import write_transfer_fixture
+    from conftest import write_transfer_fixture
 
     fixture = write_transfer_fixture(tmp_path_factory.mktemp("transfer_fixture"))
     root = tmp_path_factory.mktemp("eval_root")

@@ -71,7 +71,7 @@ def test_each_family_pads_right_and_pools_the_appended_eos(family: str, tiny: di
 
 
 def test_first_token_poolers_and_bert_only_options_are_rejected_on_decoders(tiny: dict[str, Path], data_dir: Path) -> None:
-    from test_options_act import _compose
+    from conftest import compose_config as _compose
 
     from cl_bench.config import ConfigError, check_backbone, check_choices
 
@@ -106,7 +106,7 @@ def test_first_token_poolers_and_bert_only_options_are_rejected_on_decoders(tiny
 
 
 def test_bidirectional_is_rejected_on_an_encoder(tiny_bert: Path, data_dir: Path) -> None:
-    from test_options_act import _compose
+    from conftest import compose_config as _compose
 
     from cl_bench.config import ConfigError, validate
 
@@ -116,7 +116,7 @@ def test_bidirectional_is_rejected_on_an_encoder(tiny_bert: Path, data_dir: Path
 
 
 def test_decoder_options_are_accepted_and_recorded(tiny: dict[str, Path], data_dir: Path) -> None:
-    from test_options_act import _compose
+    from conftest import compose_config as _compose
 
     from cl_bench.config import acting_params, validate
 
@@ -240,16 +240,17 @@ def test_auto_backend_is_torch_for_decoders(tiny: dict[str, Path]) -> None:
 # ------------------------------------------------------------------------------------------------
 def test_every_method_trains_a_step_on_a_decoder_or_is_rejected(tiny: dict[str, Path], data_dir: Path,
                                                                 tmp_path: Path) -> None:
-    from test_options_act import CORPUS, METHOD_DATA, METHODS, _method_config
+    from conftest import CORPUS, method_config
 
-    from cl_bench.config import ConfigError, check_backbone
+    from cl_bench.config import ConfigError, catalog, check_backbone
     from cl_bench.train import loop
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n")
     trained, rejected = [], []
-    for method in METHODS:
-        cfg = _method_config(method, data_dir, tiny["llama"], corpus)
+    methods = sorted(catalog.options("method"))
+    for method in methods:
+        cfg = method_config(method, data_dir, tiny["llama"], corpus)
         cfg.pooler.name = "last_token"
         try:
             check_backbone(cfg)
@@ -264,7 +265,7 @@ def test_every_method_trains_a_step_on_a_decoder_or_is_rejected(tiny: dict[str, 
         built.train()
         assert torch.isfinite(built.training_step(batch)["loss"]), method
         trained.append(method)
-    assert "simcse" in trained and "simcse_sup" in trained and set(trained) | set(rejected) == set(METHOD_DATA)
+    assert "simcse" in trained and "simcse_sup" in trained and sorted(trained + rejected) == methods
 
 
 # ------------------------------------------------------------------------------------------------

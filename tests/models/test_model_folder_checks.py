@@ -116,7 +116,7 @@ def test_recorded_names_old_paths_and_anything_else() -> None:
 
 
 def test_a_saved_encoder_records_a_registry_name_and_loads_back(tiny_bert: Path, tmp_path: Path) -> None:
-    from cl_bench.methods.promptbert import PromptBERTEncoder
+    from cl_bench.methods.promptbert.modeling import PromptBERTEncoder
     from cl_bench.models.encoder import _saved_encoder_class, build_encoder
 
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)

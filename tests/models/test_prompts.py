@@ -65,7 +65,7 @@ def test_template_ids_and_mask_position_by_hand(tokenizer) -> None:
 def test_ids_equal_the_official_construction(tokenizer) -> None:
     """Prompt-BERT train.py builds bs+sentence+es from run.sh's template notation; evaluation.py tokenizes
     the filled-in string with a '.' appended. Both equal cl-bench's ids (the latter with prompt_period)."""
-    from cl_bench.methods.promptbert import OFFICIAL_TEMPLATES
+    from cl_bench.methods.promptbert.modeling import OFFICIAL_TEMPLATES
 
     ours = ('This sentence of "[X]" means [MASK].', 'This sentence : "[X]" means [MASK].')
     sentences = ["A man is playing a guitar", "Two dogs run, don't they?", "it's 3.5 km away"]
@@ -193,7 +193,7 @@ def test_template_denoising_by_hand(minilm, tokenizer) -> None:
 
 def test_promptbert_subtracts_each_rows_template_state(tokenizer) -> None:
     from cl_bench.losses.infonce import info_nce
-    from cl_bench.methods.promptbert import PromptBERT
+    from cl_bench.methods.promptbert.modeling import PromptBERT
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)
@@ -281,7 +281,7 @@ def test_negation_file_and_fallback(tmp_path: Path) -> None:
 
 def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     """train_SNCSE.py l.505-534: ' .' appended, each input cut to max_seq_length with its template."""
-    from cl_bench.methods.sncse import SNCSE
+    from cl_bench.methods.sncse.modeling import SNCSE
 
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0, max_length=16)
     method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(yaml_spec("augmentation", "negation")), max_length=16),
@@ -306,7 +306,7 @@ def test_promptbert_trainer_dev_embedding_is_denoised_without_period() -> None:
     the training arguments: the template's own [MASK] state subtracted, no "." appended); the test embedding
     keeps evaluation.py's protocol (raw state, "." appended)."""
     from cl_bench.losses.infonce import info_nce
-    from cl_bench.methods.promptbert import PromptBERT
+    from cl_bench.methods.promptbert.modeling import PromptBERT
 
     torch.manual_seed(0)
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0)

@@ -8,15 +8,12 @@ scaler with the GradScaler's interface (it lowers its scale exactly when it skip
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import hooks_trainer
 
-from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
 from cl_bench.train.loop import Trainer, scaler_step
 
 
@@ -45,19 +42,6 @@ class FakeScaler:
         return self.scale_value
 
 
-def _trainer(method: str, tiny_bert: Path, data_dir: Path, tmp_path: Path, *extra: str) -> Trainer:
-    os.environ["CL_BENCH_DATA"] = str(data_dir)
-    overrides = [
-        f"method={method}", f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "data.limit=16", "batch_size=4",
-        "pooler=avg", "train.max_steps=2", "train.eval_steps=0", "train.save_best=false", "train.device=cpu",
-        "train.progress_bar=false", "train.checkpoint_steps=0", *extra,
-    ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    validate(cfg)
-    return Trainer(cfg, tmp_path, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
-
-
 def _snapshot(trainer: Trainer, method: str) -> dict[str, torch.Tensor]:
     m = trainer.method
     if method == "byol":
@@ -76,7 +60,7 @@ def _snapshot(trainer: Trainer, method: str) -> dict[str, torch.Tensor]:
 ])
 def test_a_skipped_fp16_step_runs_no_after_step_hook(method: str, extra: tuple[str, ...], tiny_bert: Path,
                                                      data_dir: Path, tmp_path: Path) -> None:
-    trainer = _trainer(method, tiny_bert, data_dir, tmp_path, *extra)
+    trainer = hooks_trainer(method, tiny_bert, data_dir, tmp_path, *extra)
     batches = iter(trainer.data.epoch(0, 0))
     trainer.scaler = FakeScaler(skip=True)
     before = _snapshot(trainer, method)

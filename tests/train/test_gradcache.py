@@ -16,7 +16,7 @@ from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train import gradcache as gradcache_module
 from cl_bench.train.gradcache import GradCache

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_early_stopping import _config, _scripted_dev
+from conftest import early_stopping_config as _config
+from conftest import scripted_dev as _scripted_dev
 
 from cl_bench.config import ConfigError, validate
 from cl_bench.train.loop import train

@@ -19,7 +19,7 @@ from cl_bench.augment.specs import DropoutSpec
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.compile import (
     PadToBucket,

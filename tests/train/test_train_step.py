@@ -22,7 +22,7 @@ from cl_bench.augment.specs import DropoutSpec
 from cl_bench.config import yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.simcse import SimCSE
+from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.step import TrainStep
 
@@ -156,7 +156,7 @@ def test_bert_family_encoders_use_sdpa(tiny_bert: Path) -> None:
 
 
 def _trainer(tiny_bert: Path, data_dir: Path, tmp_path: Path, *extra: str):  # noqa: ANN202
-    from test_after_step_hooks import _trainer as hooks_trainer
+    from conftest import hooks_trainer
 
     return hooks_trainer("simcse", tiny_bert, data_dir, tmp_path, "pooler=cls", *extra)
 

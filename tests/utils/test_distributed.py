@@ -26,9 +26,9 @@ from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
 from cl_bench.methods.base import MethodContext
-from cl_bench.methods.cert import CERT
-from cl_bench.methods.simcse import SimCSE
-from cl_bench.methods.simcse_sup import SupervisedSimCSE
+from cl_bench.methods.cert.modeling import CERT
+from cl_bench.methods.simcse.modeling import SimCSE
+from cl_bench.methods.simcse_sup.modeling import SupervisedSimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.gradcache import GradCache
 from cl_bench.utils import distributed

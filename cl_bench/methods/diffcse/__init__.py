@@ -1,0 +1,1 @@
+"""diffcse: its spec (configuration.py, torch-free) and its nn.Module (modeling.py); this file imports nothing, so importing the spec loads no torch."""
