@@ -337,12 +337,15 @@ class RunTracker:
         """Log the run's data as MLflow dataset inputs (:func:`cl_bench.tracking.mlflow_objects.dataset_inputs`):
         ``data_sha256`` is provenance's ``{file: sha256}``, ``train_file`` the corpus's name in it (None for
         ``mode=eval``)."""
-        if self.run_id is None or not self._mlflow_ok or not data_sha256:
+        if not data_sha256:
             return
-        from cl_bench.tracking.mlflow_objects import dataset_inputs
+        from cl_bench.tracking.mlflow_objects import dataset_records, inputs_of
 
-        self._mlflow("log_inputs", lambda: self._client.log_inputs(
-            self.run_id, datasets=dataset_inputs(data_sha256, data_root, train_file)))
+        records = dataset_records(data_sha256, data_root, train_file)
+        _write_json(self.files.datasets, records)  # cl-bench-sync logs them where MLflow missed them
+        if self.run_id is None or not self._mlflow_ok:
+            return
+        self._mlflow("log_inputs", lambda: self._client.log_inputs(self.run_id, datasets=inputs_of(records)))
 
     def log_model(self, model: Any, step: int, pip_requirements: list[str] | None = None,
                   log_fn: Any = None) -> str | None:

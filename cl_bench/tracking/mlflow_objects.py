@@ -46,6 +46,26 @@ def group_digest(files: Mapping[str, str]) -> str:
     return hashlib.sha256("\n".join(f"{n} {s}" for n, s in sorted(files.items())).encode()).hexdigest()
 
 
+def dataset_records(data_sha256: Mapping[str, str], data_root: str | Path, train_file: str | None) -> list[dict[str, str]]:
+    """The run's data sets as plain records (``datasets.json`` in the run folder; :func:`inputs_of` makes MLflow's
+    entities of them): name, digest, source, profile and context, as the module docstring says."""
+    records = []
+    for name, (context, files) in dataset_groups(data_sha256, train_file).items():
+        path = Path(name) if Path(name).is_absolute() else Path(data_root).absolute() / name
+        sha = group_digest(files)
+        records.append({"name": name, "digest": sha[:DIGEST_CHARS], "source": json.dumps({"uri": str(path)}),
+                        "profile": json.dumps({"sha256": sha, "files": len(files)}), "context": context})
+    return records
+
+
+def inputs_of(records: list[dict[str, str]]) -> list[Any]:
+    """MLflow ``DatasetInput`` entities of :func:`dataset_records`."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    return [DatasetInput(Dataset(name=r["name"], digest=r["digest"], source_type="local", source=r["source"],
+                                 profile=r["profile"]), tags=[InputTag(CONTEXT_TAG, r["context"])]) for r in records]
+
+
 def dataset_inputs(data_sha256: Mapping[str, str], data_root: str | Path, train_file: str | None) -> list[Any]:
     """MLflow ``DatasetInput`` entities of a run's data (see the module docstring); ``data_root``: where the
     relative names lie (each data set's source is its absolute path).
@@ -53,16 +73,7 @@ def dataset_inputs(data_sha256: Mapping[str, str], data_root: str | Path, train_
     MLflow keeps at most :data:`DIGEST_CHARS` characters of a digest: the digest is the sha256's first 36 hex
     digits, the whole sha256 and the file count are the data set's profile (``{"sha256": …, "files": N}``).
     """
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    inputs = []
-    for name, (context, files) in dataset_groups(data_sha256, train_file).items():
-        path = Path(name) if Path(name).is_absolute() else Path(data_root).absolute() / name
-        sha = group_digest(files)
-        dataset = Dataset(name=name, digest=sha[:DIGEST_CHARS], source_type="local",
-                          source=json.dumps({"uri": str(path)}), profile=json.dumps({"sha256": sha, "files": len(files)}))
-        inputs.append(DatasetInput(dataset, tags=[InputTag(CONTEXT_TAG, context)]))
-    return inputs
+    return inputs_of(dataset_records(data_sha256, data_root, train_file))
 
 
 def log_sentence_transformer(tracking_uri: str, run_id: str, model: Any, step: int, name: str = "best_model",

@@ -92,6 +92,11 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
         record = json.loads(lines[index])
         client.log_batch(run_id, metrics=metric_batch(upgrade_record(record, series=True) if rename else record))
         write_text(files.sent_lines, str(index + 1))
+    datasets = _read_json(files.datasets)
+    if datasets and not client.get_run(run_id).inputs.dataset_inputs:  # the run's data, where MLflow missed them
+        from cl_bench.tracking.mlflow_objects import inputs_of
+
+        client.log_inputs(run_id, datasets=inputs_of(datasets))
     for path in (files.results, files.config):
         if path.is_file():
             client.log_artifact(run_id, str(path))

@@ -41,6 +41,7 @@ class RunDir:
     RUN_ID = "mlflow_run_id.txt"  # the MLflow run this directory belongs to
     TRACKING = "tracking.json"  # where the run logs: tracking URI (absolute), experiment, run name, parent run
     SEGMENTS = "segments.jsonl"  # one record per resumed segment: the settings it changed (train.max_steps, ...)
+    DATASETS = "datasets.json"  # the run's data as MLflow dataset inputs (cl-bench-sync logs them if MLflow missed them)
     SENT_LINES = "mlflow_sent_lines.txt"  # how many metrics.jsonl lines reached MLflow
     CONFIG = ".hydra/config.yaml"  # Hydra's resolved job config
     HYDRA_CONFIG = ".hydra/hydra.yaml"  # Hydra's own settings for the job (runtime.cwd: where it was launched)
@@ -120,6 +121,10 @@ class RunDir:
     def segments(self) -> Path:
         return self.path / self.SEGMENTS
 
+    @property
+    def datasets(self) -> Path:
+        return self.path / self.DATASETS
+
     def is_run(self) -> bool:
         """True when the folder holds a cl-bench run (its results or its Hydra config)."""
         return self.results.is_file() or self.config.is_file()
@@ -137,7 +142,7 @@ class RunDir:
         that the new run's ``metrics.jsonl`` holds its own lines only; Hydra's ``.hydra/`` and the job log stay."""
         import shutil
 
-        names = (*self.RUN_FILES, self.TAGS, self.RUN_ID, self.SENT_LINES, self.TRACKING, self.SEGMENTS,
+        names = (*self.RUN_FILES, self.TAGS, self.RUN_ID, self.SENT_LINES, self.TRACKING, self.SEGMENTS, self.DATASETS,
                  self.BEST_STATE, self.PAIR_SCORES)
         for name in names:
             path = self.path / name

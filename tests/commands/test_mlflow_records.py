@@ -236,3 +236,25 @@ def test_bad_logger_values_are_named(data_dir: Path) -> None:
     with pytest.raises(Exception, match=r"logger\.log_model=last") as err:
         _composed(["logger.log_model=last"], data_dir)
     assert "Invalid value 'last', expected one of [all, best, none]" in str(err.value.__cause__)
+
+
+def test_sync_logs_the_datasets_a_run_could_not_send(tmp_path: Path, data_dir: Path) -> None:
+    """A run whose MLflow was off or down keeps its data sets in ``datasets.json``; ``cl-bench-sync`` logs them as the
+    MLflow run's dataset inputs (once: a second sync adds none)."""
+    from cl_bench.commands.mlflow_records import log_data
+    from cl_bench.commands.provenance import FileHashes, data_hashes
+    from cl_bench.tracking.sync import sync_run
+
+    cfg, _ = _composed(["data=wiki1m_head", "eval=quick"], data_dir)
+    hashes = data_hashes(cfg, FileHashes(tmp_path / "hashes.json"))
+    tracker = RunTracker(tmp_path / "run", enabled=False)
+    tracker.start({"seed": 1}, {})
+    log_data(tracker, cfg, {"data_sha256": hashes})
+    tracker.log_results({"sts/stsb": 50.0})
+    tracker.finish("FINISHED")
+    records = json.loads((tmp_path / "run" / "datasets.json").read_text())
+    assert {r["name"] for r in records} >= {"corpus/wiki1m_for_simcse.head.txt", "sts/STSBenchmark"}
+    run_id = sync_run(tmp_path / "run", tracking_uri=_store(tmp_path))
+    sync_run(tmp_path / "run", tracking_uri=_store(tmp_path))
+    inputs = mlflow.MlflowClient(_store(tmp_path)).get_run(run_id).inputs.dataset_inputs
+    assert sorted((i.dataset.name, i.dataset.digest) for i in inputs) == sorted((r["name"], r["digest"]) for r in records)
