@@ -283,7 +283,7 @@ def cached_back_translations(
             return cached
         log.warning("back-translation cache %s has %d lines, not %d: translating again", path, len(cached), len(sentences))
     translator = load_translator()
-    from cl_bench.tracking.progress import progress_bar
+    from cl_bench.utils.progress import progress_bar
 
     paraphrases: list[str] = []
     step = translator.batch_size * 8  # a few generation batches per progress update

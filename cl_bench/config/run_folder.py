@@ -87,15 +87,21 @@ def recorded_params(run_dir: Path) -> dict[str, Any] | None:
 
 
 def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """This command's params, as ``params.json`` would record them (the same flattening and JSON round trip)."""
-    from cl_bench.config import acting_params
-    from cl_bench.tracking.mlflow_logger import flatten
+    """This command's params, as ``params.json`` records them (:func:`cl_bench.config.knob_params` of the acting
+    params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip)."""
+    from hydra.core.hydra_config import HydraConfig
 
+    from cl_bench.config import acting_params, knob_params
+
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices")  # composed before Hydra's job (early_checks)
+    if choices is None and HydraConfig.initialized():  # in the job: Hydra's own record
+        choices = HydraConfig.get().runtime.choices
     node = cfg.copy()
     with open_dict(node):
         node.pop("hydra", None)
         node.paths.output_dir = str(run_dir)  # Hydra's interpolation: resolvable before its job too
-    return json.loads(json.dumps(flatten(acting_params(node)), default=str))
+    params = knob_params(acting_params(node), dict(choices or {}))
+    return json.loads(json.dumps(params, default=str))
 
 
 def resume_changes(cfg: DictConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:

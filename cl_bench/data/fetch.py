@@ -24,7 +24,7 @@ import urllib3
 from tqdm import tqdm
 
 from cl_bench import __version__
-from cl_bench.tracking.progress import progress_bar
+from cl_bench.utils.progress import progress_bar
 
 CHUNK = 1 << 16
 

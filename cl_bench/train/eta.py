@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from cl_bench.tracking.progress import format_seconds, progress_bar
+from cl_bench.utils.progress import format_seconds, progress_bar
 
 
 class JobClock:
@@ -82,7 +82,7 @@ class JobClock:
 def job_bar(total: int, initial: int, enabled: bool, job_left: Callable[[], str], stream: IO[str] | None = None) -> Any:
     """A tqdm bar whose ETA is the job's (``job_left()``), not tqdm's own count of the training steps; on a
     stream that is not a terminal (a log file, a pipe), plain lines saying the same at most every 30 s
-    (:func:`cl_bench.tracking.progress.progress_bar`)."""
+    (:func:`cl_bench.utils.progress.progress_bar`)."""
     from tqdm.auto import tqdm
 
     class _JobBar(tqdm):  # type: ignore[misc, valid-type]

@@ -124,11 +124,11 @@ def test_sweep_urls_open_on_the_swept_keys_and_headline_figures(tiny_bert: Path,
         # best_stsb_dev, sorted first) reads dropout, loss.tau, best_stsb_dev, stsb
         header = table[table.index("Run Name"):]
         assert all(name in header[:300] for name in ("dropout", "loss.tau", "best_stsb_dev", "stsb", "Dataset"))
-        top = max(children, key=lambda r: r.data.metrics["best_stsb_dev"])
+        top = max(children, key=lambda r: r.data.metrics["select/best_stsb_dev"])
         first_row = (f"{top.data.params['dropout']} {top.data.params['loss.tau']} "
-                     f"{top.data.metrics['best_stsb_dev']!r} {top.data.metrics['stsb']!r}")
+                     f"{top.data.metrics['select/best_stsb_dev']!r} {top.data.metrics['sts/stsb']!r}")
         assert first_row in header, (first_row, header[:800])
-        assert "Sort: best_stsb_dev" in table and "training" in header  # the Dataset column: the corpus's context
+        assert "Sort: select/best_stsb_dev" in table and "training" in header  # the Dataset column: the corpus's context
         assert all(r.data.tags["mlflow.runName"] in table for r in children)
         charts = _text(_render(charts_url.replace("http://127.0.0.1:5000", base), tmp_path / "sweep_charts.png", 1800))
         assert "4 matching runs" in charts and "cl-bench: swept keys and headline figures (" in charts, charts[:3000]

@@ -18,7 +18,7 @@ from cl_bench.commands.sweep_callbacks import log_sweep_outcome, sweep_outcome
 from cl_bench.models.encoder import build_encoder
 from cl_bench.tracking.mlflow_logger import ensure_experiment, import_mlflow
 from cl_bench.tracking.names import RUN_NAME_CHARS, sweep_run_name
-from cl_bench.tracking.progress import PlainProgress, on_terminal, progress_bar
+from cl_bench.utils.progress import PlainProgress, on_terminal, progress_bar
 
 
 def test_load_and_save_draw_no_progress_bars(tiny_bert: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:

@@ -319,7 +319,7 @@ def _recorded_folder(folder: Path, uri: str, run_name: str, run_id: str | None =
     (folder / "tags.json").write_text(json.dumps(tags))
     (folder / "tracking.json").write_text(json.dumps({"tracking_uri": uri, "experiment_name": "cl-bench",
                                                       "run_name": run_name, "parent_run_id": parent}))
-    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "time": 100.0 + i, "stsb": float(i)}) + "\n"
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "time": 100.0 + i, "sts/stsb": float(i)}) + "\n"
                                                   for i in range(lines)))
     if run_id is not None:
         (folder / "mlflow_run_id.txt").write_text(run_id)
@@ -381,7 +381,7 @@ def test_sync_after_a_locked_store_uses_the_recorded_store_and_name_and_resumes_
     assert [r.info.run_id for r in runs] == [run_id]  # one run, not two
     run = runs[0]
     assert run.info.run_name == "simcse tau=0.1" and run.info.status == "FINISHED"
-    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "stsb")] == [(i, float(i)) for i in range(4)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "sts/stsb")] == [(i, float(i)) for i in range(4)]
     assert run.data.params == {"mode": "train", "seed": "42"}
     assert not (tmp_path / "runs" / "mlflow.db").exists()
 
@@ -415,7 +415,7 @@ def test_sync_of_a_sweep_whose_launcher_was_killed_ends_its_parent_killed(tmp_pa
     children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'")
     assert sorted((r.info.run_name, r.info.status) for r in children) == [("dropout=0", "KILLED"),
                                                                          ("dropout=0.1", "KILLED")]
-    assert len(client.get_metric_history(child, "stsb")) == 3
+    assert len(client.get_metric_history(child, "sts/stsb")) == 3
     assert not (tmp_path / "mlflow.db").exists()
 
 
@@ -455,7 +455,7 @@ def test_a_real_run_is_never_overwritten_and_resumes_honestly(tiny_bert: Path, d
     longer = subprocess.run(_train_args(tiny_bert, db, "train.max_steps=60", f"train.resume={run_dir}"), cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=600)
     assert longer.returncode == 0, longer.stderr[-3000:]
-    assert json.loads(RunDir(run_dir).results.read_text())["steps"] == 60
+    assert json.loads(RunDir(run_dir).results.read_text())["train/steps"] == 60
     segment = json.loads(RunDir(run_dir).segments.read_text())
     assert segment["segment"] == 2 and segment["changed"] == {"train.max_steps": {"was": 40, "now": 60}}
     assert json.loads(RunDir(run_dir).params.read_text())["train.max_steps"] == 40  # the first segment's

@@ -168,7 +168,9 @@ def test_evaluate_flags_onnx_and_bf16_figures(tiny_bert: Path, data_dir: Path, t
     encoder = build_encoder(str(tiny_bert), pooler="avg", fresh_mlp=False)
     options = EvalOptions(align_uniform=False, anisotropy=False, cache_dir=str(tmp_path))
     torch_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="torch"))
-    # auto measures both backends once per machine; make ONNX Runtime the faster one here
+    # auto measures both backends once per machine; make ONNX Runtime the faster one here (and forget any probe an
+    # earlier test of this process made of the same tiny shape)
+    monkeypatch.setattr(inference, "_AUTO_CHOICES", {})
     monkeypatch.setattr(encoder_module, "time_backends", lambda encode: {"torch": 2.0, "onnx": 1.0,
                                                                          "max_cosine_distance": 0.0, "sentences": 256})
     onnx_fp32 = evaluate(encoder, tmp_path / "data", ["stsb"], replace(options, backend="auto"))
