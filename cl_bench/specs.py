@@ -38,7 +38,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+from annotated_types import BaseMetadata, DocInfo, Ge, Gt, Interval, Le, Lt, MaxLen, MinLen
 
 #: the torch-free modules holding the specs of cl-bench's own losses and augmentations (imported on the first lookup;
 #: the methods' are found by :func:`builtin_spec_modules`)
@@ -99,10 +101,20 @@ class Spec:
         return {name: getattr(self, name) for name in self.keys()}
 
     def check(self) -> None:
-        """The option's own value rules, run before any model loads.
+        """The option's own value rules, run before any model loads: the rules declared on each field
+        (:func:`check_fields`), then the rules across its keys (:meth:`check_combination`).
 
         Raises:
             ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1, got 0``.
+        """
+        check_fields(self, f"{self.group}.")
+        self.check_combination()
+
+    def check_combination(self) -> None:
+        """The rules that read several of the option's keys together (a rule of one key is declared on its field).
+
+        Raises:
+            ValueError: one line starting with the key to change.
         """
 
 
@@ -294,6 +306,126 @@ def registered() -> dict[str, type[Spec]]:
     """Every spec registered so far, by target (cl-bench's own imported)."""
     _import_builtin()
     return dict(_REGISTRY)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rules declared on the fields they govern, read by one checker
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Must(BaseMetadata):
+    """A single-key rule the standard constraints cannot state: ``holds(value)`` must be true; ``says`` completes
+    the message "must ...": ``max_steps: Annotated[int, Must(lambda v: v > 0 or v == -1, "be > 0 or -1")]``."""
+
+    holds: Callable[[Any], bool]
+    says: str
+
+
+@dataclass(frozen=True)
+class Because(BaseMetadata):
+    """Why a field's range is what it is, said in its message: ``Annotated[int, Ge(2), Because("in-batch negatives
+    need two")]`` -> ``batch_size: must be >= 2 (in-batch negatives need two), got 1``."""
+
+    why: str
+
+
+#: the one-sided constraints: class, sign, attribute holding the bound
+_BOUNDS = ((Gt, ">", "gt"), (Ge, ">=", "ge"), (Lt, "<", "lt"), (Le, "<=", "le"))
+
+
+def _bound(rule: Any) -> str:
+    """What a standard constraint asks, completing "must be ..."."""
+    if isinstance(rule, Interval):
+        low = f"[{rule.ge}" if rule.ge is not None else f"({rule.gt}" if rule.gt is not None else None
+        high = f"{rule.le}]" if rule.le is not None else f"{rule.lt})" if rule.lt is not None else None
+        if low and high:
+            return f"in {low}, {high}"
+        return " and ".join(_bound(r) for r in rule)  # one-sided: Interval(gt=0) says "> 0"
+    for kind, sign, bound in _BOUNDS:
+        if isinstance(rule, kind):
+            return f"{sign} {getattr(rule, bound)}"
+    if isinstance(rule, MinLen):
+        return f"a list of at least {rule.min_length} item{'s' * (rule.min_length != 1)}"
+    if isinstance(rule, MaxLen):
+        return f"a list of at most {rule.max_length} item{'s' * (rule.max_length != 1)}"
+    raise TypeError(f"no message for the rule {rule!r}")
+
+
+def _holds(rule: Any, value: Any) -> bool:
+    if isinstance(rule, Must):
+        return bool(rule.holds(value))
+    if isinstance(rule, Interval):
+        return all(_holds(r, value) for r in rule)
+    if isinstance(rule, MinLen):
+        return len(value) >= rule.min_length
+    if isinstance(rule, MaxLen):
+        return len(value) <= rule.max_length
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False  # a range asks for a number (OmegaConf types a run's values; a spec built in Python is not)
+    for kind, _, bound in _BOUNDS:
+        if isinstance(rule, kind):
+            limit = getattr(rule, bound)
+            return {"gt": value > limit, "ge": value >= limit, "lt": value < limit, "le": value <= limit}[bound]
+    raise TypeError(f"cannot check the rule {rule!r}")
+
+
+def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A field's type hint as (the type without its rules, its rules): ``Annotated[float, Gt(0)] | None`` ->
+    (``float | None``, ``(Gt(0),)``)."""
+    if get_origin(hint) is Annotated:
+        base, *extra = get_args(hint)
+        return base, tuple(extra)
+    if get_origin(hint) in (Union, type(int | None)):
+        for arm in get_args(hint):
+            if get_origin(arm) is Annotated:
+                return hint, tuple(get_args(arm)[1:])
+    return hint, ()
+
+
+@functools.cache
+def field_rules(cls: type) -> dict[str, tuple[Any, ...]]:
+    """Each dataclass field's declared rules (the ``annotated_types`` constraints, :class:`Must`, :class:`Because` and
+    ``doc()`` in its ``Annotated`` type); a list's item rules under ``"<field>[]"``."""
+    hints = get_type_hints(cls, include_extras=True)
+    rules: dict[str, tuple[Any, ...]] = {}
+    for f in dataclasses.fields(cls):
+        base, extra = _split(hints[f.name])
+        rules[f.name] = extra
+        for arm in (base, *get_args(base)):  # list[Annotated[int, Gt(0)]], alone or in an Optional
+            arm = get_args(arm)[0] if get_origin(arm) is Annotated else arm
+            if get_origin(arm) is list and get_args(arm):
+                rules[f"{f.name}[]"] = _split(get_args(arm)[0])[1]
+    return rules
+
+
+def field_doc(cls: type, name: str) -> str | None:
+    """The one-line doc declared on a field (``Annotated[..., doc("...")]``), None when it has none."""
+    return next((r.documentation for r in field_rules(cls).get(name, ()) if isinstance(r, DocInfo)), None)
+
+
+def check_fields(obj: Any, prefix: str) -> None:
+    """Check every field of the dataclass instance ``obj`` against the rules declared on it (the one checker of
+    single-key rules; a ``None`` value passes: an optional key unset). ``prefix`` is the key's group, e.g.
+    ``"loss."``.
+
+    Raises:
+        ValueError: one line naming the first key that breaks its rule, e.g. ``loss.tau: must be > 0, got 0``.
+    """
+    for key, rules in field_rules(type(obj)).items():
+        name, each = key.removesuffix("[]"), key.endswith("[]")
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        why = next((f" ({r.why})" for r in rules if isinstance(r, Because)), "")
+        for rule in rules:
+            if isinstance(rule, DocInfo | Because):
+                continue
+            items = list(value) if each else [value]
+            if not all(_holds(rule, item) for item in items):
+                if isinstance(rule, Must):
+                    what = rule.says
+                else:
+                    what = f"be a list of values {_bound(rule)}" if each else f"be {_bound(rule)}"
+                raise ValueError(f"{prefix}{name}: must {what}{why}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cl_bench"
 #: the layers, top first: a module imports only modules of its own layer or of a layer below (the packages are the
-#: layers: cl_bench/<package>/; ``specs`` is the one top-level module, the options' contract every layer reads)
+#: layers: cl_bench/<package>/; ``specs`` and ``run_specs`` are the top-level modules: the options' and the run groups' specs, which every layer reads)
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"__main__", "commands"}),   # the entry points (cl-bench, -report, -export, the sweep callback) and the run
     frozenset({"reporting"}),              # cl-bench-report: reads runs
@@ -17,7 +17,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"train"}),                  # the trainer
     frozenset({"methods"}),                # views, encoders, heads, hooks
     frozenset({"losses", "augment", "models", "data", "eval", "tracking"}),
-    frozenset({"utils", "specs", "resources"}),
+    frozenset({"utils", "specs", "run_specs", "resources"}),
 )
 #: the command-line entry points and Hydra's sweep callback: the top layer, imported by no other module but __main__
 ENTRY = {"cl_bench.commands.cli", "cl_bench.commands.report_cli", "cl_bench.commands.export",
@@ -119,7 +119,7 @@ def test_no_module_imports_from_a_layer_above_or_an_entry_point() -> None:
 
 def test_the_top_level_holds_packages_and_the_specs_only() -> None:
     """Entry points, configuration, reporting and leaf utilities each sit in a package of their own."""
-    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py", "specs.py"]
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py", "run_specs.py", "specs.py"]
 
 
 def test_the_test_folders_mirror_the_packages() -> None:

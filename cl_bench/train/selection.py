@@ -17,12 +17,7 @@ Either way training stops once the count reaches ``train.early_stopping_patience
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-#: ``train.early_stopping_rule``: no_gain (reset by a new best) | drops (SG-BERT: below the previous evaluation)
-EarlyStoppingRule = StrEnum("EarlyStoppingRule", "no_gain drops")
-#: ``train.final_weights``: the weights of the final evaluation
-FinalWeights = StrEnum("FinalWeights", "best last")
+from cl_bench.run_specs import EarlyStoppingRule, FinalWeights  # noqa: F401  (the values it decides between)
 
 
 def early_stopping_count(rule: str, count: int, score: float, previous_score: float, improved: bool) -> int:
