@@ -40,7 +40,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
-from annotated_types import BaseMetadata, DocInfo, Ge, Gt, Interval, Le, Lt, MaxLen, MinLen
+from annotated_types import BaseMetadata, Ge, Gt, Interval, Le, Lt, MaxLen, MinLen
 
 #: the torch-free modules holding the specs of cl-bench's own losses and augmentations (imported on the first lookup;
 #: the methods' are found by :func:`builtin_spec_modules`)
@@ -383,8 +383,9 @@ def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
 
 @functools.cache
 def field_rules(cls: type) -> dict[str, tuple[Any, ...]]:
-    """Each dataclass field's declared rules (the ``annotated_types`` constraints, :class:`Must`, :class:`Because` and
-    ``doc()`` in its ``Annotated`` type); a list's item rules under ``"<field>[]"``."""
+    """Each dataclass field's declared rules (the ``annotated_types`` constraints, :class:`Must` and :class:`Because` in
+    its ``Annotated`` type); a list's item rules under ``"<field>[]"``. A field's doc is its comment (``#:`` above it,
+    or at the end of its line), which the docs' reference shows beside its type, default and rules."""
     hints = get_type_hints(cls, include_extras=True)
     rules: dict[str, tuple[Any, ...]] = {}
     for f in dataclasses.fields(cls):
@@ -395,11 +396,6 @@ def field_rules(cls: type) -> dict[str, tuple[Any, ...]]:
             if get_origin(arm) is list and get_args(arm):
                 rules[f"{f.name}[]"] = _split(get_args(arm)[0])[1]
     return rules
-
-
-def field_doc(cls: type, name: str) -> str | None:
-    """The one-line doc declared on a field (``Annotated[..., doc("...")]``), None when it has none."""
-    return next((r.documentation for r in field_rules(cls).get(name, ()) if isinstance(r, DocInfo)), None)
 
 
 def check_fields(obj: Any, prefix: str) -> None:
@@ -417,7 +413,7 @@ def check_fields(obj: Any, prefix: str) -> None:
             continue
         why = next((f" ({r.why})" for r in rules if isinstance(r, Because)), "")
         for rule in rules:
-            if isinstance(rule, DocInfo | Because):
+            if isinstance(rule, Because):
                 continue
             items = list(value) if each else [value]
             if not all(_holds(rule, item) for item in items):
