@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import compileall
+import dataclasses
+import functools
 import json
 import math
 import os
@@ -263,6 +265,18 @@ class HashEncoder:
         self.calls.append(list(sentences))
         rows = [np.random.default_rng(zlib.crc32(s.encode())).normal(size=self.width) for s in sentences]
         return np.asarray(rows, dtype=np.float32).reshape(len(sentences), self.width)
+
+
+# --- used by the tests that call a loss function directly (losses/, methods/, models/, train/, utils/) ---
+def as_built(loss: Any, **changes: Any) -> functools.partial:
+    """``loss`` as a run builds it: a partial of its spec's defaults (their one declaration,
+    :mod:`cl_bench.losses.specs`; the function has none of its own), ``changes`` applied."""
+    from cl_bench.specs import loss_spec_of
+
+    spec = loss_spec_of(loss)
+    assert spec is not None, f"{loss} has no loss spec"
+    values = {f.name: f.default for f in dataclasses.fields(spec) if f.name != "name"}
+    return functools.partial(loss, **{**values, **changes})
 
 
 # --- used by losses/test_losses.py, losses/test_losses_edge.py ---

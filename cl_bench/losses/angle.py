@@ -30,10 +30,9 @@ import torch.nn.functional as F
 
 from cl_bench.losses.cosent import pair_cosines, ranking_logsumexp
 from cl_bench.losses.similarity import working_precision
-from cl_bench.losses.specs import check_angle
 
 
-def angle_differences(u: torch.Tensor, v: torch.Tensor, pooling: str = "sum") -> torch.Tensor:
+def angle_differences(u: torch.Tensor, v: torch.Tensor, pooling: str) -> torch.Tensor:
     """The pooled angle difference ``|reduce(Δ)|`` of each pair (N,), Δ as in the module docstring.
 
     Raises:
@@ -45,7 +44,12 @@ def angle_differences(u: torch.Tensor, v: torch.Tensor, pooling: str = "sum") ->
     c, d = working_precision(v).chunk(2, dim=1)
     norms = (a.pow(2) + b.pow(2)).sum(1, keepdim=True).sqrt() * (c.pow(2) + d.pow(2)).sum(1, keepdim=True).sqrt()
     delta = torch.cat([a * c + b * d, b * c - a * d], dim=1) / norms
-    pooled = delta.sum(1) if pooling == "sum" else delta.mean(1)
+    if pooling == "sum":
+        pooled = delta.sum(1)
+    elif pooling == "mean":
+        pooled = delta.mean(1)
+    else:  # a value the spec's AnglePooling does not hold (composition rejects it; a Python caller may pass one)
+        raise ValueError(f"loss.angle_pooling: unknown '{pooling}'; valid: sum, mean")
     return pooled.abs()
 
 
@@ -83,13 +87,13 @@ def angle(
     v: torch.Tensor,
     scores: torch.Tensor,
     *,
-    cosine_w: float = 0.0,
-    ibn_w: float = 1.0,
-    angle_w: float = 0.02,
-    cosine_tau: float = 20.0,
-    ibn_tau: float = 20.0,
-    angle_tau: float = 20.0,
-    angle_pooling: str = "sum",
+    cosine_w: float,
+    ibn_w: float,
+    angle_w: float,
+    cosine_tau: float,
+    ibn_tau: float,
+    angle_tau: float,
+    angle_pooling: str,
 ) -> torch.Tensor:
     """AnglE on scored pairs (the code's format A): ``cosine_w · CoSENT + ibn_w · in-batch + angle_w · angle``.
 
@@ -104,8 +108,6 @@ def angle(
         cosine_tau, ibn_tau, angle_tau: the terms' scales (> 0).
         angle_pooling: ``sum`` or ``mean`` of the element-wise angle differences.
     """
-    check_angle({"cosine_w": cosine_w, "ibn_w": ibn_w, "angle_w": angle_w},
-           {"cosine_tau": cosine_tau, "ibn_tau": ibn_tau, "angle_tau": angle_tau}, angle_pooling)
     if u.shape != v.shape or u.ndim != 2 or scores.shape != (u.shape[0],):
         raise ValueError(f"loss: angle needs u, v (N, D) and scores (N,), got {tuple(u.shape)}, {tuple(v.shape)}, "
                          f"{tuple(scores.shape)}")
@@ -130,14 +132,14 @@ def angle_nli(
     positives: torch.Tensor,
     negatives: torch.Tensor,
     *,
-    cosine_w: float = 0.0,
-    ibn_w: float = 1.0,
-    cln_w: float = 1.0,
-    angle_w: float = 0.02,
-    cosine_tau: float = 20.0,
-    ibn_tau: float = 20.0,
-    angle_tau: float = 20.0,
-    angle_pooling: str = "sum",
+    cosine_w: float,
+    ibn_w: float,
+    cln_w: float,
+    angle_w: float,
+    cosine_tau: float,
+    ibn_tau: float,
+    angle_tau: float,
+    angle_pooling: str,
 ) -> torch.Tensor:
     """AnglE on (query, positive, negative) rows (the code's format C).
 
@@ -148,8 +150,6 @@ def angle_nli(
         anchors, positives, negatives: (N, D) each.
         cln_w: weight of the term with the negatives among the candidates; the other keys as :func:`angle`.
     """
-    check_angle({"cosine_w": cosine_w, "ibn_w": ibn_w, "cln_w": cln_w, "angle_w": angle_w},
-           {"cosine_tau": cosine_tau, "ibn_tau": ibn_tau, "angle_tau": angle_tau}, angle_pooling)
     if not anchors.shape == positives.shape == negatives.shape or anchors.ndim != 2:
         raise ValueError(f"loss: angle_nli needs three (N, D) tensors, got {tuple(anchors.shape)}, "
                          f"{tuple(positives.shape)}, {tuple(negatives.shape)}")

@@ -36,7 +36,7 @@ def cross_correlation(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
     return standardize(z1).T @ standardize(z2) / z1.shape[0]
 
 
-def barlow_twins(z1: torch.Tensor, z2: torch.Tensor, *, lambd: float = 0.0051) -> torch.Tensor:
+def barlow_twins(z1: torch.Tensor, z2: torch.Tensor, *, lambd: float) -> torch.Tensor:
     """Barlow Twins' redundancy-reduction loss of two views.
 
     Args:
@@ -47,8 +47,6 @@ def barlow_twins(z1: torch.Tensor, z2: torch.Tensor, *, lambd: float = 0.0051) -
     Returns:
         Scalar loss (at least float32).
     """
-    if not lambd >= 0:
-        raise ValueError(f"loss.lambd: must be >= 0, got {lambd}")
     c = cross_correlation(z1, z2)
     diagonal = torch.diagonal(c)
     on_diagonal = (1.0 - diagonal).pow(2).sum()

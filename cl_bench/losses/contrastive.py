@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import torch
 
 from cl_bench.losses.similarity import contrast_pairs, distances, squared_distances
-from cl_bench.losses.specs import check_margin
 
 
 def contrastive(
@@ -16,8 +15,8 @@ def contrastive(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    margin: float = 1.0,
-    normalize: bool = True,
+    margin: float,
+    normalize: bool,
 ) -> torch.Tensor:
     """Pull positive pairs together, push negative pairs beyond ``margin``.
 
@@ -36,7 +35,6 @@ def contrastive(
     Returns:
         Scalar loss.
     """
-    check_margin(margin)
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     sq = squared_distances(pairs.rows, pairs.columns, normalize)
     hinge = (margin - distances(pairs.rows, pairs.columns, normalize)).clamp_min(0.0).pow(2)

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import masked_logsumexp, working_precision
-from cl_bench.losses.specs import check_scale
 
 
 def ranking_logsumexp(values: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -37,7 +36,7 @@ def pair_cosines(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (F.normalize(working_precision(u), dim=-1) * F.normalize(working_precision(v), dim=-1)).sum(-1)
 
 
-def cosent(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor, *, scale: float = 20.0) -> torch.Tensor:
+def cosent(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor, *, scale: float) -> torch.Tensor:
     """CoSENT: ``log(1 + Σ_{s_i < s_j} exp(scale · (cos(u_i, v_i) − cos(u_j, v_j))))``.
 
     Args:
@@ -46,7 +45,6 @@ def cosent(u: torch.Tensor, v: torch.Tensor, scores: torch.Tensor, *, scale: flo
         scores: (N,) gold similarity (any monotone scale; only the order is used).
         scale: λ (the reference code: 20).
     """
-    check_scale(scale, "scale")
     if u.shape != v.shape or u.ndim != 2 or scores.shape != (u.shape[0],):
         raise ValueError(f"loss: cosent needs u, v (N, D) and scores (N,), got {tuple(u.shape)}, {tuple(v.shape)}, "
                          f"{tuple(scores.shape)}")

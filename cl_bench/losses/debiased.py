@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import contrast_pairs, cosine_logits, masked_logsumexp
-from cl_bench.losses.specs import check_debiasing
 
 
 def debiased_estimate_loss(
@@ -44,7 +43,6 @@ def debiased_estimate_loss(
     Returns:
         Scalar loss; a row without negatives contributes 0.
     """
-    check_debiasing(tau_plus, beta)
     side = "both" if symmetric else None
     pairs = contrast_pairs(
         anchors, positives, hard_negatives, labels, rows=side or "anchors", columns=side or "positives"
@@ -85,9 +83,9 @@ def debiased(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    tau_plus: float = 0.1,
-    symmetric: bool = False,
+    tau: float,
+    tau_plus: float,
+    symmetric: bool,
 ) -> torch.Tensor:
     """Debiased contrastive loss on cosine similarities.
 

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import cosine_similarity_matrix
-from cl_bench.losses.specs import check_tau
 
 
 def guided_ignore_mask(
@@ -56,10 +55,10 @@ def gist_embed(
     hard_negatives: torch.Tensor | None = None,
     *,
     guide: Sequence[torch.Tensor],
-    tau: float = 0.01,
-    contrast_anchors: bool = True,
-    contrast_positives: bool = True,
-    drop_ties: bool = False,
+    tau: float,
+    contrast_anchors: bool,
+    contrast_positives: bool,
+    drop_ties: bool,
 ) -> torch.Tensor:
     """sentence-transformers' ``GISTEmbedLoss``: anchor i must pick positive i among the guide-filtered candidates.
 
@@ -82,7 +81,6 @@ def gist_embed(
     Returns:
         Scalar loss (at least float32).
     """
-    check_tau(tau)
     guide = tuple(guide)
     if len(guide) != (2 if hard_negatives is None else 3):
         raise ValueError(f"loss: gist needs the guide's embeddings of every column ({2 if hard_negatives is None else 3}), "

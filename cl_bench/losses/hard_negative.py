@@ -21,10 +21,10 @@ def hard_negative(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    beta: float = 1.0,
-    tau_plus: float = 0.1,
-    symmetric: bool = False,
+    tau: float,
+    beta: float,
+    tau_plus: float,
+    symmetric: bool,
 ) -> torch.Tensor:
     """Hard-negative sampling loss (β = 0 gives the debiased loss, β = τ⁺ = 0 InfoNCE + clamp).
 

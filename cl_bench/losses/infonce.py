@@ -18,8 +18,8 @@ def info_nce(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    hard_negative_alpha: float = 1.0,
+    tau: float,
+    hard_negative_alpha: float,
     ignore: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One-sided InfoNCE: anchor i must pick positive i among all positives (and hard negatives).
@@ -56,8 +56,6 @@ def info_nce(
             raise ValueError(
                 f"loss.hard_negative_alpha needs one hard negative per anchor ({n}), got {hard_negatives.shape[0]}"
             )
-        if hard_negative_alpha < 0:
-            raise ValueError(f"loss.hard_negative_alpha: must be >= 0, got {hard_negative_alpha}")
         own = torch.zeros_like(negative)
         own[:, n:] = torch.eye(n, dtype=torch.bool, device=own.device)
         if hard_negative_alpha == 0:

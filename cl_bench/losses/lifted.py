@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import torch
 
 from cl_bench.losses.similarity import contrast_pairs, distances, masked_logsumexp
-from cl_bench.losses.specs import check_margin
 
 
 def lifted(
@@ -16,8 +15,8 @@ def lifted(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    margin: float = 1.0,
-    normalize: bool = True,
+    margin: float,
+    normalize: bool,
 ) -> torch.Tensor:
     """``1/(2|P|) sum_{(i,j) in P} max(0, J_ij)^2`` with
     ``J_ij = D_ij + log( sum_{(i,k) in N} e^{margin - D_ik} + sum_{(l,j) in N} e^{margin - D_lj} )``.
@@ -37,7 +36,6 @@ def lifted(
     Returns:
         Scalar loss.
     """
-    check_margin(margin)
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     dist = distances(pairs.rows, pairs.columns, normalize)
     slack = margin - dist

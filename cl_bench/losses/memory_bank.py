@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import working_precision
-from cl_bench.losses.specs import check_tau
 
 
 def bank_logits(features: torch.Tensor, positives: torch.Tensor, noise: torch.Tensor, tau: float) -> torch.Tensor:
@@ -34,7 +33,6 @@ def bank_logits(features: torch.Tensor, positives: torch.Tensor, noise: torch.Te
         noise: (N, M, D) the noise entries drawn for each item.
         tau: temperature.
     """
-    check_tau(tau)
     f = working_precision(features)
     positive = (f * working_precision(positives)).sum(-1, keepdim=True)
     negative = torch.einsum("nd,nmd->nm", f, working_precision(noise))
@@ -54,8 +52,8 @@ def memory_bank_nce(
     *,
     num_data: int,
     partition: float,
-    tau: float = 0.07,
-    proximal_lambda: float = 0.0,
+    tau: float,
+    proximal_lambda: float,
 ) -> torch.Tensor:
     """NCE approximation of the non-parametric softmax, plus the proximal term.
 
@@ -75,8 +73,6 @@ def memory_bank_nce(
         raise ValueError(f"num_data must be >= 1, got {num_data}")
     if not partition > 0:
         raise ValueError(f"partition must be > 0, got {partition}")
-    if not proximal_lambda >= 0:
-        raise ValueError(f"loss.proximal_lambda: must be >= 0, got {proximal_lambda}")
     logits = bank_logits(features, positives.detach(), noise.detach(), tau)
     num_noise = noise.shape[1]
     # log P(i|f) − log(M·P_n): log h = −softplus(−that), log(1 − h) = −softplus(that)

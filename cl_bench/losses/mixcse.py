@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import check_inputs, cosine_logits, working_precision
-from cl_bench.losses.specs import check_mixcse
 
 
 def mix_with_next(x: torch.Tensor, lambd: float) -> torch.Tensor:
@@ -42,9 +41,9 @@ def mixcse(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    lambd: float = 0.2,
-    mask_positive_mix: str = "zero",
+    tau: float,
+    lambd: float,
+    mask_positive_mix: str,
 ) -> torch.Tensor:
     """MixCSE's InfoNCE: in-batch negatives plus 2N detached mixed hard negatives per anchor.
 
@@ -63,7 +62,6 @@ def mixcse(
     """
     if labels is not None:
         raise ValueError("loss=mixcse: labels are not supported (the mixed negatives follow the batch's pair order)")
-    check_mixcse(lambd, mask_positive_mix)
     check_inputs(anchors, positives, hard_negatives)
     a, p = working_precision(anchors), working_precision(positives)
     n = a.shape[0]
@@ -80,6 +78,8 @@ def mixcse(
     elif mask_positive_mix == "drop":  # out of the denominator
         mixed_positives = mixed_positives.masked_fill(holds_positive[0], float("-inf"))
         mixed_anchors = mixed_anchors.masked_fill(holds_positive[1], float("-inf"))
+    elif mask_positive_mix != "none":  # a value MaskPositiveMix does not hold (composition rejects it)
+        raise ValueError(f"loss.mask_positive_mix: unknown '{mask_positive_mix}'; valid: zero, drop, none")
     logits = torch.cat([*blocks, mixed_positives, mixed_anchors], dim=1)
     return F.cross_entropy(logits, torch.arange(n, device=a.device))
 

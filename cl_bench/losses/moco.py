@@ -52,7 +52,7 @@ def queue_info_nce(
     keys: torch.Tensor,
     queue: torch.Tensor,
     *,
-    tau: float = 0.07,
+    tau: float,
     extra_negatives: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """MoCo loss: cross-entropy of picking the positive key (index 0) among 1 + K candidates.

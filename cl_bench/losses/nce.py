@@ -23,8 +23,8 @@ def nce(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    noise_prob: float | None = None,
+    tau: float,
+    noise_prob: float | None,
 ) -> torch.Tensor:
     """Binary NCE: ``-mean_(i,p) [ log σ(l_ip) + sum_{n in N(i)} log(1 - σ(l_in)) ]``.
 
@@ -41,8 +41,6 @@ def nce(
         Scalar loss (mean over positive pairs). An anchor without noise samples only has its
         data term, which is then exactly 0 (σ(+inf) = 1).
     """
-    if noise_prob is not None and not 0.0 < noise_prob <= 1.0:
-        raise ValueError(f"loss.noise_prob: must be in (0, 1], got {noise_prob}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     logits = cosine_logits(pairs.rows, pairs.columns, tau)
     num_noise = pairs.negative.sum(dim=1, keepdim=True)  # k of each anchor

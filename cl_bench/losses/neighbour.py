@@ -20,8 +20,6 @@ from cl_bench.losses.specs import Similarity
 def neighbour_scores(inputs: torch.Tensor, candidates: torch.Tensor, similarity: str, tau: float | None) -> torch.Tensor:
     """(B, B) scores of every (input, candidate) pair."""
     if similarity == "cosine":
-        if tau is None:
-            raise ValueError("loss.tau: similarity=cosine needs a temperature")
         return cosine_logits(inputs, candidates, tau)
     if similarity == "dot":
         return dot_logits(inputs, candidates, 1.0)
@@ -33,8 +31,8 @@ def neighbour_classification(
     candidates: torch.Tensor,
     targets: torch.Tensor,
     *,
-    similarity: str = "dot",
-    tau: float | None = None,
+    similarity: str,
+    tau: float | None,
 ) -> torch.Tensor:
     """Softmax cross-entropy with soft targets over each input's candidates, the diagonal excluded.
 

@@ -15,8 +15,8 @@ def npair(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 1.0,
-    l2_reg: float = 0.002,
+    tau: float,
+    l2_reg: float,
 ) -> torch.Tensor:
     """``mean_(i,p) log(1 + sum_{n in N(i)} exp((f_i.f_n - f_i.f_p)/tau)) + l2_reg * mean_i(|f_i|^2 + |f_i+|^2)``.
 
@@ -34,8 +34,6 @@ def npair(
     Returns:
         Scalar loss.
     """
-    if l2_reg < 0:
-        raise ValueError(f"loss.l2_reg: must be >= 0, got {l2_reg}")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)
     logits = dot_logits(pairs.rows, pairs.columns, tau)
     norms = working_precision(anchors).pow(2).sum(-1) + working_precision(positives).pow(2).sum(-1)

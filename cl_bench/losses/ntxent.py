@@ -15,7 +15,7 @@ def ntxent(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
+    tau: float,
 ) -> torch.Tensor:
     """Normalised temperature-scaled cross-entropy over both views.
 

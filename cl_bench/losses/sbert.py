@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 
 from cl_bench.losses.similarity import working_precision
-from cl_bench.losses.specs import check_margin
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -42,7 +41,7 @@ def euclidean(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def sbert_triplet(
-    anchors: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, *, margin: float = 1.0
+    anchors: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, *, margin: float
 ) -> torch.Tensor:
     """``mean_i max(‖a_i − p_i‖ − ‖a_i − n_i‖ + margin, 0)``, Euclidean, unnormalised (SBERT: margin 1).
 
@@ -52,6 +51,5 @@ def sbert_triplet(
         negatives: (N, D) their negatives (one per anchor, given: no mining).
         margin: ε (SBERT: 1).
     """
-    check_margin(margin)
     a, p, n = (working_precision(x) for x in (anchors, positives, negatives))
     return (euclidean(a, p) - euclidean(a, n) + margin).clamp_min(0.0).mean()

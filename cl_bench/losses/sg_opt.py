@@ -36,8 +36,8 @@ def sg_contrastive_loss(
     layer_views: torch.Tensor,
     sampled_layer: torch.Tensor,
     *,
-    tau: float = 0.01,
-    objective: str = "opt3",
+    tau: float,
+    objective: str,
 ) -> torch.Tensor:
     """The SG/SG-OPT contrastive loss for one batch.
 
@@ -72,7 +72,7 @@ def sg_contrastive_loss(
     if objective == "base":
         return ntxent(anchors, views, tau=tau)
     if objective == "opt2":
-        return info_nce(anchors, views, tau=tau)
+        return info_nce(anchors, views, tau=tau, hard_negative_alpha=1.0)  # no hard negatives: alpha unused
     if objective == "opt1":
         # c_i rows against all c_j and h_j columns; c_i itself is excluded, h_i is the positive.
         pairs = contrast_pairs(anchors, views, rows="anchors", columns="both")

@@ -29,10 +29,10 @@ def sncse_loss(
     positives: torch.Tensor,
     soft_negatives: torch.Tensor,
     *,
-    tau: float = 0.05,
-    alpha: float = 0.1,
-    beta: float = 0.3,
-    bml_weight: float = 1e-3,
+    tau: float,
+    alpha: float,
+    beta: float,
+    bml_weight: float,
 ) -> torch.Tensor:
     """InfoNCE(anchors, positives) + ``bml_weight`` · BML(anchors, positives, soft_negatives).
 
@@ -46,7 +46,5 @@ def sncse_loss(
         beta: upper margin (at most ``beta`` below).
         bml_weight: lambda.
     """
-    if beta < alpha:
-        raise ValueError(f"loss.beta: must be >= loss.alpha, got alpha={alpha}, beta={beta}")
-    contrastive = info_nce(anchors, positives, tau=tau)
+    contrastive = info_nce(anchors, positives, tau=tau, hard_negative_alpha=1.0)  # no hard negatives: alpha unused
     return contrastive + bml_weight * bidirectional_margin(anchors, positives, soft_negatives, alpha=alpha, beta=beta)

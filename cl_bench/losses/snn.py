@@ -8,7 +8,6 @@ import torch
 
 from cl_bench.losses.similarity import (
     check_inputs,
-    check_tau,
     masked_logsumexp,
     pair_labels,
     squared_distances,
@@ -21,8 +20,8 @@ def snn(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.1,
-    normalize: bool = True,
+    tau: float,
+    normalize: bool,
 ) -> torch.Tensor:
     """``-1/B sum_i log( sum_{j != i, y_j = y_i} e^{-|x_i - x_j|^2/tau} / sum_{k != i} e^{-|x_i - x_k|^2/tau} )``.
 
@@ -44,7 +43,6 @@ def snn(
         Scalar loss.
     """
     check_inputs(anchors, positives, hard_negatives)
-    check_tau(tau)
     n = anchors.shape[0]
     label = pair_labels(n, labels, anchors.device)
     points, point_labels = torch.cat([anchors, positives]), label.repeat(2)

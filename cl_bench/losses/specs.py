@@ -1,10 +1,12 @@
-"""The losses' specs: each ``loss=`` option's keys with their types, its kind (the call a method makes to it),
-what its keys need to act, the inputs it takes, and its rules.
+"""The losses' specs: each ``loss=`` option's keys, each declared once with its type, default, rule and doc (the
+comment beside it), its kind (the call a method makes to it), what its keys need to act and the inputs it takes.
 
-Torch-free (see :mod:`cl_bench.specs`). The kinds are listed in :mod:`cl_bench.losses`. A spec's
-:meth:`~cl_bench.specs.Spec.check` holds the value rules its loss function applies to its own keys on every
-call (the function keeps them too), so a bad value is rejected before any model loads; rules that depend on
-the tensors a method passes (one hard negative per anchor, an even width) stay in the function.
+Torch-free (see :mod:`cl_bench.specs`). The kinds are listed in :mod:`cl_bench.losses`. A key's own rule is
+declared on its field (``tau: Annotated[float, Gt(0)] = 0.05``) and read by the one checker,
+:func:`cl_bench.specs.check_fields`; a rule across keys is the spec's :meth:`~cl_bench.specs.Spec.check_combination`.
+:meth:`~cl_bench.specs.Spec.check` runs both before any model loads. The loss functions take the spec's values
+(no defaults of their own, no value rules); what depends on the tensors a method passes (one hard negative per
+anchor, an even width) stays in the function.
 """
 
 from __future__ import annotations
@@ -12,9 +14,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, ClassVar
+
+from annotated_types import Ge, Gt, Interval
 
 from cl_bench.specs import LossSpec
+
+#: a temperature: similarities are divided by it
+Temperature = Annotated[float, Gt(0)]
+#: a scale: similarities are multiplied by it (CoSENT's and AnglE's ``*_tau``)
+Scale = Annotated[float, Gt(0)]
+#: a margin between distances
+Margin = Annotated[float, Gt(0)]
+#: a term's weight in a sum of terms (0 leaves the term out)
+Weight = Annotated[float, Ge(0)]
+#: the debiased estimators' class prior tau_plus (the chance that a negative is a positive)
+ClassPrior = Annotated[float, Interval(ge=0, lt=1)]
 
 #: AnglE's reductions of a pair's element-wise angle differences (``loss.angle_pooling``)
 AnglePooling = StrEnum("AnglePooling", "sum mean")
@@ -30,49 +45,6 @@ Similarity = StrEnum("Similarity", "dot cosine")
 SGObjective = StrEnum("SGObjective", "base opt1 opt2 opt3")
 
 
-def check_tau(tau: float) -> None:
-    """Raise a one-line error naming ``loss.tau`` unless ``tau > 0``."""
-    check_scale(tau, "tau")
-
-
-def check_scale(value: float, key: str) -> None:
-    """Raise a one-line error naming ``loss.<key>`` unless the scale is > 0."""
-    if not value > 0:
-        raise ValueError(f"loss.{key}: must be > 0, got {value}")
-
-
-def check_margin(margin: float) -> None:
-    """Raise a one-line error naming ``loss.margin`` unless ``margin > 0``."""
-    check_scale(margin, "margin")
-
-
-def check_angle(weights: Mapping[str, float], scales: Mapping[str, float], pooling: str) -> None:
-    """AnglE's keys: each term weight >= 0, each scale > 0, a known ``angle_pooling``."""
-    for key, value in weights.items():
-        if value < 0:
-            raise ValueError(f"loss.{key}: must be >= 0, got {value}")
-    for key, value in scales.items():
-        check_scale(value, key)
-    if pooling not in list(AnglePooling):
-        raise ValueError(f"loss.angle_pooling: unknown '{pooling}'; valid: {', '.join(AnglePooling)}")
-
-
-def check_mixcse(lambd: Any, mask_positive_mix: Any) -> None:
-    """MixCSE's keys: ``lambd`` in [0, 1], a known ``mask_positive_mix``."""
-    if not 0.0 <= float(lambd) <= 1.0:
-        raise ValueError(f"loss.lambd: must be in [0, 1], got {lambd}")
-    if mask_positive_mix not in list(MaskPositiveMix):
-        raise ValueError(f"loss.mask_positive_mix: unknown '{mask_positive_mix}'; valid: {', '.join(MaskPositiveMix)}")
-
-
-def check_debiasing(tau_plus: float, beta: float) -> None:
-    """The debiased/hard-negative estimator's class prior in [0, 1) and concentration >= 0."""
-    if not 0.0 <= tau_plus < 1.0:
-        raise ValueError(f"loss.tau_plus: must be in [0, 1), got {tau_plus}")
-    if beta < 0:
-        raise ValueError(f"loss.beta: must be >= 0, got {beta}")
-
-
 # ------------------------------------------------------------------------------------------------
 # kind ``pair``: loss(anchors, positives, hard_negatives=None, *, labels=None, ...)
 # ------------------------------------------------------------------------------------------------
@@ -85,120 +57,103 @@ class _PairLossSpec(LossSpec):
 
 
 @dataclass(kw_only=True)
-class _TemperaturePairLossSpec(_PairLossSpec):
-    """A ``pair`` loss over similarities divided by a temperature, ``loss.tau > 0``."""
-
-    tau: float
-
-    def check(self) -> None:
-        check_tau(self.tau)
-
-
-@dataclass(kw_only=True)
-class InfoNCESpec(_TemperaturePairLossSpec):
+class InfoNCESpec(_PairLossSpec):
     """InfoNCE with in-batch negatives (:func:`cl_bench.losses.infonce.info_nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.infonce.info_nce"
     needs: ClassVar[Mapping[str, str]] = {"hard_negative_alpha": "hard_negatives"}
     inputs: ClassVar[frozenset[str]] = frozenset({"labels", "ignore"})
 
-    hard_negative_alpha: float
+    tau: Temperature = 0.05  # the softmax temperature over cosine similarities (SimCSE: 0.05)
+    #: weight alpha on an anchor's own hard negative (sup SimCSE, Table 7; 1 = unweighted, 0 = dropped)
+    hard_negative_alpha: Annotated[float, Ge(0)] = 1.0
 
 
 @dataclass(kw_only=True)
-class NTXentSpec(_TemperaturePairLossSpec):
+class NTXentSpec(_PairLossSpec):
     """NT-Xent, SimCLR's symmetric InfoNCE (:func:`cl_bench.losses.ntxent.ntxent`)."""
 
     target: ClassVar[str] = "cl_bench.losses.ntxent.ntxent"
 
+    tau: Temperature = 0.05  # the temperature (SimCLR used 0.5 on images; 0.05 matches SimCSE's cosine scale)
+
 
 @dataclass(kw_only=True)
-class SupConSpec(_TemperaturePairLossSpec):
+class SupConSpec(_PairLossSpec):
     """Supervised contrastive loss, L_out (:func:`cl_bench.losses.supcon.supcon`)."""
 
     target: ClassVar[str] = "cl_bench.losses.supcon.supcon"
 
-    contrast_mode: ContrastMode
+    tau: Temperature = 0.05  # the temperature (Khosla et al. use 0.1 on images)
+    contrast_mode: ContrastMode = ContrastMode.all  # all = both views are anchors; one = first views only
 
 
 @dataclass(kw_only=True)
-class DebiasedSpec(_TemperaturePairLossSpec):
+class DebiasedSpec(_PairLossSpec):
     """Debiased contrastive loss (:func:`cl_bench.losses.debiased.debiased`)."""
 
     target: ClassVar[str] = "cl_bench.losses.debiased.debiased"
 
-    tau_plus: float
-    symmetric: bool
-
-    def check(self) -> None:
-        check_debiasing(self.tau_plus, 0.0)
-        super().check()
+    tau: Temperature = 0.05  # the temperature (the authors' SimCLR runs use 0.5 on images)
+    tau_plus: ClassPrior = 0.1  # class prior (the authors' default); 0 = InfoNCE with the clamp
+    symmetric: bool = False  # true = SimCLR-style 2N-2 negatives as in the authors' code
 
 
 @dataclass(kw_only=True)
-class HardNegativeSpec(_TemperaturePairLossSpec):
+class HardNegativeSpec(_PairLossSpec):
     """Hard-negative-weighted contrastive loss (:func:`cl_bench.losses.hard_negative.hard_negative`)."""
 
     target: ClassVar[str] = "cl_bench.losses.hard_negative.hard_negative"
 
-    beta: float
-    tau_plus: float
-    symmetric: bool
-
-    def check(self) -> None:
-        check_debiasing(self.tau_plus, self.beta)
-        super().check()
+    tau: Temperature = 0.05  # the temperature
+    beta: Annotated[float, Ge(0)] = 1.0  # concentration (authors' default); 0 = debiased loss
+    tau_plus: ClassPrior = 0.1  # class prior; 0 = no debiasing
+    symmetric: bool = False  # true = SimCLR-style 2N-2 negatives as in the authors' code
 
 
 @dataclass(kw_only=True)
-class NCESpec(_TemperaturePairLossSpec):
+class NCESpec(_PairLossSpec):
     """Noise-contrastive estimation over in-batch noise (:func:`cl_bench.losses.nce.nce`)."""
 
     target: ClassVar[str] = "cl_bench.losses.nce.nce"
 
-    noise_prob: float | None
-
-    def check(self) -> None:
-        if self.noise_prob is not None and not 0.0 < self.noise_prob <= 1.0:
-            raise ValueError(f"loss.noise_prob: must be in (0, 1], got {self.noise_prob}")
-        super().check()
+    tau: Temperature = 0.05  # the temperature of the data-vs-noise logit s/tau - log(k q)
+    #: q of each noise sample; null = uniform over the batch's candidates (1/C)
+    noise_prob: Annotated[float, Interval(gt=0, le=1)] | None = None
 
 
 @dataclass(kw_only=True)
-class NPairSpec(_TemperaturePairLossSpec):
+class NPairSpec(_PairLossSpec):
     """Multi-class N-pair loss (:func:`cl_bench.losses.npair.npair`)."""
 
     target: ClassVar[str] = "cl_bench.losses.npair.npair"
 
-    l2_reg: float
-
-    def check(self) -> None:
-        if self.l2_reg < 0:
-            raise ValueError(f"loss.l2_reg: must be >= 0, got {self.l2_reg}")
-        super().check()
+    tau: Temperature = 1.0  # the temperature of the raw inner products (1 = Sohn's loss)
+    l2_reg: Annotated[float, Ge(0)] = 0.002  # lambda of Sohn (2016): the L2 penalty on the embedding norms
 
 
 @dataclass(kw_only=True)
-class SNNSpec(_TemperaturePairLossSpec):
+class SNNSpec(_PairLossSpec):
     """Soft nearest-neighbour loss (:func:`cl_bench.losses.snn.snn`)."""
 
     target: ClassVar[str] = "cl_bench.losses.snn.snn"
 
-    normalize: bool
+    #: the temperature of the negative squared distances (on normalised points 0.1 ~ InfoNCE at 0.05)
+    tau: Temperature = 0.1
+    normalize: bool = True  # L2-normalise the embeddings first
 
 
 @dataclass(kw_only=True)
-class MixCSESpec(_TemperaturePairLossSpec):
+class MixCSESpec(_PairLossSpec):
     """MixCSE: InfoNCE with mixed hard negatives (:func:`cl_bench.losses.mixcse.mixcse`)."""
 
     target: ClassVar[str] = "cl_bench.losses.mixcse.mixcse"
 
-    lambd: float
-    mask_positive_mix: MaskPositiveMix
-
-    def check(self) -> None:
-        check_mixcse(self.lambd, self.mask_positive_mix)
-        super().check()
+    tau: Temperature = 0.05  # the temperature (--temp 0.05)
+    #: λ: weight of the row's own view in a mix (run_unsup_example.sh --lambdas 0.2)
+    lambd: Annotated[float, Interval(ge=0, le=1)] = 0.2
+    #: the mixed logits holding the row's positive: zero (official: logit 0) | drop | none
+    mask_positive_mix: MaskPositiveMix = MaskPositiveMix.zero
 
 
 @dataclass(kw_only=True)
@@ -207,11 +162,8 @@ class ContrastiveSpec(_PairLossSpec):
 
     target: ClassVar[str] = "cl_bench.losses.contrastive.contrastive"
 
-    margin: float
-    normalize: bool
-
-    def check(self) -> None:
-        check_margin(self.margin)
+    margin: Margin = 1.0  # epsilon, on L2-normalised embeddings (distances in [0, 2])
+    normalize: bool = True  # L2-normalise the embeddings first
 
 
 @dataclass(kw_only=True)
@@ -220,11 +172,8 @@ class LiftedSpec(_PairLossSpec):
 
     target: ClassVar[str] = "cl_bench.losses.lifted.lifted"
 
-    margin: float
-    normalize: bool
-
-    def check(self) -> None:
-        check_margin(self.margin)
+    margin: Margin = 1.0  # epsilon (Song et al.: 1)
+    normalize: bool = True  # L2-normalise the embeddings first
 
 
 @dataclass(kw_only=True)
@@ -235,12 +184,9 @@ class TripletSpec(LossSpec):
     kind: ClassVar[str] = "pair"
     inputs: ClassVar[frozenset[str]] = frozenset({"labels", "generator"})
 
-    margin: float
-    mining: Mining
-    normalize: bool
-
-    def check(self) -> None:
-        check_margin(self.margin)
+    margin: Margin = 0.2  # FaceNet's alpha on the unit hypersphere (squared distances)
+    mining: Mining = Mining.hardest  # hardest | random in-batch negative
+    normalize: bool = True  # L2-normalise the embeddings first (FaceNet's unit hypersphere)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,13 +200,12 @@ class GISTEmbedSpec(LossSpec):
     kind: ClassVar[str] = "guided_pair"
     inputs: ClassVar[frozenset[str]] = frozenset({"guide"})
 
-    tau: float
-    contrast_anchors: bool
-    contrast_positives: bool
-    drop_ties: bool
-
-    def check(self) -> None:
-        check_tau(float(self.tau))
+    tau: Temperature = 0.01  # the reference's temperature
+    contrast_anchors: bool = True  # the guide-masked anchor-anchor block (false: left out)
+    contrast_positives: bool = True  # the guide-masked positive-positive block (false: left out)
+    #: false: a candidate the guide scores exactly as the positive stays (the reference's >); true: it is masked
+    #: too (>=)
+    drop_ties: bool = False
 
 
 @dataclass(kw_only=True)
@@ -270,11 +215,8 @@ class BarlowTwinsSpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.barlow_twins.barlow_twins"
     kind: ClassVar[str] = "two_view"
 
-    lambd: float
-
-    def check(self) -> None:
-        if not self.lambd >= 0:
-            raise ValueError(f"loss.lambd: must be >= 0, got {self.lambd}")
+    #: the weight of the off-diagonal terms (official code's --lambd; paper: 5e-3)
+    lambd: Annotated[float, Ge(0)] = 0.0051
 
 
 @dataclass(kw_only=True)
@@ -292,15 +234,9 @@ class SwAVSpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.swav.swav"
     kind: ClassVar[str] = "swapped_prediction"
 
-    tau: float
-    epsilon: float
-    sinkhorn_iterations: int
-
-    def check(self) -> None:
-        check_tau(self.tau)
-        check_scale(self.epsilon, "epsilon")
-        if self.sinkhorn_iterations < 1:
-            raise ValueError(f"loss.sinkhorn_iterations: must be >= 1, got {self.sinkhorn_iterations}")
+    tau: Temperature = 0.1  # temperature of the prediction softmax (official --temperature)
+    epsilon: Annotated[float, Gt(0)] = 0.05  # Sinkhorn entropic regularisation (official --epsilon)
+    sinkhorn_iterations: Annotated[int, Ge(1)] = 3  # official --sinkhorn_iterations
 
 
 @dataclass(kw_only=True)
@@ -311,13 +247,9 @@ class MemoryBankSpec(LossSpec):
     kind: ClassVar[str] = "memory_bank"
     inputs: ClassVar[frozenset[str]] = frozenset({"num_data", "partition"})
 
-    tau: float
-    proximal_lambda: float
-
-    def check(self) -> None:
-        if not self.proximal_lambda >= 0:
-            raise ValueError(f"loss.proximal_lambda: must be >= 0, got {self.proximal_lambda}")
-        check_tau(self.tau)
+    tau: Temperature = 0.07  # the temperature (paper / official --nce-t)
+    #: λ of the proximal term (paper §3.4: 30; the official code has none: 0)
+    proximal_lambda: Annotated[float, Ge(0)] = 0.0
 
 
 @dataclass(kw_only=True)
@@ -343,53 +275,41 @@ class CoSENTSpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.cosent.cosent"
     kind: ClassVar[str] = "scored_pair"
 
-    scale: float
-
-    def check(self) -> None:
-        check_scale(self.scale, "scale")
+    scale: Scale = 20.0  # λ, the cosines' multiplier (bojone/CoSENT cosent.py: * 20)
 
 
 @dataclass(kw_only=True)
 class AnglESpec(LossSpec):
-    """AnglE on scored pairs (:func:`cl_bench.losses.angle.angle`)."""
+    """AnglE on scored pairs (:func:`cl_bench.losses.angle.angle`); defaults: ``angle_emb.angle_trainer``'s CLI."""
 
     target: ClassVar[str] = "cl_bench.losses.angle.angle"
     kind: ClassVar[str] = "scored_pair"
 
-    cosine_w: float
-    ibn_w: float
-    angle_w: float
-    cosine_tau: float
-    ibn_tau: float
-    angle_tau: float
-    angle_pooling: AnglePooling
-
-    def check(self) -> None:
-        check_angle({"cosine_w": self.cosine_w, "ibn_w": self.ibn_w, "angle_w": self.angle_w},
-                    {"cosine_tau": self.cosine_tau, "ibn_tau": self.ibn_tau, "angle_tau": self.angle_tau},
-                    self.angle_pooling)
+    cosine_w: Weight = 0.0  # weight of the CoSENT term over the pairs' cosines
+    ibn_w: Weight = 1.0  # weight of the in-batch negatives term
+    angle_w: Weight = 0.02  # weight of the angle term (angle difference in complex space)
+    cosine_tau: Scale = 20.0  # scale of the cosine term (a multiplier, as the code's *_tau)
+    ibn_tau: Scale = 20.0  # scale of the in-batch term (a multiplier)
+    angle_tau: Scale = 20.0  # scale of the angle term (a multiplier)
+    angle_pooling: AnglePooling = AnglePooling.sum  # sum | mean of the element-wise angle differences
 
 
 @dataclass(kw_only=True)
 class AnglENLISpec(LossSpec):
-    """AnglE on (query, positive, negative) rows (:func:`cl_bench.losses.angle.angle_nli`)."""
+    """AnglE on (query, positive, negative) rows (:func:`cl_bench.losses.angle.angle_nli`); defaults:
+    ``angle_emb.angle_trainer``'s CLI."""
 
     target: ClassVar[str] = "cl_bench.losses.angle.angle_nli"
     kind: ClassVar[str] = "triplet"
 
-    cosine_w: float
-    ibn_w: float
-    cln_w: float
-    angle_w: float
-    cosine_tau: float
-    ibn_tau: float
-    angle_tau: float
-    angle_pooling: AnglePooling
-
-    def check(self) -> None:
-        check_angle({"cosine_w": self.cosine_w, "ibn_w": self.ibn_w, "cln_w": self.cln_w, "angle_w": self.angle_w},
-                    {"cosine_tau": self.cosine_tau, "ibn_tau": self.ibn_tau, "angle_tau": self.angle_tau},
-                    self.angle_pooling)
+    cosine_w: Weight = 0.0  # weight of the CoSENT term over (q, p) = 1 and (q, n) = 0
+    ibn_w: Weight = 1.0  # weight of CE(q → positives) in the in-batch term
+    cln_w: Weight = 1.0  # weight of CE(q → positives ∪ negatives) in the in-batch term
+    angle_w: Weight = 0.02  # weight of the angle term
+    cosine_tau: Scale = 20.0  # scale of the cosine term (a multiplier, as the code's *_tau)
+    ibn_tau: Scale = 20.0  # scale of the in-batch terms (a multiplier)
+    angle_tau: Scale = 20.0  # scale of the angle term (a multiplier)
+    angle_pooling: AnglePooling = AnglePooling.sum  # sum | mean of the element-wise angle differences
 
 
 @dataclass(kw_only=True)
@@ -399,10 +319,7 @@ class SBERTTripletSpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.sbert.sbert_triplet"
     kind: ClassVar[str] = "triplet"
 
-    margin: float
-
-    def check(self) -> None:
-        check_margin(self.margin)
+    margin: Margin = 1.0  # ε, on Euclidean distances of unnormalised embeddings (SBERT: 1)
 
 
 @dataclass(kw_only=True)
@@ -421,10 +338,7 @@ class QueueInfoNCESpec(LossSpec):
     kind: ClassVar[str] = "queue"
     inputs: ClassVar[frozenset[str]] = frozenset({"extra_negatives"})
 
-    tau: float
-
-    def check(self) -> None:
-        check_tau(self.tau)
+    tau: Temperature = 0.07  # the temperature (CERT/MoCo: 0.07)
 
 
 @dataclass(kw_only=True)
@@ -434,15 +348,15 @@ class SNCSESpec(LossSpec):
     target: ClassVar[str] = "cl_bench.losses.sncse.sncse_loss"
     kind: ClassVar[str] = "soft_negative"
 
-    tau: float
-    alpha: float
-    beta: float
-    bml_weight: float
+    tau: Temperature = 0.05  # the InfoNCE temperature (--temp 0.05)
+    alpha: float = 0.1  # the lower margin of the bidirectional margin loss (train_SNCSE.py)
+    beta: float = 0.3  # the upper margin (>= alpha)
+    bml_weight: float = 0.001  # lambda_, the margin loss's weight (BERT); 0.0005 for RoBERTa
 
-    def check(self) -> None:
+    def check_combination(self) -> None:
+        """``beta >= alpha``: the margin band runs from alpha to beta."""
         if self.beta < self.alpha:
             raise ValueError(f"loss.beta: must be >= loss.alpha, got alpha={self.alpha}, beta={self.beta}")
-        check_tau(self.tau)
 
 
 @dataclass(kw_only=True)
@@ -453,28 +367,27 @@ class NeighbourSpec(LossSpec):
     kind: ClassVar[str] = "neighbour"
     needs: ClassVar[Mapping[str, str]] = {"tau": "similarity=cosine"}
 
-    similarity: Similarity
-    tau: float | None
+    #: dot = f(s)ᵀg(c) (the paper; no temperature) | cosine = cosine / tau (set loss.tau with it)
+    similarity: Similarity = Similarity.dot
+    tau: Temperature | None = None  # the temperature of similarity=cosine (null with dot)
 
-    def check(self) -> None:
-        if self.similarity == "cosine":
-            if self.tau is None:
-                raise ValueError("loss.tau: similarity=cosine needs a temperature")
-            check_tau(self.tau)
+    def check_combination(self) -> None:
+        """``similarity=cosine`` divides by ``tau``, so it needs one."""
+        if self.similarity == "cosine" and self.tau is None:
+            raise ValueError("loss.tau: similarity=cosine needs a temperature")
 
 
 @dataclass(kw_only=True)
 class SGContrastiveSpec(LossSpec):
-    """SG-BERT's and SG-OPT's objectives (:func:`cl_bench.losses.sg_opt.sg_contrastive_loss`; ``loss=sg``, ``loss=sg_opt``)."""
+    """SG-BERT's and SG-OPT's objectives (:func:`cl_bench.losses.sg_opt.sg_contrastive_loss`; ``loss=sg_opt``, and
+    ``loss=sg`` with ``objective: base``)."""
 
     target: ClassVar[str] = "cl_bench.losses.sg_opt.sg_contrastive_loss"
     kind: ClassVar[str] = "self_guided"
 
-    objective: SGObjective
-    tau: float
-
-    def check(self) -> None:
-        check_tau(self.tau)
+    #: base (SG-BERT, = loss=sg) | opt1 | opt2 | opt3 (SG-OPT, L_opt3): the paper's loss ablation
+    objective: SGObjective = SGObjective.opt3
+    tau: Temperature = 0.01  # T (paper; code --T 1e-2)
 
 
 # ------------------------------------------------------------------------------------------------

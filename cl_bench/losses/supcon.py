@@ -17,8 +17,8 @@ def supcon(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    tau: float = 0.05,
-    contrast_mode: Literal["all", "one"] = "all",
+    tau: float,
+    contrast_mode: Literal["all", "one"],
 ) -> torch.Tensor:
     """``mean_i -1/|P(i)| sum_{p in P(i)} log( e^{s_ip/tau} / sum_{a in A(i)} e^{s_ia/tau} )``.
 

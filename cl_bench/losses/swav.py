@@ -15,11 +15,10 @@ from __future__ import annotations
 import torch
 
 from cl_bench.losses.similarity import working_precision
-from cl_bench.losses.specs import check_tau
 
 
 @torch.no_grad()
-def sinkhorn_knopp(scores: torch.Tensor, epsilon: float = 0.05, iterations: int = 3) -> torch.Tensor:
+def sinkhorn_knopp(scores: torch.Tensor, epsilon: float, iterations: int) -> torch.Tensor:
     """The transport plan P (N, K) between N samples and K prototypes (SwAV Algorithm 1).
 
     Starts from ``exp(scores / ε)`` normalised to total mass 1, then alternates ``iterations``
@@ -35,10 +34,6 @@ def sinkhorn_knopp(scores: torch.Tensor, epsilon: float = 0.05, iterations: int 
     Returns:
         (N, K) plan with row sums ``1/N``; multiply by N for per-sample codes that sum to 1.
     """
-    if not epsilon > 0:
-        raise ValueError(f"loss.epsilon: must be > 0, got {epsilon}")
-    if iterations < 1:
-        raise ValueError(f"loss.sinkhorn_iterations: must be >= 1, got {iterations}")
     logits = working_precision(scores).detach() / epsilon
     # shifting by the maximum leaves the normalised plan unchanged and keeps exp finite at small ε
     plan = torch.exp(logits - logits.max())
@@ -54,9 +49,9 @@ def swav(
     scores_1: torch.Tensor,
     scores_2: torch.Tensor,
     *,
-    tau: float = 0.1,
-    epsilon: float = 0.05,
-    sinkhorn_iterations: int = 3,
+    tau: float,
+    epsilon: float,
+    sinkhorn_iterations: int,
 ) -> torch.Tensor:
     """SwAV's swapped-prediction loss of two views' prototype scores.
 
@@ -70,7 +65,6 @@ def swav(
     Returns:
         Scalar loss (the mean of the two directions, as the official code averages over crops).
     """
-    check_tau(tau)
     if scores_1.shape != scores_2.shape:
         raise ValueError(f"the two views' scores differ in shape: {tuple(scores_1.shape)}, {tuple(scores_2.shape)}")
     n = scores_1.shape[0]

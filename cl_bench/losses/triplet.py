@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 
 from cl_bench.losses.similarity import contrast_pairs, squared_distances
-from cl_bench.losses.specs import Mining, check_margin
+from cl_bench.losses.specs import Mining
 
 
 def triplet(
@@ -17,9 +17,9 @@ def triplet(
     hard_negatives: torch.Tensor | None = None,
     *,
     labels: torch.Tensor | Sequence[int] | None = None,
-    margin: float = 0.2,
-    mining: Literal["hardest", "random"] = "hardest",
-    normalize: bool = True,
+    margin: float,
+    mining: Literal["hardest", "random"],
+    normalize: bool,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``mean_(i,p) max(0, ||f(x_i) - f(x_p)||^2 - ||f(x_i) - f(x_n(i))||^2 + margin)``.
@@ -41,7 +41,6 @@ def triplet(
     Returns:
         Scalar loss (mean over positive pairs whose anchor has a negative; 0 if none has).
     """
-    check_margin(margin)
     if mining not in list(Mining):
         raise ValueError(f"loss.mining: must be one of {', '.join(Mining)}, got '{mining}'")
     pairs = contrast_pairs(anchors, positives, hard_negatives, labels)

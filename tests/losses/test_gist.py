@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import as_built
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
@@ -48,16 +49,16 @@ def test_the_guide_masks_exactly_the_duplicate_and_the_loss_drops_its_column() -
 
     g = torch.Generator().manual_seed(0)
     a, p, h = (torch.randn(3, 5, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    loss = info_nce(a, p, h, tau=0.1, ignore=ignore)
+    loss = as_built(info_nce)(a, p, h, tau=0.1, ignore=ignore)
     reference = naive_info_nce_without(a, p, h, {(1, 4)}, 0.1)
     torch.testing.assert_close(loss, reference, rtol=1e-9, atol=1e-10)
     for got, want in zip(torch.autograd.grad(loss, [a, p, h]), torch.autograd.grad(reference, [a, p, h]), strict=False):
         torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-9)
-    assert not math.isclose(loss.item(), info_nce(a, p, h, tau=0.1).item())  # the mask acted
+    assert not math.isclose(loss.item(), as_built(info_nce)(a, p, h, tau=0.1).item())  # the mask acted
     # the positive itself is never ignored, even when every candidate ties with it
     assert not torch.diagonal(guided_ignore_mask(guide_a, guide_a)).any()
     with pytest.raises(ValueError, match="loss: ignore must be"):
-        info_nce(a, p, h, ignore=torch.zeros(3, 3, dtype=torch.bool))
+        as_built(info_nce)(a, p, h, ignore=torch.zeros(3, 3, dtype=torch.bool))
 
 
 def _compose(data_dir: Path, overrides: list[str]):
@@ -122,7 +123,7 @@ def test_loss_gist_gets_the_guides_embeddings_and_gradcache_agrees(tiny_bert: Pa
     views = method.prepare(BATCH, method.rng)
     with torch.no_grad():
         embeddings = method.encoder(method.to_device(views.features)).split(views.size)
-        expected = gist_embed(*embeddings, guide=method.guide_embeddings(views), tau=0.01)
+        expected = as_built(gist_embed)(*embeddings, guide=method.guide_embeddings(views), tau=0.01)
     terms = method.training_step(BATCH)
     assert terms["loss"].dtype == torch.float64
     torch.testing.assert_close(terms["loss"].detach(), expected, rtol=0, atol=1e-10)

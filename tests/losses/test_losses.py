@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from conftest import cos, lse, naive_info_nce
+from conftest import as_built, cos, lse, naive_info_nce
 
 from cl_bench.losses.contrastive import contrastive
 from cl_bench.losses.debiased import debiased
@@ -272,7 +272,7 @@ def test_loss_matches_naive_reference(name, loss_fn, reference, kwargs, n, with_
     leaves = [t.clone().requires_grad_(True) for t in (a, p) + ((h,) if h is not None else ())]
     ref_leaves = [t.detach().clone().requires_grad_(True) for t in leaves]
 
-    value = loss_fn(leaves[0], leaves[1], leaves[2] if h is not None else None, labels=y, **kwargs)
+    value = as_built(loss_fn)(leaves[0], leaves[1], leaves[2] if h is not None else None, labels=y, **kwargs)
     value.backward()
     ref_h = ref_leaves[2] if h is not None else []
     ref_y = y.tolist() if y is not None else list(range(n))

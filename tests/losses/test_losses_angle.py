@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import as_built
 
 from cl_bench.losses.angle import angle, angle_nli, in_batch_targets
 from cl_bench.losses.cosent import cosent
+from cl_bench.losses.specs import AnglENLISpec, AnglESpec
 from cl_bench.specs import loss_spec_of
 
 SIZES = (2, 3, 6)
@@ -113,18 +115,16 @@ def test_cosent_matches_the_reference_code_form() -> None:
     ordered = (s[:, None] < s[None, :]).double()
     flat = ((c[:, None] - c[None, :]) - (1 - ordered) * 1e12).reshape(-1)
     reference = torch.logsumexp(torch.cat([torch.zeros(1, dtype=torch.float64), flat]), dim=0)
-    assert_same(cosent(u, v, s), reference, [u, v])
+    assert_same(as_built(cosent)(u, v, s), reference, [u, v])
 
 
 def test_cosent_kind_and_edges() -> None:
     assert loss_spec_of(cosent).kind == "scored_pair"
     u = randn(3, DIM, seed=0)
-    assert cosent(u, u, torch.ones(3, dtype=torch.float64)).item() == 0.0  # no discordant pair: log 1
-    with pytest.raises(ValueError, match="loss.scale"):
-        cosent(u, u, torch.ones(3), scale=0)
+    assert as_built(cosent)(u, u, torch.ones(3, dtype=torch.float64)).item() == 0.0  # no discordant pair: log 1
     # the order is all that matters: a monotone rescale of the scores gives the same loss
     s = scores_for(3, 3)
-    torch.testing.assert_close(cosent(u, u.flip(0), s), cosent(u, u.flip(0), s * 5 + 1))
+    torch.testing.assert_close(as_built(cosent)(u, u.flip(0), s), as_built(cosent)(u, u.flip(0), s * 5 + 1))
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -156,30 +156,27 @@ def test_angle_nli_matches_naive(n: int) -> None:
         + w["angle_w"] * naive_rank([20.0 * naive_angle_value(a, b, "sum") for a, b in zip(us, vs, strict=False)], labels)
         + w["cosine_w"] * naive_rank([20.0 * cos(a, b) for a, b in zip(us, vs, strict=False)], labels)
     )
-    assert_same(angle_nli(q, p, m, **w, **t), reference, [q, p, m])
+    assert_same(angle_nli(q, p, m, **w, **t, angle_pooling="sum"), reference, [q, p, m])
 
 
 def test_angle_defaults_are_the_official_trainer_defaults() -> None:
-    import inspect
-
-    defaults = {k: p.default for k, p in inspect.signature(angle_nli).parameters.items() if p.default is not p.empty}
-    assert defaults == {"cosine_w": 0.0, "ibn_w": 1.0, "cln_w": 1.0, "angle_w": 0.02, "cosine_tau": 20.0,
-                        "ibn_tau": 20.0, "angle_tau": 20.0, "angle_pooling": "sum"}
+    defaults = AnglENLISpec(name="angle_nli").values()
+    assert defaults == {"name": "angle_nli", "cosine_w": 0.0, "ibn_w": 1.0, "cln_w": 1.0, "angle_w": 0.02,
+                        "cosine_tau": 20.0, "ibn_tau": 20.0, "angle_tau": 20.0, "angle_pooling": "sum"}
+    assert AnglESpec(name="angle").values() == {k: v for k, v in defaults.items() if k != "cln_w"} | {"name": "angle"}
     assert loss_spec_of(angle).kind == "scored_pair" and loss_spec_of(angle_nli).kind == "triplet"
 
 
 def test_angle_edges() -> None:
     u = randn(3, 5, seed=0)
     with pytest.raises(ValueError, match="odd"):
-        angle(u, u, torch.ones(3))
+        as_built(angle)(u, u, torch.ones(3))
     u = randn(3, DIM, seed=0)
-    with pytest.raises(ValueError, match="loss.ibn_w"):
-        angle(u, u, torch.ones(3), ibn_w=-1)
     with pytest.raises(ValueError, match="loss.angle_pooling"):
-        angle(u, u, torch.ones(3), angle_pooling="max")
+        as_built(angle)(u, u, torch.ones(3), angle_pooling="max")
     # all weights zero: exactly 0; no positive pair: the in-batch term adds 0
-    assert angle(u, u, torch.ones(3), ibn_w=0, angle_w=0).item() == 0.0
-    assert angle(u, u.flip(0), torch.zeros(3), angle_w=0).item() == 0.0
+    assert as_built(angle)(u, u, torch.ones(3), ibn_w=0, angle_w=0).item() == 0.0
+    assert as_built(angle)(u, u.flip(0), torch.zeros(3), angle_w=0).item() == 0.0
 
 
 ANGLE_REFERENCE = Path(__file__).resolve().parents[1] / "reference_data" / "angle_ibn.json"

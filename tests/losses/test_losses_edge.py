@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import naive_info_nce
-from omegaconf import OmegaConf
+from conftest import as_built, naive_info_nce
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
 from cl_bench.config import build_spec
+from cl_bench.config.catalog import CONF_DIR
 from cl_bench.losses.contrastive import contrastive
 from cl_bench.losses.debiased import debiased
 from cl_bench.losses.hard_negative import hard_negative
@@ -59,6 +61,12 @@ OPTIONS = [
 ]
 
 
+def _composed_loss(option: str, *overrides: str) -> DictConfig:
+    """The ``loss`` node a run composes for ``loss=<option>`` (its YAML over its spec's schema)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[f"loss={option}", *overrides]).loss
+
+
 def _leaves(*tensors: torch.Tensor) -> list[torch.Tensor]:
     return [t.detach().clone().requires_grad_(True) for t in tensors]
 
@@ -68,7 +76,7 @@ def _leaves(*tensors: torch.Tensor) -> list[torch.Tensor]:
 def test_batch_of_two_is_finite(loss_fn, with_hard: bool) -> None:
     gen = torch.Generator().manual_seed(0)
     a, p, h = _leaves(*(torch.randn(2, 8, generator=gen) for _ in range(3)))
-    value = loss_fn(a, p, h if with_hard else None)
+    value = as_built(loss_fn)(a, p, h if with_hard else None)
     value.backward()
     assert value.dim() == 0 and torch.isfinite(value)
     assert value.item() >= 0 or loss_fn is npair  # every loss here is a non-negative risk
@@ -103,7 +111,7 @@ IDENTICAL = {
 def test_identical_embeddings_give_the_closed_form(name: str, dtype: torch.dtype) -> None:
     loss_fn, kwargs, expected = IDENTICAL[name]
     a, p = _leaves(torch.ones(N, 6, dtype=dtype), torch.ones(N, 6, dtype=dtype))
-    value = loss_fn(a, p, **kwargs)
+    value = as_built(loss_fn)(a, p, **kwargs)
     value.backward()
     # fp32 cosines of equal unit vectors are 1 - 6e-8, i.e. distances of ~3e-4 after the square root.
     assert value.item() == pytest.approx(expected, rel=1e-3 if dtype == torch.float32 else 1e-9)
@@ -120,7 +128,7 @@ def test_identical_embeddings_npair_closed_form() -> None:
 def test_tiny_tau_does_not_overflow(loss_fn) -> None:
     gen = torch.Generator().manual_seed(1)
     a, p, h = _leaves(*(torch.randn(6, 16, generator=gen) for _ in range(3)))
-    value = loss_fn(a, p, h, tau=1e-4)
+    value = as_built(loss_fn)(a, p, h, tau=1e-4)
     value.backward()
     assert torch.isfinite(value)
     for t in (a, p, h):
@@ -130,7 +138,7 @@ def test_tiny_tau_does_not_overflow(loss_fn) -> None:
 def test_tiny_tau_infonce_matches_naive_log_sum_exp_reference() -> None:
     gen = torch.Generator().manual_seed(2)
     a, p = (torch.randn(5, 8, generator=gen) for _ in range(2))
-    value = info_nce(a, p, tau=1e-4)
+    value = as_built(info_nce)(a, p, tau=1e-4)
     expected = naive_info_nce(a.double(), p.double(), [], list(range(5)), tau=1e-4)
     assert value.item() > 100  # at this temperature any misranked negative costs thousands
     assert value.item() == pytest.approx(expected.item(), rel=1e-4)
@@ -140,11 +148,11 @@ def test_debiased_without_prior_tends_to_infonce_at_tiny_tau() -> None:
     gen = torch.Generator().manual_seed(3)
     a, p = (torch.randn(5, 8, generator=gen) for _ in range(2))
     # The clamp N e^{-1/tau} vanishes, so tau_plus = 0 leaves plain InfoNCE.
-    assert debiased(a, p, tau=1e-3, tau_plus=0.0).item() == pytest.approx(
-        info_nce(a, p, tau=1e-3).item(), rel=1e-5
+    assert as_built(debiased)(a, p, tau=1e-3, tau_plus=0.0).item() == pytest.approx(
+        as_built(info_nce)(a, p, tau=1e-3).item(), rel=1e-5
     )
-    assert hard_negative(a, p, tau=1e-3, beta=0.0, tau_plus=0.0).item() == pytest.approx(
-        info_nce(a, p, tau=1e-3).item(), rel=1e-5
+    assert as_built(hard_negative)(a, p, tau=1e-3, beta=0.0, tau_plus=0.0).item() == pytest.approx(
+        as_built(info_nce)(a, p, tau=1e-3).item(), rel=1e-5
     )
 
 
@@ -153,16 +161,16 @@ def test_info_nce_without_labels_is_cross_entropy() -> None:
     a, p, h = (torch.randn(7, 8, generator=gen) for _ in range(3))
     logits = torch.cat([cosine_logits(a, p, 0.05), cosine_logits(a, h, 0.05)], dim=1)
     expected = F.cross_entropy(logits, torch.arange(7))
-    torch.testing.assert_close(info_nce(a, p, h, tau=0.05), expected)
+    torch.testing.assert_close(as_built(info_nce)(a, p, h, tau=0.05), expected)
 
 
 def test_symmetric_losses_agree_without_labels() -> None:
     gen = torch.Generator().manual_seed(5)
     a, p, h = (torch.randn(6, 8, generator=gen) for _ in range(3))
     reference = ntxent(a, p, h, tau=0.07)
-    torch.testing.assert_close(supcon(a, p, h, tau=0.07), reference)
+    torch.testing.assert_close(as_built(supcon)(a, p, h, tau=0.07), reference)
     # On unit vectors -|x-y|^2/(2 tau) = cos/tau - 1/tau: the constant cancels.
-    torch.testing.assert_close(snn(a, p, h, tau=0.14), reference)
+    torch.testing.assert_close(as_built(snn)(a, p, h, tau=0.14), reference)
     torch.testing.assert_close(debiased(a, p, h, tau=0.07, tau_plus=0.0, symmetric=True), reference)
 
 
@@ -171,55 +179,50 @@ def test_labels_change_supervised_losses() -> None:
     a, p = (torch.randn(6, 8, generator=gen) for _ in range(2))
     labels = torch.tensor([0, 0, 1, 1, 2, 2])
     for loss_fn in (supcon, snn, info_nce, triplet):
-        assert loss_fn(a, p, labels=labels).item() != pytest.approx(loss_fn(a, p).item())
+        assert as_built(loss_fn)(a, p, labels=labels).item() != pytest.approx(as_built(loss_fn)(a, p).item())
     # Distinct labels reproduce the pair structure exactly.
-    torch.testing.assert_close(supcon(a, p, labels=torch.arange(6) * 7), supcon(a, p))
+    torch.testing.assert_close(as_built(supcon)(a, p, labels=torch.arange(6) * 7), as_built(supcon)(a, p))
 
 
 def test_low_precision_inputs_are_computed_in_float32() -> None:
     a, p = torch.randn(4, 8).bfloat16(), torch.randn(4, 8).bfloat16()
     for loss_fn in ALL_LOSSES:
-        assert loss_fn(a, p).dtype == torch.float32
+        assert as_built(loss_fn)(a, p).dtype == torch.float32
 
 
 def test_triplet_random_mining_is_seeded_and_never_harder_than_hardest() -> None:
     gen = torch.Generator().manual_seed(7)
     a, p = (torch.randn(6, 8, generator=gen) for _ in range(2))
-    first = triplet(a, p, mining="random", margin=1.0, generator=torch.Generator().manual_seed(11))
-    again = triplet(a, p, mining="random", margin=1.0, generator=torch.Generator().manual_seed(11))
-    hardest = triplet(a, p, mining="hardest", margin=1.0)
+    first = as_built(triplet)(a, p, mining="random", margin=1.0, generator=torch.Generator().manual_seed(11))
+    again = as_built(triplet)(a, p, mining="random", margin=1.0, generator=torch.Generator().manual_seed(11))
+    hardest = as_built(triplet)(a, p, mining="hardest", margin=1.0)
     assert first.item() == again.item()
     assert first.item() <= hardest.item() + 1e-7
     # With two pairs each anchor has exactly one negative: random = hardest.
     a2, p2 = a[:2], p[:2]
-    assert triplet(
+    assert as_built(triplet)(
         a2, p2, mining="random", generator=torch.Generator().manual_seed(0)
-    ).item() == pytest.approx(triplet(a2, p2, mining="hardest").item())
+    ).item() == pytest.approx(as_built(triplet)(a2, p2, mining="hardest").item())
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda a, p: info_nce(a, p, tau=0.0), "loss.tau: must be > 0"),
-        (lambda a, p: ntxent(a, p, tau=-1.0), "loss.tau: must be > 0"),
-        (lambda a, p: info_nce(a, p[:3]), "anchors and positives must both be (N, D)"),
-        (lambda a, p: supcon(a, p, labels=[0, 1]), "labels: expected one label per anchor"),
-        (lambda a, p: supcon(a, p, labels=torch.rand(4)), "labels: expected integer class labels"),
-        (lambda a, p: info_nce(a, p, torch.randn(4, 3)), "hard_negatives must be (K, 8)"),
+        (lambda a, p: as_built(info_nce)(a, p[:3]), "anchors and positives must both be (N, D)"),
+        (lambda a, p: as_built(supcon)(a, p, labels=[0, 1]), "labels: expected one label per anchor"),
+        (lambda a, p: as_built(supcon)(a, p, labels=torch.rand(4)), "labels: expected integer class labels"),
+        (lambda a, p: as_built(info_nce)(a, p, torch.randn(4, 3)), "hard_negatives must be (K, 8)"),
         (
-            lambda a, p: info_nce(a, p, torch.randn(2, 8), hard_negative_alpha=2.0),
+            lambda a, p: as_built(info_nce)(a, p, torch.randn(2, 8), hard_negative_alpha=2.0),
             "one hard negative per anchor",
         ),
-        (lambda a, p: triplet(a, p, mining="semi"), "loss.mining: must be one of hardest, random"),
-        (lambda a, p: triplet(a, p, margin=0.0), "loss.margin: must be > 0"),
-        (lambda a, p: debiased(a, p, tau_plus=1.0), "loss.tau_plus: must be in [0, 1)"),
-        (lambda a, p: hard_negative(a, p, beta=-1.0), "loss.beta: must be >= 0"),
-        (lambda a, p: nce(a, p, noise_prob=0.0), "loss.noise_prob: must be in (0, 1]"),
-        (lambda a, p: npair(a, p, l2_reg=-0.1), "loss.l2_reg: must be >= 0"),
-        (lambda a, p: supcon(a, p, contrast_mode="none"), "loss.contrast_mode: must be one of all, one"),
+        (lambda a, p: as_built(triplet)(a, p, mining="semi"), "loss.mining: must be one of hardest, random"),
+        (lambda a, p: as_built(supcon)(a, p, contrast_mode="none"), "loss.contrast_mode: must be one of all, one"),
     ],
 )
-def test_bad_arguments_fail_with_one_line_naming_the_key(call, message: str) -> None:
+def test_bad_inputs_fail_with_one_line(call, message: str) -> None:
+    """What depends on the tensors or on a choice the function dispatches on (a key's range is its spec's rule:
+    tests/losses/test_loss_specs.py)."""
     a, p = torch.randn(4, 8), torch.randn(4, 8)
     with pytest.raises(ValueError) as err:
         call(a, p)
@@ -239,7 +242,7 @@ def test_every_option_has_a_yaml_and_nothing_else() -> None:
 def test_loss_yaml_is_valid_and_builds_a_working_partial(option: str) -> None:
 
     text = (CONF_LOSS / f"{option}.yaml").read_text()
-    node = OmegaConf.create(text)
+    node = _composed_loss(option)
     build_spec(node, "loss")
     assert node._partial_ is True and node.name == option
     loss_fn = build_loss(node)
@@ -258,7 +261,6 @@ def test_loss_yaml_is_valid_and_builds_a_working_partial(option: str) -> None:
 
 def test_loss_tau_override_reaches_the_function() -> None:
 
-    node = OmegaConf.create((CONF_LOSS / "ntxent.yaml").read_text())
-    node.tau = 0.5
+    node = _composed_loss("ntxent", "loss.tau=0.5")
     a, p = torch.randn(4, 8), torch.randn(4, 8)
     assert build_loss(node)(a, p).item() == pytest.approx(ntxent(a, p, tau=0.5).item())

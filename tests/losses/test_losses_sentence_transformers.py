@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from conftest import as_built
 
 # the dev extra: a missing package fails these tests (never skips them)
 from sentence_transformers.sentence_transformer import losses as st_losses
@@ -76,7 +77,7 @@ def test_matryoshka_over_infonce_is_matryoshka_over_mnrl(weights: list[float] | 
     weights_table = table(count * n, width, seed=0)
 
     def ours(t: torch.Tensor) -> torch.Tensor:
-        return MatryoshkaLoss(functools.partial(info_nce, tau=0.05), dims, weights)(*t.split(n))
+        return MatryoshkaLoss(as_built(info_nce, tau=0.05), dims, weights)(*t.split(n))
 
     def reference(t: torch.Tensor) -> torch.Tensor:
         model = TableModel(t)
@@ -150,7 +151,7 @@ def test_gist_is_gistembedloss(word_tokenizer: object, hard_negatives: bool, con
     guide = guide_table(n, count)
 
     def ours(t: torch.Tensor) -> torch.Tensor:
-        return gist_embed(*t.split(n), guide=guide.split(n), tau=tau, contrast_anchors=contrast_anchors,
+        return as_built(gist_embed)(*t.split(n), guide=guide.split(n), tau=tau, contrast_anchors=contrast_anchors,
                           contrast_positives=contrast_positives)
 
     def reference(t: torch.Tensor) -> torch.Tensor:
@@ -163,7 +164,7 @@ def test_gist_is_gistembedloss(word_tokenizer: object, hard_negatives: bool, con
     # the guide acted; and the tie rule matters: anchor 0 ties with itself (the guide scores positive 0 as anchor 0),
     # the reference keeps it in the anchor-anchor block, >= drops it
     kwargs = {"tau": tau, "contrast_anchors": contrast_anchors, "contrast_positives": contrast_positives}
-    unguided = gist_embed(*weights_table.split(n), guide=weights_table.detach().split(n), **kwargs)
+    unguided = gist_embed(*weights_table.split(n), guide=weights_table.detach().split(n), drop_ties=False, **kwargs)
     assert not torch.isclose(ours(weights_table), unguided)
     if contrast_anchors:
         dropped = gist_embed(*weights_table.split(n), guide=guide.split(n), drop_ties=True, **kwargs)
@@ -173,14 +174,14 @@ def test_gist_is_gistembedloss(word_tokenizer: object, hard_negatives: bool, con
 def test_gist_defaults_are_the_references() -> None:
     import inspect
 
-    from cl_bench.losses.gist import gist_embed
+    from cl_bench.losses.specs import GISTEmbedSpec
 
-    ours = inspect.signature(gist_embed).parameters
+    ours = GISTEmbedSpec(name="gist")  # the spec's defaults are the loss's (its YAML sets none)
     reference = inspect.signature(st_losses.GISTEmbedLoss.__init__).parameters
-    assert ours["tau"].default == reference["temperature"].default == 0.01
+    assert ours.tau == reference["temperature"].default == 0.01
     for key in ("contrast_anchors", "contrast_positives"):
-        assert ours[key].default is reference[key].default is True
-    assert ours["drop_ties"].default is False and reference["margin"].default == 0.0
+        assert getattr(ours, key) is reference[key].default is True
+    assert ours.drop_ties is False and reference["margin"].default == 0.0
     assert reference["margin_strategy"].default == "absolute"
 
 
@@ -199,7 +200,7 @@ def test_gist_with_its_switches_off_is_guided_supervised_simcse() -> None:
                           drop_ties=True)
 
     def guided_simcse(t: torch.Tensor) -> torch.Tensor:
-        return info_nce(*t.split(n), tau=0.05, ignore=guided_ignore_mask(*guide))
+        return as_built(info_nce)(*t.split(n), tau=0.05, ignore=guided_ignore_mask(*guide))
 
     assert_same_loss_and_gradients(gist_off, guided_simcse, weights_table)
 
@@ -236,7 +237,7 @@ def test_the_angle_term_is_angleloss(scale: float) -> None:
     weights_table = table(2 * n, 8, seed=5)
 
     def ours(t: torch.Tensor) -> torch.Tensor:
-        return angle(*t.split(n), SCORES, cosine_w=0.0, ibn_w=0.0, angle_w=1.0, angle_tau=scale)
+        return as_built(angle)(*t.split(n), SCORES, cosine_w=0.0, ibn_w=0.0, angle_w=1.0, angle_tau=scale)
 
     def reference(t: torch.Tensor) -> torch.Tensor:
         return st_losses.AnglELoss(TableModel(t), scale=scale)(columns(n, 2), SCORES)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import as_built
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
@@ -48,7 +49,7 @@ def naive_info_nce(a: torch.Tensor, p: torch.Tensor, h: torch.Tensor, tau: float
 def test_matryoshka_matches_the_explicit_sum(weights: list[float] | None) -> None:
     a, p, h = randn(4, 8, seed=0), randn(4, 8, seed=1), randn(4, 8, seed=2)
     dims = [8, 4, 2]
-    loss = MatryoshkaLoss(functools.partial(info_nce, tau=0.1), dims, weights)(a, p, h)
+    loss = MatryoshkaLoss(as_built(info_nce, tau=0.1), dims, weights)(a, p, h)
     w = weights or [1.0] * 3
     reference = sum(wk * naive_info_nce(a[:, :d], p[:, :d], h[:, :d], 0.1) for wk, d in zip(w, dims, strict=False))
     torch.testing.assert_close(loss, reference, rtol=1e-9, atol=1e-10)
@@ -61,16 +62,16 @@ def test_one_full_size_is_the_wrapped_loss_of_unit_embeddings() -> None:
     are unchanged, the Euclidean triplet loss is the loss of the unit-length embeddings."""
     a, p, h = randn(5, 6, seed=3), randn(5, 6, seed=4), randn(5, 6, seed=5)
     scores = torch.tensor([0.2, 0.4, 0.0, 1.0, 0.6], dtype=torch.float64)
-    for fn, args in ((functools.partial(info_nce, tau=0.05), (a, p, h)), (functools.partial(cosent), (a, p, scores))):
+    for fn, args in ((as_built(info_nce, tau=0.05), (a, p, h)), (as_built(cosent), (a, p, scores))):
         torch.testing.assert_close(MatryoshkaLoss(fn, [6])(*args), fn(*args), rtol=0, atol=1e-12)
     triplet = functools.partial(sbert_triplet, margin=1.0)
     unit = [torch.nn.functional.normalize(x, dim=1) for x in (a, p, h)]
     assert torch.equal(MatryoshkaLoss(triplet, [6])(a, p, h), triplet(*unit))
     assert not torch.isclose(triplet(a, p, h), triplet(*unit))
-    wrapped = MatryoshkaLoss(functools.partial(info_nce, tau=0.05), [6, 2])
-    assert wrapped.keywords == {"tau": 0.05} and wrapped.func is info_nce  # methods read the loss's keys through it
+    wrapped = MatryoshkaLoss(as_built(info_nce, tau=0.05), [6, 2])
+    assert wrapped.keywords == {"tau": 0.05, "hard_negative_alpha": 1.0} and wrapped.func is info_nce  # methods read the loss's keys through it
     with pytest.raises(ValueError, match=r"train.matryoshka_dims: \[8\] exceed the embedding width 6"):
-        MatryoshkaLoss(functools.partial(info_nce), [8, 2])(a, p)
+        MatryoshkaLoss(as_built(info_nce), [8, 2])(a, p)
 
 
 def test_check_dims() -> None:
