@@ -350,6 +350,15 @@ def _bound(rule: Any) -> str:
     raise TypeError(f"no message for the rule {rule!r}")
 
 
+def describe_rule(rule: Any, each: bool = False) -> str:
+    """What a declared rule asks, as :func:`check_fields` words it after "must" (``be > 0``, ``be in [0, 1)``, a
+    :class:`Must`'s ``says``; ``each``: the rule of a list's items, ``be a list of values >= 1``). The docs'
+    reference shows the same words (:mod:`cl_bench.commands.docs_gen`)."""
+    if isinstance(rule, Must):
+        return rule.says
+    return f"be a list of values {_bound(rule)}" if each else f"be {_bound(rule)}"
+
+
 def _holds(rule: Any, value: Any) -> bool:
     if isinstance(rule, Must):
         return bool(rule.holds(value))
@@ -417,11 +426,7 @@ def check_fields(obj: Any, prefix: str) -> None:
                 continue
             items = list(value) if each else [value]
             if not all(_holds(rule, item) for item in items):
-                if isinstance(rule, Must):
-                    what = rule.says
-                else:
-                    what = f"be a list of values {_bound(rule)}" if each else f"be {_bound(rule)}"
-                raise ValueError(f"{prefix}{name}: must {what}{why}, got {value!r}")
+                raise ValueError(f"{prefix}{name}: must {describe_rule(rule, each)}{why}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def build(root: Path, start: str) -> tuple[ESimCSE, dict[str, torch.Tensor]]:
     start_dir = build_tiny_bert(root / "momentum_start", seed=1)
     torch.manual_seed(0)
     encoder = build_encoder(str(backbone_dir), pooler="cls", dropout=0.0, mlp_only_train=True, max_length=16)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=None,
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), augmentation=None,
                             model_name_or_path=str(backbone_dir), seed=3)
     method = ESimCSE(context, yaml_spec("method", "esimcse", momentum=MOMENTUM, neg_size=NEG_SIZE)).double()
     from transformers import AutoModel

@@ -4,10 +4,13 @@
     python -m cl_bench.commands.docs_gen --check    # exit 1 when a committed page differs from what the code gives now
 
 The tables of methods, losses, augmentations, poolers, evaluation tasks and presets come from
-:mod:`cl_bench.config.catalog` (the same functions as ``cl-bench list``) and the configuration reference
-from the structured-config schemas in :mod:`cl_bench.config` (field types, defaults and their
-comments). Nothing here is hand-copied: ``tests/commands/test_docs.py`` fails when a committed page differs
-from this module's output, so a new method, loss or key shows up in the docs or fails the suite.
+:mod:`cl_bench.config.catalog` (the same functions as ``cl-bench list``). Every key's row (the configuration
+reference, and each method's, loss's and augmentation's keys) comes from its one declaration in a spec
+(:func:`spec_rows`): its type, its default, its rule worded as the checker words it
+(:func:`cl_bench.specs.describe_rule`) and its doc, the comment beside the field (:func:`field_docs`); an option's
+YAML adds only the values it changes. Nothing here is hand-copied: ``tests/commands/test_docs.py`` fails when a
+committed page differs from this module's output, so a new method, loss or key shows up in the docs or fails the
+suite.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import re
 import sys
 import textwrap
 import tokenize
+import types
 import typing
 from pathlib import Path
 
 import yaml
 
 from cl_bench.config import catalog
+from cl_bench.specs import Because, describe_rule, field_rules, spec_for
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -143,13 +148,14 @@ def method_pages() -> dict[str, str]:
         page.append("## In cl-bench\n")
         page.append(f"- Python: `{node.get('_target_')}`; config: `{_conf_rel(path)}`")
         for field, label in (("uses", "config groups it uses"), ("default_loss", "default `loss=`"),
-                             ("losses", "losses it accepts (kind: options)"), ("keys", "its keys")):
+                             ("losses", "losses it accepts (kind: options)")):
             if field in row:
                 page.append(f"- {label}: {row[field]}")
         page.append("- every method also uses `dropout`, `batch_size`, `seed`, `model.*`, `data`, `train.*`, "
                     "`eval.*`\n")
         if class_doc:
             page += ["### The method class\n", textwrap.indent(class_doc, "    ") + "\n"]
+        page += ["### Its keys\n", *(_option_keys("method", path) or ["No spec found.\n"])]
         page += [f"### `conf/method/{name}.yaml`\n", "```yaml\n" + path.read_text().strip() + "\n```\n"]
         page.append("## Its recipe: the presets\n")
         if its_presets:
@@ -236,6 +242,7 @@ def option_page(group: str, title: str, intro: str, kinds: bool = False) -> str:
         if presets.get(name):
             details.append("Selected by: " + ", ".join(f"[`experiment={p}`](presets.md#{_anchor(p)})"
                                                         for p in presets[name]) + "\n")
+        details.extend(_option_keys(group, path))
         if body := _option_body(path):
             details.append(f"```yaml\n{body}\n```\n")
     return "\n".join(lines) + "\n\n" + "\n".join(details)
@@ -277,78 +284,155 @@ def _docstring_attributes(cls: type) -> dict[str, str]:
     return out
 
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """``{field: its trailing # comment, else its entry under the docstring's Attributes:}``."""
+def _own_field_comments(cls: type) -> dict[str, str]:
+    """``{field: its doc}`` for the fields ``cls``'s own source declares: the ``#:`` comment lines right above the
+    field, else the comment at the end of its line."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):  # a generated dataclass (the eval node's, from EvalOptions): its docstring says all
-        return _docstring_attributes(cls)
+    except (OSError, TypeError):  # a generated dataclass: its docstring's Attributes say all
+        return {}
     comments: dict[int, str] = {}
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
-            comments[tok.start[0]] = tok.string.lstrip("# ").strip()
-    out = _docstring_attributes(cls)
+            comments[tok.start[0]] = tok.string
+    out: dict[str, str] = {}
     for node in ast.parse(source).body[0].body:  # type: ignore[attr-defined]
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            out[node.target.id] = comments.get(node.lineno) or out.get(node.target.id, "")
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above, line = [], node.lineno - 1
+        while comments.get(line, "").startswith("#:"):
+            above.insert(0, comments[line][2:].strip())
+            line -= 1
+        trailing = comments.get(node.lineno, "")
+        out[node.target.id] = " ".join(above) if above else trailing.lstrip("#").strip()
     return out
 
 
-def _default(f: dataclasses.Field) -> str:
-    if f.default is not dataclasses.MISSING:
-        value = f.default
-    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        value = f.default_factory()  # type: ignore[misc]
-    else:
-        return "-"
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: its doc}`` for every field of the dataclass ``cls``: the comment beside its declaration (``#:`` lines
+    above it, or at the end of its line), in the class that declares it (a spec's base classes included), else its
+    entry under the class docstring's ``Attributes:``."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            out.update({k: v for k, v in _docstring_attributes(klass).items() if v})
+            out.update({k: v for k, v in _own_field_comments(klass).items() if v})
+    return out
+
+
+def _type_name(hint: object) -> str:
+    """A field's type as the reference shows it: its rules left out (:func:`cl_bench.specs.field_rules` has them), a
+    choice as its values (``dot | cosine``)."""
+    if typing.get_origin(hint) is typing.Annotated:
+        return _type_name(typing.get_args(hint)[0])
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return " | ".join(str(member.value) for member in hint)
+    if hint is type(None):
+        return "None"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(arm) for arm in typing.get_args(hint))
+    if typing.get_origin(hint) is not None and typing.get_args(hint):
+        origin = typing.get_origin(hint)
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in typing.get_args(hint))}]"
+    return getattr(hint, "__name__", str(hint).replace("typing.", ""))
+
+
+def rule_text(cls: type, name: str) -> str:
+    """A field's declared rules, worded as the checker words them (``must be > 0``, ``must be in [0, 1)``, ``must be a
+    list of values >= 1``, with the :class:`~cl_bench.specs.Because`'s reason); ``""`` without a rule."""
+    rules = field_rules(cls)
+    parts = []
+    for key, each in ((name, False), (f"{name}[]", True)):
+        why = "".join(f" ({r.why})" for r in rules.get(key, ()) if isinstance(r, Because))
+        parts += [f"must {describe_rule(r, each)}{why}" for r in rules.get(key, ()) if not isinstance(r, Because)]
+    return "; ".join(parts)
+
+
+def _value_text(value: object) -> str:
     if dataclasses.is_dataclass(value):
         return "(section)"
     if isinstance(value, enum.Enum):
         value = value.value
-    text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("...").strip()
     return "-" if text in ("???", "'???'") else f"`{text}`"
 
 
-def _schema_rows(cls: type, prefix: str, sections: list[tuple[str, type]]) -> list[str]:
-    comments = _field_comments(cls)
-    hints = typing.get_type_hints(cls)
+def _default(f: dataclasses.Field) -> str:
+    if f.default is not dataclasses.MISSING:
+        return _value_text(f.default)
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return _value_text(f.default_factory())  # type: ignore[misc]
+    return "-"
+
+
+def spec_rows(cls: type, prefix: str, values: dict | None = None,
+              sections: list[tuple[str, type]] | None = None, skip: tuple[str, ...] = ()) -> list[str]:
+    """The table rows of a spec's (a dataclass's) keys: key, type, default, rule, meaning, each from the field's one
+    declaration. ``values``: an option's own values (its YAML's), shown as its default with the spec's beside it;
+    ``sections``: where a nested dataclass's key goes (a row linking to its own table); ``skip``: fields left out."""
+    docs = field_docs(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     rows = []
     for f in dataclasses.fields(cls):
-        key = prefix + f.name
-        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        if isinstance(hints[f.name], type) and issubclass(hints[f.name], enum.Enum):  # a choice: its values
-            type_name = " | ".join(member.value for member in hints[f.name])
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
-        if dataclasses.is_dataclass(default):
-            sections.append((key, type(default)))
-            rows.append(f"| [`{key}`](#{_anchor(key)}) | section | | {_cell(comments.get(f.name, ''))} |")
+        if f.name in skip:
             continue
-        rows.append(f"| {_code(key, break_at_dots=True)} | {_code(str(type_name))} | {_cell(_default(f))} | "
-                    f"{_cell(comments.get(f.name, ''))} |")
+        key = prefix + f.name
+        factory = f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+        if sections is not None and dataclasses.is_dataclass(factory):
+            sections.append((key, type(factory)))
+            rows.append(f"| [`{key}`](#{_anchor(key)}) | section | | | {_cell(docs.get(f.name, ''))} |")
+            continue
+        default = _default(f)
+        if values is not None and f.name in values and _value_text(values[f.name]) != default:
+            default = _value_text(values[f.name]) + (f" (spec: {default})" if default != "-" else "")
+        rows.append(f"| {_code(key, break_at_dots=True)} | {_code(_type_name(hints[f.name]))} | {_cell(default)} | "
+                    f"{_cell(rule_text(cls, f.name))} | {_cell(docs.get(f.name, ''))} |")
     return rows
 
 
+SPEC_HEAD = ["| key | type | default | rule | meaning |", "|---|---|---|---|---|"]
+
+
+def _option_keys(group: str, path: Path) -> list[str]:
+    """An option's keys table (its spec's declarations, with the values its YAML changes), or [] without a spec."""
+    node = catalog.read_yaml(path)
+    try:
+        spec = spec_for(str(node.get("_target_")))
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return []
+    own = {k: v for k, v in node.items() if k in spec.keys()}
+    rows = spec_rows(spec, f"{group}.", own, skip=("name",))  # name: the option's label, not a setting
+    if not rows:
+        return ["No key besides its name.\n"]
+    return [f"Keys (`{spec.__module__}.{spec.__name__}`):\n", *SPEC_HEAD, *rows, ""]
+
+
 def configuration_page() -> str:
-    """Every key of the structured-config schema, with type, default and its comment in the code."""
+    """Every key of the structured-config schema, each from its one declaration in the run groups' specs
+    (:mod:`cl_bench.run_specs`, :class:`cl_bench.eval.options.EvalConfig`): type, default, rule and doc."""
     from cl_bench.config import CLBenchConfig
 
     sections: list[tuple[str, type]] = []
-    head = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    head = SPEC_HEAD
     lines = [HEADER + "# Configuration reference\n",
-             "The structured-config schema (`cl_bench/config.py`, `CLBenchConfig`) that `conf/config.yaml` "
-             "extends: every key with its type, its default in the schema (the config groups' YAML may set "
-             "another; `-` = set by interpolation or a group) and the comment beside it in the code. "
+             "The structured-config schema (`cl_bench.config.CLBenchConfig`) that `conf/config.yaml` extends, "
+             "its groups' specs in `cl_bench/run_specs.py` and `cl_bench/eval/options.py`: every key as it is "
+             "declared there, with its type, its default (a config group's YAML may set another; `-` = set by "
+             "interpolation or a group), its rule as the check before any model loads words it, and the comment "
+             "beside it in the code. "
              "`method.*`, `loss.*` and `augmentation.*` are the keys of the chosen option: see "
              "[Methods](methods.md), [Losses](losses.md), [Augmentations](augmentations.md). "
              "Every key acts on the run or is rejected before any model loads "
              "([Options act on the run they label](../options.md)).\n",
-             "## Top level\n", *head, *_schema_rows(CLBenchConfig, "", sections), ""]
+             "## Top level\n", *head, *spec_rows(CLBenchConfig, "", sections=sections), ""]
     while sections:
         key, cls = sections.pop(0)
         doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
         own_doc = doc and not doc.startswith(cls.__name__ + "(")  # not the dataclass's generated signature
         lines += [f"## `{key}` {{#{_anchor(key)}}}\n", *([doc + "\n"] if own_doc else []),
-                  *head, *_schema_rows(cls, key + ".", sections), ""]
+                  *head, *spec_rows(cls, key + ".", sections=sections), ""]
     return "\n".join(lines)
 
 

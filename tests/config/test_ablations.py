@@ -150,7 +150,7 @@ def _simcse(tiny_bert: Path, fixed: bool) -> SimCSE:
 
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, max_length=16, mlp_only_train=True)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()))
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec()))
     method = SimCSE(context, yaml_spec("method", "simcse", fixed_dropout_mask=fixed))
     method.train()
     return method

@@ -80,7 +80,7 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
     with torch.no_grad():
         u, v = method.encoder(prepared.features).split(prepared.size)
     expected = angle(u, v, torch.tensor([r[2] for r in rows]), cosine_w=0.0, ibn_w=30.0, angle_w=1.0,
-                     cosine_tau=20.0, ibn_tau=20.0, angle_tau=20.0)
+                     cosine_tau=20.0, ibn_tau=20.0, angle_tau=20.0, angle_pooling="sum")
     torch.testing.assert_close(loss.detach(), expected, rtol=1e-5, atol=1e-5)
 
 

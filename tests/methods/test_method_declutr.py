@@ -68,7 +68,7 @@ def make_declutr(tiny_bert, unchecked: dict | None = None, **kwargs) -> DeCLUTR:
     (values the checks reject, to test the code's edge cases)."""
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="avg", max_length=64)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()),
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec()),
                             model_name_or_path=str(tiny_bert), max_length=64, seed=3)
     return DeCLUTR(context, dataclasses.replace(yaml_spec("method", "declutr", **kwargs), **(unchecked or {})))
 

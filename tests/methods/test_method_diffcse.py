@@ -36,7 +36,7 @@ def tiny_generator(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _context(tiny_bert: Path, pooler: str = "cls") -> MethodContext:
     encoder = build_encoder(str(tiny_bert), pooler=pooler, dropout=0.1, mlp_only_train=True, max_length=16)
-    return MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), model_name_or_path=str(tiny_bert),
+    return MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), model_name_or_path=str(tiny_bert),
                          seed=1)
 
 

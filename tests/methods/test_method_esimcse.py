@@ -58,7 +58,7 @@ def _method(tiny_bert, neg_size: int = 6, momentum: float = 0.9, dup_type: str =
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, mlp_only_train=True, max_length=16)
     augmentation = WordRepetition(yaml_spec("augmentation", "word_repetition", dup_rate=0.32, dup_type=dup_type))
     augmentation.setup(encoder, str(tiny_bert))
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=augmentation,
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), augmentation=augmentation,
                             model_name_or_path=str(tiny_bert), seed=3)
     return ESimCSE(context, yaml_spec("method", "esimcse", momentum=momentum, neg_size=neg_size,
                                           momentum_start=momentum_start))

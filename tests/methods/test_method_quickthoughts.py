@@ -75,11 +75,11 @@ def test_loss_is_soft_target_cross_entropy_without_the_diagonal() -> None:
         by_hand += -sum(targets[i, j] * (scores[i, j] - log_z) for j in others)
     # scores = inputs @ candidatesᵀ with identity candidates: the dot-product loss sees `scores` itself
     identity = torch.eye(4)
-    loss = neighbour_classification(scores, identity, targets)
+    loss = neighbour_classification(scores, identity, targets, similarity="dot", tau=None)
     assert loss.item() == pytest.approx(by_hand.item() / 4, rel=1e-5)
     changed = scores.clone()
     changed.fill_diagonal_(1e4)  # the sentence itself is not a candidate
-    assert neighbour_classification(changed, identity, targets).item() == pytest.approx(loss.item(), rel=1e-6)
+    assert neighbour_classification(changed, identity, targets, similarity="dot", tau=None).item() == pytest.approx(loss.item(), rel=1e-6)
 
 
 def test_batches_are_contiguous_runs_covering_the_corpus(tiny_bert) -> None:
@@ -120,7 +120,7 @@ def test_cosine_similarity_uses_loss_tau() -> None:
     torch.testing.assert_close(neighbour_scores(a, b, "dot", None), a @ b.T)
     targets = neighbour_targets(3, 1)
     assert neighbour_classification(a, b, targets, similarity="cosine", tau=0.05).item() != pytest.approx(
-        neighbour_classification(a, b, targets).item(), rel=1e-3)
+        neighbour_classification(a, b, targets, similarity="dot", tau=None).item(), rel=1e-3)
 
 
 def test_eval_embedding_concat_f_g(tiny_bert, tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_bad_options_fail_with_the_key() -> None:
     with pytest.raises(ValueError, match="method.embedding"):
         yaml_spec("method", "quickthoughts", embedding="sum")
     with pytest.raises(ValueError, match="loss.similarity"):
-        neighbour_classification(torch.randn(2, 4), torch.randn(2, 4), neighbour_targets(2, 1), similarity="l2")
+        neighbour_classification(torch.randn(2, 4), torch.randn(2, 4), neighbour_targets(2, 1), similarity="l2", tau=None)
 
 
 # ----- preset and end-to-end run ----------------------------------------------------------------------

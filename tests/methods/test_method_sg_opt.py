@@ -108,9 +108,9 @@ def test_objective_errors_name_the_key() -> None:
     c = torch.randn(3, 4)
     pick = torch.zeros(3, dtype=torch.long)
     with pytest.raises(ValueError, match="loss.objective: unknown SG objective 'opt4'"):
-        sg_contrastive_loss(c, c.unsqueeze(1), pick, objective="opt4")
+        sg_contrastive_loss(c, c.unsqueeze(1), pick, objective="opt4", tau=0.01)
     with pytest.raises(ValueError, match=r"layer_views must be \(b, L, D\)"):
-        sg_contrastive_loss(c, c, pick, objective="opt3")
+        sg_contrastive_loss(c, c, pick, objective="opt3", tau=0.01)
 
 
 def test_parameter_drift_is_the_squared_l2_distance() -> None:

@@ -17,7 +17,7 @@ BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat
 
 def _method(tiny_bert, dropout: float = 0.1, **kwargs) -> SimCSE:
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=dropout, mlp_only_train=True)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05),
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0),
                             model_name_or_path=str(tiny_bert), seed=1)
     return SimCSE(context, yaml_spec("method", "simcse", **kwargs))
 
@@ -31,7 +31,7 @@ def test_two_dropout_views_differ_and_loss_is_infonce(tiny_bert) -> None:
     torch.manual_seed(0)
     terms = method.training_step(BATCH)
     assert set(terms) == {"loss", "loss_contrastive"} and method.mlm is None
-    assert torch.allclose(terms["loss"], info_nce(z1, z2, tau=0.05))
+    assert torch.allclose(terms["loss"], info_nce(z1, z2, tau=0.05, hard_negative_alpha=1.0))
     method_no_dropout = _method(tiny_bert, dropout=0.0)
     method_no_dropout.train()
     a, b, _ = method_no_dropout.embed_views(BATCH, BATCH)

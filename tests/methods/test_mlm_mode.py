@@ -20,7 +20,7 @@ BATCH = ["a man plays the guitar", "the dog runs in the park", "two children eat
 
 def _context(tiny_bert) -> MethodContext:
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, mlp_only_train=True)
-    return MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05),
+    return MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0),
                          model_name_or_path=str(tiny_bert), seed=1)
 
 

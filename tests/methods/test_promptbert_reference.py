@@ -30,7 +30,7 @@ TAU = 0.5  # the reference ran with --temp 0.5 (run.sh: 0.05) so that loss and g
 @pytest.fixture(scope="module")
 def method() -> PromptBERT:
     encoder = build_encoder(str(minilm_path()), pooler="cls", dropout=0.0, max_length=32)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=TAU), max_length=32)
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=TAU, hard_negative_alpha=1.0), max_length=32)
     method = PromptBERT(context, yaml_spec("method", "promptbert", dev_embedding="trainer")).double()
     generator = torch.Generator().manual_seed(0)  # the reference's MLP values
     hidden = encoder.hidden_size

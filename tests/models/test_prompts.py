@@ -16,6 +16,7 @@ from conftest import minilm_path
 from cl_bench.augment.negation import Negation, negate
 from cl_bench.config import yaml_spec
 from cl_bench.losses.sncse import sncse_loss
+from cl_bench.losses.specs import SNCSESpec
 from cl_bench.methods.base import MethodContext, tokenize_groups
 from cl_bench.models.encoder import build_encoder
 from cl_bench.models.poolers import last_token_index
@@ -252,13 +253,14 @@ def test_sncse_margin_edges() -> None:
     z1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     # identical views and the soft negative at cos 0.8 below: d = 0.8 - 1 = -0.2 lies in [-0.3, -0.1]: no BML
     inside = torch.tensor([[0.8, 0.6], [0.6, 0.8]], dtype=torch.float64)
-    loss = sncse_loss(z1, z1, inside, bml_weight=1.0) - sncse_loss(z1, z1, inside, bml_weight=0.0)
+    keys = {"tau": 0.05, "alpha": 0.1, "beta": 0.3}
+    loss = sncse_loss(z1, z1, inside, bml_weight=1.0, **keys) - sncse_loss(z1, z1, inside, bml_weight=0.0, **keys)
     assert loss.abs().item() < 1e-12
     # the soft negative equals the anchor: d = 0, BML = relu(0.1) = 0.1 per row
-    same = sncse_loss(z1, z1, z1, bml_weight=1.0) - sncse_loss(z1, z1, z1, bml_weight=0.0)
+    same = sncse_loss(z1, z1, z1, bml_weight=1.0, **keys) - sncse_loss(z1, z1, z1, bml_weight=0.0, **keys)
     assert abs(same.item() - 0.1) < 1e-12
-    with pytest.raises(ValueError, match="loss.beta"):
-        sncse_loss(z1, z1, z1, alpha=0.3, beta=0.1)
+    with pytest.raises(ValueError, match="loss.beta"):  # the spec's rule across its keys
+        SNCSESpec(name="sncse", alpha=0.3, beta=0.1).check()
 
 
 def test_negation_rules_by_hand() -> None:

@@ -31,7 +31,7 @@ SENTENCES = [
 def _simcse(tiny_bert: Path, dropout: float, pooler: str = "cls") -> SimCSE:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler=pooler, dropout=dropout, max_length=16, mlp_only_train=True)
-    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05), augmentation=Dropout(DropoutSpec()))
+    context = MethodContext(encoder=encoder, loss=functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec()))
     method = SimCSE(context, yaml_spec("method", "simcse"))
     method.train()
     return method

@@ -43,7 +43,7 @@ def _sentences(count: int, seed: int) -> list[str]:
 def _simcse(tiny_bert: Path, dropout: float = 0.0) -> SimCSE:
     torch.manual_seed(0)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=dropout, max_length=32, mlp_only_train=True)
-    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec())),
                   yaml_spec("method", "simcse"))
 
 

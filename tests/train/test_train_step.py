@@ -33,7 +33,7 @@ HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int_
 def _simcse(tiny_bert: Path, tau: float = 0.05, seed: int = 0) -> SimCSE:
     torch.manual_seed(seed)
     encoder = build_encoder(str(tiny_bert), pooler="cls", dropout=0.1, max_length=16, mlp_only_train=True)
-    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=tau), augmentation=Dropout(DropoutSpec())),
+    return SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=tau, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec())),
                   yaml_spec("method", "simcse"))
 
 

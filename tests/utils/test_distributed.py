@@ -41,9 +41,9 @@ SENTENCES = [
 TRIPLES = [(s, s.replace("the", "a"), "the " + s.split()[-1] + " is sad") for s in SENTENCES]
 CASES = {
     # name: (method, loss, gradcache chunk)
-    "simcse_infonce": ("simcse", functools.partial(info_nce, tau=0.05), 0),
+    "simcse_infonce": ("simcse", functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), 0),
     "simcse_ntxent_symmetric": ("simcse", functools.partial(ntxent, tau=0.05), 0),
-    "simcse_gradcache": ("simcse", functools.partial(info_nce, tau=0.05), 2),
+    "simcse_gradcache": ("simcse", functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0), 2),
     "sup_hard_negatives_alpha2": ("sup", functools.partial(info_nce, tau=0.05, hard_negative_alpha=2.0), 0),
     "cert_queue": ("cert", functools.partial(queue_info_nce, tau=0.07), 0),
 }
@@ -202,7 +202,7 @@ def test_resume_under_ddp_continues_every_rank_exactly(tiny_bert: Path, data_dir
 
 
 def test_helpers_are_no_ops_in_one_process() -> None:
-    loss_fn = functools.partial(info_nce, tau=0.05)
+    loss_fn = functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0)
     assert distributed.gather_loss(loss_fn) is loss_fn
     batches = [[1, 2, 3]]
     assert distributed.shard_batches(batches) is batches
@@ -222,7 +222,7 @@ def test_sharding_drops_the_uneven_tail_and_keeps_order() -> None:
 def test_gathered_loss_refuses_losses_with_other_tensor_inputs() -> None:
     with pytest.raises(ValueError, match="loss: .*queue.*multi-process training can only gather"):
         distributed.GatheredLoss(functools.partial(queue_info_nce, tau=0.07))
-    wrapped = distributed.GatheredLoss(functools.partial(info_nce, tau=0.05))
+    wrapped = distributed.GatheredLoss(functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0))
     assert wrapped.keywords == {"tau": 0.05}  # attribute reads reach the wrapped partial
 
 
