@@ -4,6 +4,7 @@ of all-MiniLM-L6-v2 (../shared/models) and against explicit float64 loops."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from pathlib import Path
@@ -286,7 +287,7 @@ def test_sncse_inputs_as_train_sncse_builds_them(tokenizer) -> None:
     from cl_bench.methods.sncse.modeling import SNCSE
 
     encoder = build_encoder(str(MINILM), pooler="cls", dropout=0.0, max_length=16)
-    method = SNCSE(MethodContext(encoder=encoder, loss=sncse_loss, augmentation=Negation(yaml_spec("augmentation", "negation")), max_length=16),
+    method = SNCSE(MethodContext(encoder=encoder, loss=functools.partial(sncse_loss, tau=0.05, alpha=0.1, beta=0.3, bml_weight=0.001), augmentation=Negation(yaml_spec("augmentation", "negation")), max_length=16),
                    yaml_spec("method", "sncse"))
     long = "one two three four five six seven eight nine ten"
     views = method.prepare(["A man is playing", long], random.Random(0))

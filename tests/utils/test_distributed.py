@@ -223,7 +223,7 @@ def test_gathered_loss_refuses_losses_with_other_tensor_inputs() -> None:
     with pytest.raises(ValueError, match="loss: .*queue.*multi-process training can only gather"):
         distributed.GatheredLoss(functools.partial(queue_info_nce, tau=0.07))
     wrapped = distributed.GatheredLoss(functools.partial(info_nce, tau=0.05, hard_negative_alpha=1.0))
-    assert wrapped.keywords == {"tau": 0.05}  # attribute reads reach the wrapped partial
+    assert wrapped.keywords == {"tau": 0.05, "hard_negative_alpha": 1.0}  # attribute reads reach the wrapped partial
 
 
 def _free_port() -> int:
