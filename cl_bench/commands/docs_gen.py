@@ -28,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from cl_bench.config import catalog
+from cl_bench.config import CLBenchConfig, catalog
+from cl_bench.eval.registry import TASKS, groups
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -243,8 +244,6 @@ def option_page(group: str, title: str, intro: str, kinds: bool = False) -> str:
 
 def tasks_page() -> str:
     """The evaluation-task registry: groups, then one row per task."""
-    from cl_bench.eval.registry import TASKS, groups
-
     lines = [HEADER + "# Evaluation tasks\n",
              "`eval.tasks=[NAME or group, ...]`; `mteb:<Task>` runs an MTEB task "
              "([Evaluation protocol](../evaluation.md)).\n", "| group | tasks |", "|---|---|"]
@@ -330,8 +329,6 @@ def _schema_rows(cls: type, prefix: str, sections: list[tuple[str, type]]) -> li
 
 def configuration_page() -> str:
     """Every key of the structured-config schema, with type, default and its comment in the code."""
-    from cl_bench.config import CLBenchConfig
-
     sections: list[tuple[str, type]] = []
     head = ["| key | type | default | meaning |", "|---|---|---|---|"]
     lines = [HEADER + "# Configuration reference\n",

@@ -57,8 +57,13 @@ from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's AP
     sha256_file,
 )
 from cl_bench.data.fetch import quiet_pooch as _quiet_pooch
+from cl_bench.data.mine import add_parser as add_mine_parser
+from cl_bench.data.mine import run as run_mine
+from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
+from cl_bench.data.text import DataFileError
 from cl_bench.utils.arguments import OneLineParser, int_at_least, positive_float
 from cl_bench.utils.cache_dirs import default_data_dir
+from cl_bench.utils.network import host_reachable
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 #: Per-root record of checksums measured at download time (for files without a published one).
@@ -651,8 +656,6 @@ def ensure_data(
         DataDownloadError: one line starting with the config key: the missing file, the
             ``cl-bench-data download --only …`` command, and what to do offline.
     """
-    from cl_bench.utils.network import host_reachable
-
     root = Path(root)
     manifest = manifest or load_manifest()
     missing = [(key, rel, source) for key, rel in dict.fromkeys(wanted)
@@ -701,9 +704,6 @@ def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dic
         ``({set: {subset or split: pairs}}, [unreadable file messages])``; an unreadable subset
         or split is left out of the counts.
     """
-    from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
-    from cl_bench.data.text import DataFileError
-
     counts: dict[str, dict[str, int]] = {}
     errors: list[str] = []
     for name, spec in manifest["sts_pairs"].items():
@@ -855,7 +855,6 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--no-progress", action="store_true", help="no progress bars")
     sub.add_parser("verify", parents=[common], help="check files, checksums and STS pair counts")
     sub.add_parser("list", parents=[common], help="show which datasets are present")
-    from cl_bench.data.mine import add_parser as add_mine_parser
 
     add_mine_parser(sub)
     return parser
@@ -865,8 +864,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (0 ok, 1 problem, 2 usage)."""
     args = build_parser().parse_args(argv)
     if args.command == "mine":
-        from cl_bench.data.mine import run as run_mine
-
         return run_mine(args)
     root = args.data_dir or default_data_dir()
     try:
