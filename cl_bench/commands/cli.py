@@ -130,6 +130,7 @@ def app_help(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> str:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    interrupt.stop_with_launcher()  # a launcher's worker ends with the launcher while the job's stack loads too
     # the job's stack (torch, transformers, pandas) loads here, once Hydra's job starts: never for a rejected command
     from cl_bench.commands import job
 
