@@ -57,9 +57,6 @@ from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's AP
     sha256_file,
 )
 from cl_bench.data.fetch import quiet_pooch as _quiet_pooch
-from cl_bench.data.mine import add_parser as add_mine_parser
-from cl_bench.data.mine import run as run_mine
-from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
 from cl_bench.data.text import DataFileError
 from cl_bench.utils.arguments import OneLineParser, int_at_least, positive_float
 from cl_bench.utils.cache_dirs import default_data_dir
@@ -704,6 +701,9 @@ def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dic
         ``({set: {subset or split: pairs}}, [unreadable file messages])``; an unreadable subset
         or split is left out of the counts.
     """
+    # numpy: the checks before a model loads read the manifest through this module (config.check_model_and_files)
+    from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
+
     counts: dict[str, dict[str, int]] = {}
     errors: list[str] = []
     for name, spec in manifest["sts_pairs"].items():
@@ -855,6 +855,8 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--no-progress", action="store_true", help="no progress bars")
     sub.add_parser("verify", parents=[common], help="check files, checksums and STS pair counts")
     sub.add_parser("list", parents=[common], help="show which datasets are present")
+    # numpy: the mine subcommand's module; the checks before a model loads import this one
+    from cl_bench.data.mine import add_parser as add_mine_parser
 
     add_mine_parser(sub)
     return parser
@@ -864,6 +866,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (0 ok, 1 problem, 2 usage)."""
     args = build_parser().parse_args(argv)
     if args.command == "mine":
+        from cl_bench.data.mine import run as run_mine
+
         return run_mine(args)
     root = args.data_dir or default_data_dir()
     try:
