@@ -172,10 +172,9 @@ print(json.dumps({"answers": answers, "heavy": heavy}))
 
 
 def job_first_error(argv: list[str]) -> str:
-    """The job's own first rejection of ``argv`` (:func:`cl_bench.commands.cli.run`'s checks: for ``mode=eval`` the recorded
+    """The job's own first rejection of ``argv`` (:func:`cl_bench.commands.job.run`'s checks: for ``mode=eval`` the recorded
     pooling first, then :func:`cl_bench.config.validate`), as cl-bench prints it."""
-    from cl_bench.commands.cli import use_recorded_pooling
-    from cl_bench.config import validate
+    from cl_bench.config import use_recorded_pooling, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=argv)

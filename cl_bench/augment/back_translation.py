@@ -35,6 +35,7 @@ from cl_bench.augment.base import Augmentation
 from cl_bench.augment.specs import BackTranslationSpec
 from cl_bench.data.text import DataFileError, iter_lines, read_sentences
 from cl_bench.utils.cache_dirs import cache_root
+from cl_bench.utils.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +284,6 @@ def cached_back_translations(
             return cached
         log.warning("back-translation cache %s has %d lines, not %d: translating again", path, len(cached), len(sentences))
     translator = load_translator()
-    from cl_bench.utils.progress import progress_bar
 
     paraphrases: list[str] = []
     step = translator.batch_size * 8  # a few generation batches per progress update

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from cl_bench.augment.specs import DropoutSpec
+from cl_bench.models.encoder import DROPOUT_KEYS
 from cl_bench.specs import AugmentationSpec
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,6 @@ class Dropout(Augmentation):
 
     def setup(self, encoder: Any, model_name_or_path: str) -> None:
         """Warn when the encoder has no dropout: the two views would then be identical."""
-        from cl_bench.models.encoder import DROPOUT_KEYS
-
         config = getattr(getattr(encoder, "backbone", None), "config", None)
         rates = [getattr(config, key) for key in DROPOUT_KEYS if isinstance(getattr(config, key, None), (int, float))]
         if rates and max(rates) == 0:

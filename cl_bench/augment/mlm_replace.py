@@ -22,6 +22,7 @@ import torch
 from cl_bench.augment.base import Augmentation
 from cl_bench.augment.specs import MLMReplaceSpec
 from cl_bench.augment.words import rounded_count, split_affixes, split_words
+from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
 
 class MLMHeadMissing(ValueError):
@@ -36,7 +37,6 @@ def load_masked_lm(name_or_path: str, device: torch.device | str = "cpu") -> tup
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
     check_model_reachable(name_or_path)
     try:

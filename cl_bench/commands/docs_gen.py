@@ -32,7 +32,8 @@ from pathlib import Path
 
 import yaml
 
-from cl_bench.config import catalog
+from cl_bench.config import CLBenchConfig, catalog
+from cl_bench.eval.registry import TASKS, groups
 from cl_bench.specs import Because, describe_rule, field_rules, spec_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,8 +251,6 @@ def option_page(group: str, title: str, intro: str, kinds: bool = False) -> str:
 
 def tasks_page() -> str:
     """The evaluation-task registry: groups, then one row per task."""
-    from cl_bench.eval.registry import TASKS, groups
-
     lines = [HEADER + "# Evaluation tasks\n",
              "`eval.tasks=[NAME or group, ...]`; `mteb:<Task>` runs an MTEB task "
              "([Evaluation protocol](../evaluation.md)).\n", "| group | tasks |", "|---|---|"]
@@ -412,8 +411,6 @@ def _option_keys(group: str, path: Path) -> list[str]:
 def configuration_page() -> str:
     """Every key of the structured-config schema, each from its one declaration in the run groups' specs
     (:mod:`cl_bench.run_specs`, :class:`cl_bench.eval.options.EvalConfig`): type, default, rule and doc."""
-    from cl_bench.config import CLBenchConfig
-
     sections: list[tuple[str, type]] = []
     head = SPEC_HEAD
     lines = [HEADER + "# Configuration reference\n",

@@ -41,7 +41,13 @@ from cl_bench.commands.st_model import (  # the checkpoint as a SentenceTransfor
     pooling_settings,
     sentence_transformer_of,
 )
+from cl_bench.eval.registry import metric_task
+from cl_bench.models.embedding_cache import respect_umask
+from cl_bench.models.encoder import build_encoder, quiet_transformers_bars
+from cl_bench.models.hub import ModelLoadError, check_safetensors
 from cl_bench.models.poolers import POOLERS
+from cl_bench.tracking.metric_names import parse_name, upgrade_record
+from cl_bench.utils.atomic import atomic_folder
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 #: Sentences the export check encodes with both cl-bench and sentence-transformers.
@@ -57,8 +63,6 @@ class ExportCheckError(ExportError):
 
 
 def _reference_embeddings(model_dir: Path, settings: dict[str, Any], sentences: Sequence[str]) -> np.ndarray:
-    from cl_bench.models.encoder import build_encoder
-
     encoder = build_encoder(
         str(model_dir), pooler=settings["pooler"], mlp_only_train=settings["mlp_only_train"],
         first_layer=settings["first_layer"], fresh_mlp=False,
@@ -93,9 +97,6 @@ def _group_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     run logged under the old flat names is read through :func:`~cl_bench.tracking.metric_names.upgrade_record`):
     a figure goes with the kind of the evaluation task it belongs to (:func:`cl_bench.eval.registry.metric_task`;
     ``select/best_<metric>`` with its metric's)."""
-    from cl_bench.eval.registry import metric_task
-    from cl_bench.tracking.metric_names import parse_name, upgrade_record
-
     groups: dict[str, dict[str, float]] = {"STS": {}, "Transfer": {}, "MTEB": {}, "Other": {}}
     sections = {"sts": "STS", "transfer": "Transfer"}
     numbers = {k: v for k, v in results.items() if isinstance(v, int | float) and not isinstance(v, bool)}
@@ -262,7 +263,6 @@ def export(
     """
     info = locate_run(path)
     settings = pooling_settings(info, pooler)
-    from cl_bench.models.hub import ModelLoadError, check_safetensors
 
     for weights in sorted(info.model_dir.glob("*.safetensors")):  # a truncated or garbage file: one line, now
         try:
@@ -275,8 +275,6 @@ def export(
             raise ExportError(f"{out_dir}: exists and is not empty; pass --overwrite to replace it")
         if out_dir.resolve() in (info.model_dir.resolve(), *(info.model_dir.resolve().parents)):
             raise ExportError(f"{out_dir}: would overwrite the checkpoint being exported")
-    from cl_bench.models.embedding_cache import respect_umask
-    from cl_bench.utils.atomic import atomic_folder
 
     # written beside out_dir and renamed into place: a replaced export stays whole until the new one is complete
     with sentence_transformer_of(info, settings) as model, atomic_folder(out_dir) as folder:
@@ -304,7 +302,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
     parser.add_argument("--no-check", action="store_true", help="skip reloading and comparing the embeddings")
     args = parser.parse_args(argv)
-    from cl_bench.models.encoder import quiet_transformers_bars
 
     quiet_transformers_bars()  # loading and saving draw three bars around the one line this command prints
     try:

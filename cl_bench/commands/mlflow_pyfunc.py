@@ -15,6 +15,7 @@ from typing import Any
 
 import mlflow.pyfunc
 
+from cl_bench.models.encoder import build_encoder
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 #: the recorded settings (``cl_bench_encoder.json``) the encoder is rebuilt with
@@ -26,8 +27,6 @@ class ClBenchEncoder(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context: Any) -> None:
         """Rebuild the encoder from the ``encoder`` artifact (the checkpoint folder) and its recorded settings."""
-        from cl_bench.models.encoder import build_encoder
-
         folder = Path(context.artifacts["encoder"])
         meta = json.loads((folder / ENCODER_META_FILE).read_text())
         self.encoder = build_encoder(str(folder), fresh_mlp=False, **{k: meta[k] for k in RECORDED_KEYS if k in meta})

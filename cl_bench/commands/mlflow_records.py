@@ -15,6 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from cl_bench.commands.st_model import ExportError, locate_run, pooling_settings, sentence_transformer_of
+from cl_bench.tracking.mlflow_objects import log_sentence_transformer
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 log = logging.getLogger(__name__)
@@ -71,8 +73,6 @@ def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str 
     warning and no model."""
     import importlib.util
 
-    from cl_bench.commands.st_model import ExportError, locate_run, pooling_settings, sentence_transformer_of
-
     if importlib.util.find_spec("sentence_transformers") is None:  # the optional `st` extra
         log.warning("no MLflow model logged: sentence-transformers is not installed (pip install -e '.[st]'), "
                     "or set logger.log_model=none")
@@ -106,8 +106,6 @@ def log_best_model(run_dir: str | Path, step: int, log_model: Callable[..., str 
 def log_best_job_model(tracking_uri: str, run_dir: Path, run_id: str, step: int) -> str | None:
     """``logger.log_model=best`` in a sweep: log its best job's checkpoint under that job's run (from the
     launching process, after the last job); a failure is one warning."""
-    from cl_bench.tracking.mlflow_objects import log_sentence_transformer
-
     def send(model: Any, step: int, pip_requirements: list[str]) -> str | None:
         try:
             return log_sentence_transformer(tracking_uri, run_id, model, step, pip_requirements=pip_requirements).model_uri

@@ -23,6 +23,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from cl_bench.config import needed_files, spec_class
+from cl_bench.data.fetch import sha256_file
+from cl_bench.models.inference import resolve_precision
+from cl_bench.tracking.environment import git_commit
+from cl_bench.train.precision import autocast_dtype
+from cl_bench.utils import distributed
+from cl_bench.utils.cache_dirs import cache_root
+from cl_bench.utils.distributed import LOCAL_LOSS_KINDS
+
 #: the distributions whose versions a run records (those installed): everything on a run's path that can move a figure
 PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "peft", "onnxruntime", "optimum",
             "numpy", "scipy", "scikit-learn", "pandas", "sentence-transformers", "mteb", "hydra-core", "omegaconf",
@@ -51,8 +60,6 @@ class FileHashes:
     once costs a ``stat`` the next time; an edit (size or mtime changes) is hashed again."""
 
     def __init__(self, cache_file: Path | None = None) -> None:
-        from cl_bench.utils.cache_dirs import cache_root
-
         self.path = cache_file or cache_root() / HASH_CACHE
         try:
             self.entries: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
@@ -67,7 +74,6 @@ class FileHashes:
         entry = self.entries.get(key)
         if entry and entry.get("size") == info.st_size and entry.get("mtime_ns") == info.st_mtime_ns:
             return str(entry["sha256"])
-        from cl_bench.data.fetch import sha256_file
 
         self.entries[key] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": sha256_file(path)}
         self.changed = True
@@ -96,8 +102,6 @@ def _files_under(path: Path) -> list[Path]:
 def data_hashes(cfg: DictConfig, hashes: FileHashes | None = None) -> dict[str, str]:
     """The sha256 of every data file the run reads (the training corpus and the evaluation's files, a folder's
     files one by one): ``{path relative to the data root (absolute outside it): sha256}``."""
-    from cl_bench.config import needed_files
-
     hashes = hashes or FileHashes()
     root = Path(cfg.paths.data_dir).absolute()
     paths = [root / rel for _, rel in needed_files(cfg)]
@@ -168,7 +172,6 @@ def _precision(precision: str, backend: str, device: str | None, iterating: bool
     later sees what the arithmetic was."""
     if precision != "auto" or device is None:
         return precision
-    from cl_bench.models.inference import resolve_precision
 
     return f"auto ({resolve_precision(precision, device, 'onnx' if backend == 'onnx' else 'torch', iterating)})"
 
@@ -204,8 +207,6 @@ def _gathered(cfg: DictConfig, processes: int) -> str:
         return "n/a (mode=eval)"
     if processes < 2:
         return "n/a (one process)"
-    from cl_bench.config import spec_class
-    from cl_bench.utils.distributed import LOCAL_LOSS_KINDS
 
     if "loss" not in spec_class(cfg, "method").uses:
         return "no (the method has no loss group)"
@@ -226,17 +227,12 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
     import torch
     import transformers
 
-    from cl_bench.utils import distributed
-
     processes = distributed.world_size() if cfg.mode == "train" else 1
     mlp = eval_mlp(encoder)
     train_precision = "n/a (mode=eval)"
     if cfg.mode == "train":
-        from cl_bench.train.precision import autocast_dtype
-
         dtype = autocast_dtype(str(cfg.train.precision), torch.device(device), cfg.eval.get("sample_pairs") is not None)
         train_precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    from cl_bench.tracking.environment import git_commit
 
     hashes = FileHashes()
     data = data_hashes(cfg, hashes)

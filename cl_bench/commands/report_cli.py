@@ -16,8 +16,12 @@ from cl_bench.reporting.report_args import build_parser
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point: parse (``--help`` and errors end here), then make the report."""
     build_parser().parse_args(argv)
+    # loaded once the arguments are valid: the config's schemas (Hydra, OmegaConf), with which the report composes an
+    # experiment's defaults (cl_bench.reporting.report.default_values), and the report's stack (pandas, matplotlib)
+    from cl_bench.config import register_schemas
     from cl_bench.reporting.report import main as make_report
 
+    register_schemas()
     return make_report(argv)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_bench.models.decoders import is_lora_dir
+from cl_bench.models.encoder import load_backbone
 from cl_bench.models.poolers import POOLERS
 from cl_bench.utils.rundir import ENCODER_META_FILE, RunDir
 
@@ -221,8 +222,6 @@ def build_sentence_transformer(
 
 def merge_lora(adapter_dir: Path, out_dir: Path) -> Path:
     """A LoRA checkpoint's adapters merged into its base model, saved with the tokenizer to ``out_dir``."""
-    from cl_bench.models.encoder import load_backbone
-
     backbone, tokenizer = load_backbone(str(adapter_dir))
     merged = backbone.merge_and_unload()
     merged.save_pretrained(out_dir)

@@ -24,6 +24,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from cl_bench.config import KNOB_GROUPS, ConfigError, acting_params, knob_params, preflight
+from cl_bench.config.run_folder import check_sweep_folder
+from cl_bench.reporting.report import ReportError, build_sweep_table, load_run_dirs, plot_sweep, sweep_summary
+from cl_bench.tracking import ui_views
+from cl_bench.tracking.metric_names import final_name, select_name
 from cl_bench.tracking.mlflow_logger import (
     absolute_tracking_uri,
     default_tracking_uri,
@@ -106,8 +111,6 @@ class MLflowSweepCallback(Callback):
         """End the sweep with its answer: the grid of headline figures (read from the jobs' run
         directories, so ``logger=none`` gets it too), the parent run, its MLflow URL and the report
         command; the parent run carries the table (its description and ``sweep_table.md``)."""
-        from cl_bench.reporting.report import ReportError, sweep_summary
-
         url = compare = None
         if self.parent_run_id is not None:
             try:
@@ -152,9 +155,6 @@ def _check_folder(config: DictConfig) -> None:
     """:func:`cl_bench.config.run_folder.check_sweep_folder`, its refusal as one line and exit 2."""
     import sys
 
-    from cl_bench.config import ConfigError
-    from cl_bench.config.run_folder import check_sweep_folder
-
     try:
         check_sweep_folder(config)
     except ConfigError as err:
@@ -179,8 +179,6 @@ def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], di
     """
     import math
 
-    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
-
     table = build_sweep_table(load_run_dirs(sweep_dir))
     points = table.points
     placed = points[points["runs"] > 0] if len(points) else points
@@ -202,7 +200,6 @@ def sweep_outcome(sweep_dir: Path) -> tuple[dict[str, str], dict[str, float], di
         tags["sweep.best_point"] = str(best["point"])
         # the best point's mean under the children's recorded name (select/best_stsb_dev[.sampleN]: the parent's row
         # in the runs table reads as its best point); what only a sweep has goes to the sweep/ section
-        from cl_bench.tracking.metric_names import final_name, select_name
 
         done = table.runs[table.runs["point"] == best["point"]]
         sample = next((int(v) for v in done["sample"] if v == v), None) if "sample" in done else None
@@ -237,9 +234,6 @@ def save_sweep_views(client: Any, tracking_uri: str, experiment_id: str, parent_
     (a parallel-coordinates plot, a bar chart per figure). The views are saved on the experiment under the keys
     ``sweep-<parent run id>`` and ``sweep-<parent run id>-charts``, and listed by name in the UI's view menu.
     """
-    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
-    from cl_bench.tracking import ui_views
-
     children = client.search_runs([experiment_id], ui_views.children_filter(parent_run_id), max_results=1000)
     logged = {k for run in children for k in run.data.metrics}
     metric = ui_views.logged_name(build_sweep_table(load_run_dirs(sweep_dir)).metric, logged)
@@ -261,8 +255,6 @@ def save_sweep_views(client: Any, tracking_uri: str, experiment_id: str, parent_
 def log_sweep_plot(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
     """Attach the sweep's table (``sweep.csv``: per point, mean ± std over seeds) and its plot (``sweep.png``, as
     ``cl-bench-report`` draws it) to the parent run: the comparison one click from the experiment page."""
-    from cl_bench.reporting.report import build_sweep_table, load_run_dirs, plot_sweep
-
     table = build_sweep_table(load_run_dirs(sweep_dir))
     csv_path = sweep_dir / "sweep.csv"
     table.points.to_csv(csv_path.with_name("sweep.csv.tmp"), index=False)
@@ -274,8 +266,6 @@ def log_sweep_plot(client: Any, parent_run_id: str, sweep_dir: Path) -> None:
 def best_job(sweep_dir: Path) -> tuple[str, Path, int] | None:
     """(run id, run dir, final step) of the sweep's best job: in the best point (:func:`sweep_outcome`'s), the
     finished run with the highest ranking figure; None when no job finished with it."""
-    from cl_bench.reporting.report import build_sweep_table, load_run_dirs
-
     runs = load_run_dirs(sweep_dir)
     table = build_sweep_table(runs)
     placed = table.points[table.points["runs"] > 0] if len(table.points) else table.points
@@ -335,8 +325,6 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
 
     from hydra.core.global_hydra import GlobalHydra
 
-    from cl_bench.config import ConfigError, preflight
-
     if config.hydra.sweeper.get("_target_", "").rsplit(".", 1)[-1] != "BasicSweeper":
         log.warning("sweeper %s: jobs are checked one by one as they start", config.hydra.sweeper.get("_target_"))
         return []
@@ -378,8 +366,6 @@ def _collect_keys(job_config: DictConfig, choices: dict[str, Any], acting: list[
     The launching process has no job's Hydra runtime: ``paths.output_dir`` (``${hydra:...}``) is
     replaced by a placeholder, which changes no key. A job that still does not resolve adds nothing.
     """
-    from cl_bench.config import KNOB_GROUPS, acting_params, knob_params
-
     resolvable = job_config.copy()
     with open_dict(resolvable):
         if "paths" in resolvable and "output_dir" in resolvable.paths:

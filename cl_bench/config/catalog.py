@@ -19,9 +19,8 @@ from typing import Any
 import yaml
 
 from cl_bench.specs import spec_for
+from cl_bench.utils.conf_dir import CONF_DIR
 
-#: conf/ beside the package (source checkout or editable install); CL_BENCH_CONF overrides it.
-CONF_DIR = Path(os.environ.get("CL_BENCH_CONF", Path(__file__).resolve().parents[2] / "conf"))
 #: groups a user chooses with ``group=option``
 GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
 #: subfolders that hold building blocks of other options, not options of their own

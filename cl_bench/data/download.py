@@ -57,8 +57,10 @@ from cl_bench.data.fetch import (  # noqa: F401 (re-exported: cl-bench-data's AP
     sha256_file,
 )
 from cl_bench.data.fetch import quiet_pooch as _quiet_pooch
+from cl_bench.data.text import DataFileError
 from cl_bench.utils.arguments import OneLineParser, int_at_least, positive_float
 from cl_bench.utils.cache_dirs import default_data_dir
+from cl_bench.utils.network import host_reachable
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 #: Per-root record of checksums measured at download time (for files without a published one).
@@ -651,8 +653,6 @@ def ensure_data(
         DataDownloadError: one line starting with the config key: the missing file, the
             ``cl-bench-data download --only …`` command, and what to do offline.
     """
-    from cl_bench.utils.network import host_reachable
-
     root = Path(root)
     manifest = manifest or load_manifest()
     missing = [(key, rel, source) for key, rel in dict.fromkeys(wanted)
@@ -701,8 +701,8 @@ def count_sts_pairs(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, dic
         ``({set: {subset or split: pairs}}, [unreadable file messages])``; an unreadable subset
         or split is left out of the counts.
     """
+    # numpy: the checks before a model loads read the manifest through this module (config.check_model_and_files)
     from cl_bench.data.senteval import read_sick_split, read_sts_subset, read_stsb_split
-    from cl_bench.data.text import DataFileError
 
     counts: dict[str, dict[str, int]] = {}
     errors: list[str] = []
@@ -855,6 +855,7 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--no-progress", action="store_true", help="no progress bars")
     sub.add_parser("verify", parents=[common], help="check files, checksums and STS pair counts")
     sub.add_parser("list", parents=[common], help="show which datasets are present")
+    # numpy: the mine subcommand's module; the checks before a model loads import this one
     from cl_bench.data.mine import add_parser as add_mine_parser
 
     add_mine_parser(sub)

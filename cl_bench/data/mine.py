@@ -33,6 +33,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from cl_bench.data.fetch import sha256_file
+from cl_bench.data.nli import read_nli_triples
+from cl_bench.data.text import DataFileError
+from cl_bench.models.hub import ModelLoadError, check_model_reachable
 
 if TYPE_CHECKING:
     import torch
@@ -150,8 +153,6 @@ def cross_encoder_scorer(name_or_path: str, batch_size: int = 32, device: torch.
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable
-
     try:
         check_model_reachable(name_or_path)
     except ModelLoadError as err:
@@ -196,10 +197,7 @@ def mine_file(
     """
     import faiss
 
-    from cl_bench.data.nli import read_nli_triples
-    from cl_bench.data.text import DataFileError
     from cl_bench.models.encoder import build_encoder
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable
     from cl_bench.models.poolers import POOLERS
 
     options.check()

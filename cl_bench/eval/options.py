@@ -32,7 +32,7 @@ GEOMETRY_SPLITS: dict[str, tuple[str, ...]] = {
     "dev": ("dev",),
     "test": ("test",),
 }
-#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.commands.cli.with_eval_pooler`), not
+#: ``eval.*`` keys that decide how the evaluated encoder is built (:func:`cl_bench.commands.job.with_eval_pooler`), not
 #: how :func:`cl_bench.eval.evaluate` scores it: not an :class:`EvalOptions` field
 ENCODER_EVAL_KEYS: tuple[str, ...] = ("pooler",)
 #: the ``eval`` node's keys that are not :class:`EvalOptions` fields: the tasks (an argument of their own, split

@@ -41,7 +41,7 @@ class ScoreOptions:
         seed: SentEval's seed (1111).
         classifier: ``senteval`` or ``sklearn``.
         pair_scores: where STS scorers put each scored pair's similarity and gold score
-            (``{task: {part: (system, gold)}}``, :func:`cl_bench.eval.sts.save_pair_scores`); None: not kept.
+            (``{task: {part: (system, gold)}}``, :func:`cl_bench.eval.pair_scores.save_pair_scores`); None: not kept.
     """
 
     postprocess: Any = None

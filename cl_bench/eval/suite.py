@@ -44,6 +44,7 @@ from cl_bench.data.senteval import ScoredPairs
 from cl_bench.data.text import read_sentences
 from cl_bench.eval.embed import EmbeddingTable, Encoder
 from cl_bench.eval.geometry import alignment, anisotropy_metrics, plot_spectrum, uniformity
+from cl_bench.eval.pair_scores import save_pair_scores
 from cl_bench.eval.postprocess import (
     Transform,
     build_postprocess,
@@ -72,6 +73,7 @@ from cl_bench.eval.tasks import (
     EvalOptions,
     check_eval_config,
     dev_tasks,
+    resolve_tasks,
 )
 from cl_bench.models.inference import EncodingSettings, current_settings, encoding, encoding_settings
 from cl_bench.utils import interrupt
@@ -353,8 +355,6 @@ def evaluate(
                 )
             )
         if out_dir is not None and pair_scores:  # what cl-bench-report --compare resamples
-            from cl_bench.eval.sts import save_pair_scores
-
             save_pair_scores(RunDir(out_dir).pair_scores, pair_scores)
         log.info("evaluation of %s done in %.1f s", ", ".join(resolved), time.perf_counter() - started)
         return results
@@ -478,8 +478,6 @@ def encoding_workload(
     evaluations then reuse them). ``tasks``: cl-bench's own task or group names. ``sample_pairs``
     (``eval.sample_pairs``): both counted on the fixed sample they then encode (:func:`sampled_pairs`).
     """
-    from cl_bench.eval.tasks import resolve_tasks
-
     def cut(parts: Mapping[str, Any]) -> Mapping[str, Any]:
         return parts if sample_pairs is None else sampled_pairs(parts, sample_pairs)
 

@@ -37,6 +37,7 @@ from cl_bench.models.decoders import (
 from cl_bench.models.embedding_cache import (
     EmbeddingCache,
     cache_key,
+    respect_umask,
     sentences_digest,
     state_digest,
     tokenizer_digest,
@@ -720,7 +721,6 @@ class SentenceEncoder(nn.Module):
             **(extra_meta or {}),
         }
         (out_dir / ENCODER_META_FILE).write_text(json.dumps(meta, indent=2))
-        from cl_bench.models.embedding_cache import respect_umask
 
         respect_umask(out_dir)  # model.safetensors is written 0600 by transformers
 

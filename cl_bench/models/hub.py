@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from cl_bench.utils.rundir import ENCODER_META_FILE
+
 log = logging.getLogger(__name__)
 
 
@@ -147,6 +149,7 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
         if not cached:
             raise ModelLoadError(hub_hint(name_or_path, decoder))
         return
+    # urllib.request (0.05-0.15 s): only a hub id that is not cached asks the network; the method specs import this module
     from cl_bench.utils.network import host_reachable
 
     if host_reachable(constants.ENDPOINT):
@@ -236,8 +239,6 @@ def recorded_encoder_class(folder: Path) -> str | None:
     Raises:
         ModelLoadError: an unreadable record or a class name outside :data:`ENCODER_CLASSES`.
     """
-    from cl_bench.utils.rundir import ENCODER_META_FILE
-
     meta_path = folder / ENCODER_META_FILE
     if not meta_path.is_file():
         return None

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cl_bench.models.embedding_cache import atomic_write
 from cl_bench.models.encoding_options import (
     InferenceConfigError,
     check_backend_and_precision,
@@ -375,7 +376,6 @@ def measured_auto_choice(
         identical = timings["max_cosine_distance"] <= AUTO_MAX_COSINE_DISTANCE
         choice = "onnx" if identical and timings["onnx"] < timings["torch"] else "torch"
         record = {"choice": choice, **timings, "machine": machine_identity(), "threads": torch.get_num_threads()}
-        from cl_bench.models.embedding_cache import atomic_write
 
         atomic_write(path, lambda fh: fh.write(json.dumps(record, indent=1).encode()))  # parallel jobs read it
         sentences = max(int(timings["sentences"]), 1)

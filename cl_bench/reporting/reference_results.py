@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from cl_bench.utils.conf_dir import CONF_DIR
+
 RESOURCE = "paper_results.yaml"
 _SPEC_KEYS = {"title", "source", "paper_setting", "paper_metric", "experiments", "metrics", "where", "assume", "points",
               "paper_run"}
@@ -122,16 +124,15 @@ def point_overrides(name: str) -> dict[str, Any]:
     """The keys a grid point (``conf/experiment/points/<name>.yaml``) sets, flattened (``pooler.name``...).
 
     The point file is the one place a point's settings are written: the sweep applies it and the report
-    identifies the point's runs by the same keys.
+    identifies the point's runs by the same keys. The paper tables name cl-bench's own points, so the file is read
+    from cl-bench's ``conf/`` (:data:`cl_bench.utils.conf_dir.CONF_DIR`), not a user's search path.
     """
     import pandas as pd
 
-    from cl_bench.config import catalog
-
-    path = catalog.options("experiment", internal=True).get(f"points/{name}")
-    if path is None:
+    path = CONF_DIR / "experiment" / "points" / f"{name}.yaml"
+    if not path.is_file():
         raise ReferenceDataError(f"point {name}: no conf/experiment/points/{name}.yaml")
-    return pd.json_normalize(catalog.read_yaml(path), sep=".").iloc[0].to_dict()
+    return pd.json_normalize(yaml.safe_load(path.read_text()) or {}, sep=".").iloc[0].to_dict()
 
 
 def _spec(name: str, node: Any, where_from: str) -> AblationSpec:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from cl_bench.eval.pair_scores import load_pair_scores
 from cl_bench.reporting.reference_results import (
     AblationSpec,
     ReferenceDataError,
@@ -39,8 +40,32 @@ from cl_bench.reporting.reference_results import (
     values_equal,
 )
 from cl_bench.reporting.report_args import DEFAULT_RESAMPLES, SWEEP_METRICS, build_parser
-from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
+from cl_bench.reporting.significance import (
+    EVAL_SETTINGS,
+    FULL,
+    METRIC_TASKS,
+    ZERO_VARIANCE,
+    against_reference,
+    compare,
+    compare_notes,
+    mark,
+    markdown_compare,
+    side_protocol,
+)
+from cl_bench.tracking.metric_names import (
+    SELECT,
+    final_name,
+    flat_view,
+    parse_name,
+    sample_of,
+    select_name,
+    upgrade_record,
+)
+from cl_bench.tracking.mlflow_logger import default_tracking_uri, local_store
+from cl_bench.tracking.names import PROVENANCE_FIELDS, PROVENANCE_TAG_PREFIX
+from cl_bench.utils.conf_dir import CONF_DIR
 from cl_bench.utils.overrides import override_parser
+from cl_bench.utils.rundir import RunDir
 
 log = logging.getLogger("cl_bench.reporting.report")
 
@@ -131,8 +156,6 @@ def read_metric_names(runs: pd.DataFrame) -> pd.DataFrame:
     plus the flat view the tables compare by key (``metrics.stsb``, ``metrics.best_stsb_dev``: the final figure
     and the checkpoint-selection figure, whatever their sample, :func:`~cl_bench.tracking.metric_names.flat_view`)
     and the columns :data:`FINAL_SAMPLE` / :data:`SELECT_SAMPLE`, which the tables' headings read."""
-    from cl_bench.tracking.metric_names import SELECT, flat_view, sample_of, upgrade_record
-
     columns = [c for c in runs.columns if c.startswith("metrics.")]
     rows = []
     for record in runs[columns].to_dict("records"):
@@ -570,8 +593,6 @@ def figure_label(metric: str, samples: Any = ()) -> str:
     """What a flat sweep metric holds, for a heading: its split, which evaluation, and the protocol of the runs'
     ``samples`` (``best_stsb_dev: dev, checkpoint selection, full``; ``stsb: test, final evaluation, sample of
     300 pairs``)."""
-    from cl_bench.tracking.metric_names import SELECT, final_name, parse_name, select_name
-
     parsed = parse_name(select_name(metric) if metric.startswith("best_") else final_name(metric))
     which = "checkpoint selection (in-training dev evaluation)" if parsed.section == SELECT else "final evaluation"
     split = {"eval.align_uniform_split": "STS-B pairs of eval.align_uniform_split"}.get(parsed.split, parsed.split)
@@ -640,15 +661,15 @@ def markdown_sweep(table: SweepTable) -> str:
 # ------------------------------------------------------------------------------------------------
 def default_values(experiment: str | None) -> dict[str, Any]:
     """The flattened config a run of ``experiment`` has before any grid point or override (``{}`` when it
-    does not compose here): the paper's default setting, which a sweep's reference point keeps."""
+    does not compose here): the paper's default setting, which a sweep's reference point keeps.
+
+    Composed from cl-bench's ``conf/`` with the options' schemas that the entry point stored in Hydra's ConfigStore
+    (``cl-bench-report``: :func:`cl_bench.commands.report_cli.main`; a sweep's closing table: ``cl-bench`` at
+    start-up), so that the report imports nothing of the configuration package."""
     try:
         from hydra import compose, initialize_config_dir
         from omegaconf import OmegaConf
 
-        from cl_bench.config import register_schemas
-        from cl_bench.config.catalog import CONF_DIR
-
-        register_schemas()
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=[f"experiment={experiment}"] if experiment else [])
         return pd.json_normalize(OmegaConf.to_container(cfg, resolve=False), sep=".").iloc[0].to_dict()
@@ -696,8 +717,6 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
     """Add ``delta_ref, delta_ci_low, delta_ci_high, p_ref, p_holm_ref, test_ref, kind_ref, significant, vs_reference`` to
     ``sweep.points`` (:func:`cl_bench.reporting.significance.against_reference`) and return those rows, followed by
     one row per control run (:func:`load_controls`)."""
-    from cl_bench.reporting.significance import METRIC_TASKS, against_reference, mark
-
     placed = sweep.runs[(sweep.runs["status"] == "FINISHED") & sweep.runs["value"].notna()]
     if controls is not None and len(controls):
         placed = pd.concat([placed, controls[["run_id", "point", "value"]]], ignore_index=True)
@@ -705,9 +724,6 @@ def mark_against_reference(sweep: SweepTable, reference: str, tracking_uri: str 
               for label in [*sweep.points["point"], *(controls["point"] if controls is not None else [])]}
     task = METRIC_TASKS.get(sweep.metric, sweep.metric if sweep.metric.startswith(("sts", "sick")) else None)
     cache: dict[str, list[Any]] = {}
-
-    from cl_bench.eval.sts import load_pair_scores
-    from cl_bench.utils.rundir import RunDir
 
     folders = dict(zip(sweep.runs["run_id"], sweep.runs.get("run_dir", pd.Series([None] * len(sweep.runs))),
                        strict=True))
@@ -774,8 +790,6 @@ def load_controls(tracking_uri: str, refs: Sequence[str], metric: str) -> pd.Dat
                 raise ReportError(f"--control: no run {ref} at {tracking_uri}") from err
     rows = []
     for run in found:
-        from cl_bench.tracking.metric_names import flat_view
-
         metrics, tags = flat_view(run.data.metrics), run.data.tags  # either naming, by flat key
         used = metric if metric in metrics else CONTROL_METRICS.get(metric, metric)
         name = tags.get("mlflow.runName", run.info.run_id)
@@ -805,15 +819,12 @@ def markdown_controls(controls: pd.DataFrame, marks: pd.DataFrame | None) -> str
 
 def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
     """Per point (or control), each ``provenance.*`` field's value over its runs (``a | b`` when they differ)."""
-    from cl_bench.tracking.names import PROVENANCE_FIELDS as FIELDS
-    from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX as TAG_PREFIX
-
     rows = []
     for point in dict.fromkeys(frame[label]):
         mine = frame[frame[label] == point]
         row = {label: point}
-        for field_name in FIELDS:
-            column = f"{TAG_PREFIX}{field_name}"
+        for field_name in PROVENANCE_FIELDS:
+            column = f"{PROVENANCE_TAG_PREFIX}{field_name}"
             seen = [str(v) for v in mine[column].dropna()] if column in mine else []
             row[field_name] = " | ".join(dict.fromkeys(seen)) or "—"
         rows.append(row)
@@ -823,8 +834,6 @@ def provenance_table(frame: pd.DataFrame, label: str = "point") -> pd.DataFrame:
 def markdown_reference(marks: pd.DataFrame, reference: str, why: str, metric: str = "the sweep metric") -> str:
     """The significance table: each point's difference to the reference, its CI, p, Holm-adjusted p and the test,
     seed-based and one-seed (test-set only) marks in separate columns."""
-    from cl_bench.reporting.significance import ZERO_VARIANCE
-
     def pvalue(p: float) -> str:
         return "—" if math.isnan(p) else f"{p:.3g}"
 
@@ -1190,9 +1199,6 @@ def run_pair_scores(tracking_uri: str | None, run_id: str) -> Any:
 
     import mlflow
 
-    from cl_bench.eval.sts import load_pair_scores
-    from cl_bench.utils.rundir import RunDir
-
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     run = client.get_run(run_id)
     local = run.data.tags.get("run_dir")
@@ -1211,9 +1217,6 @@ def eval_settings_of(metrics: dict[str, Any], provenance: dict[str, Any]) -> dic
     """The evaluation settings ``--compare`` holds two sides to (:data:`~cl_bench.reporting.significance.EVAL_SETTINGS`)
     of one run: the sample of its final figures (from their names, or an old run's ``eval_sample_pairs``) and its
     provenance's truncation, post-processing, pooler, precision and backend (``not recorded`` for older runs)."""
-    from cl_bench.reporting.significance import EVAL_SETTINGS, FULL
-    from cl_bench.tracking.metric_names import sample_of
-
     sample = sample_of({k: v for k, v in metrics.items() if not _missing(v)})
     settings = {name: str(provenance.get(name, "not recorded")) for name in EVAL_SETTINGS if name != "sample"}
     return {"sample": FULL if sample is None else str(sample), **settings}
@@ -1236,9 +1239,6 @@ def resolve_side(ref: str, tracking_uri: str | None, runs: pd.DataFrame | None
         (label, one pair-scores dict per run, the runs' names, each run's evaluation settings: :func:`eval_settings_of`).
     """
     import json
-
-    from cl_bench.eval.sts import load_pair_scores
-    from cl_bench.utils.rundir import RunDir
 
     if RunDir(ref).pair_scores.is_file():
         results = json.loads(RunDir(ref).results.read_text()) if RunDir(ref).results.is_file() else {}
@@ -1325,8 +1325,6 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
     pair of files per comparison, so comparing other runs does not overwrite an earlier answer. ``settings_a`` /
     ``settings_b``: each side's runs' evaluation settings (:func:`eval_settings_of`), which the headings and the
     warnings read."""
-    from cl_bench.reporting.significance import compare_notes, markdown_compare, side_protocol
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare_{_slug(label_a)}_vs_{_slug(label_b)}"
@@ -1352,8 +1350,6 @@ def write_compare(table: pd.DataFrame, label_a: str, label_b: str, out_dir: str 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Make the report (or ``--compare``) the command line ``argv`` asks for (:mod:`cl_bench.reporting.report_args`)."""
-    from cl_bench.tracking.mlflow_logger import default_tracking_uri, local_store
-
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
@@ -1368,8 +1364,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "store and creates none", file=sys.stderr)
             return 2
     if args.compare:
-        from cl_bench.reporting.significance import compare, compare_notes, markdown_compare, side_protocol
-
         try:
             if args.sweep_dir:
                 runs = load_run_dirs(args.sweep_dir)
@@ -1523,8 +1517,6 @@ def load_run_dirs(sweep_dir: str | Path) -> pd.DataFrame:
         ReportError: no job folder with a ``params.json``.
     """
     import json
-
-    from cl_bench.utils.rundir import RunDir
 
     rows = []
     jobs = [p for p in Path(sweep_dir).iterdir() if p.is_dir() and RunDir(p).params.is_file()] \

@@ -3,7 +3,7 @@
 * **Test-set noise, paired bootstrap** (:func:`paired_bootstrap`): the same STS test pairs were scored
   by both encoders; ``scipy.stats.bootstrap(..., paired=True)`` resamples pairs (each pair keeps its
   gold score and both encoders' similarities, and its sub-dataset), and on every resample each task's
-  figure is recomputed with SentEval's aggregation (:func:`cl_bench.eval.sts.task_figure`, ``all`` for
+  figure is recomputed with SentEval's aggregation (:func:`cl_bench.eval.pair_scores.task_figure`, ``all`` for
   STS12–16) and the average over the tasks. The interval is the bootstrap's percentile interval of
   A − B (``method`` picks another of scipy's). With several seeds on a side, a side's figure is the
   mean of its seeds' figures on the same resampled pairs. The statistic is vectorised over a batch of
@@ -34,7 +34,8 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 import pandas as pd
 
-from cl_bench.eval.sts import PairScores, task_figure
+from cl_bench.eval.pair_scores import PairScores, task_figure
+from cl_bench.eval.registry import average_members
 from cl_bench.reporting.report_args import DEFAULT_RESAMPLES
 
 AVERAGE = "avg"
@@ -109,8 +110,6 @@ class _Flat:
 def common_tasks(a: Sequence[PairScores], b: Sequence[PairScores], tasks: Sequence[str] | None = None) -> list[str]:
     """The tasks every run of both sides scored (in the first run's order): ``tasks`` if given, else those
     of ``sts_avg`` (the seven STS test figures; dev splits such as ``stsb_dev`` only when named), else all."""
-    from cl_bench.eval.registry import average_members
-
     names = [t for t in a[0] if all(t in s for s in (*a, *b))]
     if tasks is None:
         members = [t for t in names if t in average_members().get("sts_avg", [])]
@@ -247,7 +246,7 @@ class _ResampledSpearman:
     was drawn, so each batch becomes a count matrix and every Spearman the count-weighted Pearson correlation of
     the average ranks (:func:`_doubled_centred_ranks`). That is what ranking the resampled arrays
     gives (:func:`_figures`; equal in tests/reporting/test_significance.py), NaN where a slice has fewer than two drawn
-    pairs or a constant side, as :func:`cl_bench.eval.sts.spearman100`.
+    pairs or a constant side, as :func:`cl_bench.eval.pair_scores.spearman100`.
     """
 
     def __init__(self, flat: _Flat, aggregation: str) -> None:
@@ -335,7 +334,7 @@ def paired_bootstrap(
 
     Args:
         a: side A's runs (one per seed), each ``{task: {part: (similarities, gold)}}``
-            (:func:`cl_bench.eval.sts.load_pair_scores`).
+            (:func:`cl_bench.eval.pair_scores.load_pair_scores`).
         b: side B's runs, scored on the same pairs.
         tasks: the tasks to compare (default: every task all runs have).
         n_resamples: bootstrap resamples.

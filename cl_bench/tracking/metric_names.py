@@ -44,6 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cl_bench.eval.registry import metric_task
+
 #: the final evaluation's sections of the built-in tasks and figures, then the other sections
 FINAL_SECTIONS: tuple[str, ...] = ("sts", "transfer", "geometry", "mteb", "eval")
 SELECT, TRAIN, RUN = "select", "train", "run"
@@ -116,7 +118,6 @@ def section_of(key: str) -> str:
         return "mteb"
     if key.startswith("eval_"):
         return "eval"
-    from cl_bench.eval.registry import metric_task  # torch-free: the registry imports no scorer
 
     task = metric_task(key)
     return task.group if task is not None else OTHER
@@ -129,7 +130,6 @@ def is_sampled(key: str) -> bool:
         return True
     if key.startswith(("mteb_", "eval_")):
         return False
-    from cl_bench.eval.registry import metric_task
 
     task = metric_task(key)
     return task is not None and task.kind == "sts"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from cl_bench.tracking.mlflow_objects import dataset_records, inputs_of, log_sentence_transformer
 from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
 from cl_bench.utils.atomic import write_text
 from cl_bench.utils.rundir import RunDir
@@ -339,7 +340,6 @@ class RunTracker:
         ``mode=eval``)."""
         if not data_sha256:
             return
-        from cl_bench.tracking.mlflow_objects import dataset_records, inputs_of
 
         records = dataset_records(data_sha256, data_root, train_file)
         _write_json(self.files.datasets, records)  # cl-bench-sync logs them where MLflow missed them
@@ -356,7 +356,6 @@ class RunTracker:
         the pyfunc fallback passes its own)."""
         if self.run_id is None or not self._mlflow_ok:
             return None
-        from cl_bench.tracking.mlflow_objects import log_sentence_transformer
 
         info = self._mlflow("log_model", log_fn or log_sentence_transformer, self.tracking_uri, self.run_id, model,
                             step, pip_requirements=pip_requirements)

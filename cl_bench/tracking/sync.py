@@ -23,6 +23,8 @@ from cl_bench.tracking.mlflow_logger import (
     import_mlflow,
     metric_batch,
 )
+from cl_bench.tracking.mlflow_objects import inputs_of
+from cl_bench.utils.arguments import OneLineParser
 from cl_bench.utils.atomic import write_text
 from cl_bench.utils.rundir import RunDir, SweepDir
 
@@ -94,7 +96,6 @@ def sync_run(run_dir: str | Path, tracking_uri: str | None = None, experiment_na
         write_text(files.sent_lines, str(index + 1))
     datasets = _read_json(files.datasets)
     if datasets and not client.get_run(run_id).inputs.dataset_inputs:  # the run's data, where MLflow missed them
-        from cl_bench.tracking.mlflow_objects import inputs_of
 
         client.log_inputs(run_id, datasets=inputs_of(datasets))
     for path in (files.results, files.config):
@@ -166,8 +167,6 @@ def close_parent_run(tracking_uri: str, parent_run_id: str, killed: bool = False
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    from cl_bench.utils.arguments import OneLineParser
-
     parser = OneLineParser(prog="cl-bench-sync", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", help="run folders of cl-bench runs (training or mode=eval) or sweep folders")
     parser.add_argument("--tracking-uri", default=None,

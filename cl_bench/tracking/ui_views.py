@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cl_bench.tracking.metric_names import HEADLINE_METRICS, parse_name
+from cl_bench.tracking.mlflow_logger import ui_url
 
 #: the experiment tag prefix of a saved view (MLflow's UI constant)
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
@@ -116,8 +117,6 @@ def runs_table_url(client: Any, tracking_uri: str, run_id: str, order_by: Sequen
     headline figures as columns, sorted by the first of ``order_by`` that the run logged (its selection figure,
     ``select/best_stsb_dev``; the flat name of older runs is found too). Children of sweeps stay under their
     parent run, as the UI shows them."""
-    from cl_bench.tracking.mlflow_logger import ui_url
-
     run = client.get_run(run_id)
     logged = list(run.data.metrics)
     order = next((n for n in (logged_name(k, logged) for k in order_by) if n is not None), None)

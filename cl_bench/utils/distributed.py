@@ -45,6 +45,10 @@ import torch.distributed.nn.functional as dist_nn
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from cl_bench.specs import loss_spec_of
+from cl_bench.utils.overrides import parsed_overrides
+from cl_bench.utils.rundir import process_token
+
 log = logging.getLogger(__name__)
 # The public autograd all-gather is what the issue asks for and what Lightning Fabric uses; torch
 # 2.13 only points at a private replacement, so its FutureWarning (raised at every call) is silenced.
@@ -174,7 +178,6 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
         return []
     if any(arg in ("-m", "--multirun") for arg in argv):
         raise ValueError("torchrun runs one training job: drop -m (use a Hydra launcher for sweeps)")
-    from cl_bench.utils.overrides import parsed_overrides
 
     device = next((override.get_value_element_as_str() for _, override in parsed_overrides(argv)
                    if override.key_or_group == "train.device"), "auto")
@@ -182,7 +185,6 @@ def setup_torchrun(argv: Sequence[str], run_dir_pattern: str = "outputs/runs/%Y-
     extra: list[str] = []
     if not any(arg.startswith("hydra.run.dir=") for arg in argv):
         # rank 0's suffix, as conf/config.yaml's default has one
-        from cl_bench.utils.rundir import process_token
 
         extra.append(f"hydra.run.dir={broadcast_object(datetime.now().strftime(run_dir_pattern) + '-' + process_token())}")
     if not is_main_process():
@@ -363,7 +365,6 @@ def gather_loss(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
     """
     if not is_distributed():
         return loss_fn
-    from cl_bench.specs import loss_spec_of
 
     spec = loss_spec_of(loss_fn)
     kind = "pair" if spec is None else spec.kind

@@ -1,6 +1,6 @@
 """A stop asked for by a signal, seen by evaluation loops between batches.
 
-``cl-bench``'s signal handler (:class:`cl_bench.commands.cli.StopSignal`) calls :func:`request_stop`. Training
+``cl-bench``'s signal handler (:class:`cl_bench.commands.job.StopSignal`) calls :func:`request_stop`. Training
 checks its own flag after each step; evaluation runs inside :func:`interruptible`, where every
 encoding loop calls :func:`check` once per batch (and the suite between tasks), so a first
 Ctrl-C/SIGTERM stops an evaluation at the next batch instead of minutes later. Outside such a

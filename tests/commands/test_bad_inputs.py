@@ -179,7 +179,7 @@ def test_every_commands_bad_inputs_get_one_line_exit_2_and_write_nothing(tmp_pat
 def test_a_run_rejected_in_its_job_leaves_no_empty_outputs_folders(tmp_path: Path) -> None:
     """What Hydra made for a job that its own checks rejected (``.hydra/`` and the log) goes, with the date folder,
     ``outputs/runs/`` and ``outputs/`` when nothing else is in them; another day's run keeps its folders."""
-    from cl_bench.commands.cli import discard_unused_run_dir
+    from cl_bench.commands.job import discard_unused_run_dir
 
     def hydra_made(run_dir: Path) -> Path:
         (run_dir / ".hydra").mkdir(parents=True)

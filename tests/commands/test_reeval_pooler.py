@@ -51,7 +51,8 @@ def test_reevaluation_restores_the_recorded_prompt(tmp_path: Path, caplog: pytes
     """A [MASK]-pooled (PromptBERT) checkpoint is scored with the prompt it was trained with unless one is given."""
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.commands.cli import CONF_DIR, use_recorded_pooling
+    from cl_bench.commands.cli import CONF_DIR
+    from cl_bench.config import use_recorded_pooling
     from cl_bench.utils.rundir import ENCODER_META_FILE
 
     template = 'This sentence of "[X]" means [MASK].'

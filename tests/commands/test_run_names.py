@@ -9,7 +9,7 @@ import pytest
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from cl_bench.commands.cli import run_name
+from cl_bench.commands.job import run_name
 from cl_bench.tracking.names import RUN_NAME_CHARS, fit_run_name
 
 

@@ -421,7 +421,7 @@ def test_main_job_fetches_its_data_on_first_use(
     server: _Server, data_dir: Path, tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture,
 ) -> None:
-    from cl_bench.commands.cli import preflight
+    from cl_bench.config import preflight
 
     server.files["/hub/senteval.tar"] = _senteval_tar(data_dir)
     corpus = b"".join(b"sentence %d of the corpus .\n" % i for i in range(1_000_000))  # wiki1m's line count
@@ -448,8 +448,7 @@ def test_main_job_fetches_its_data_on_first_use(
 def test_main_job_offline_fails_at_once_with_one_line(
     tiny_bert: Path, first_use: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cl_bench.commands.cli import preflight
-    from cl_bench.config import ConfigError
+    from cl_bench.config import ConfigError, preflight
 
     dead = f"http://127.0.0.1:{_closed_port()}"
     for source in ("SENTEVAL", "WIKI1M"):

@@ -10,8 +10,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from cl_bench.commands.cli import CONF_DIR, preflight
-from cl_bench.config import ConfigError
+from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config import ConfigError, preflight
 from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config
 from cl_bench.models import inference
 

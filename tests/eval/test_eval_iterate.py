@@ -74,11 +74,10 @@ class _StopAfterDevEval(Exception):
 def test_iterate_runs_no_full_dev_set_encoding_in_training(
         preset: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    """The in-training dev evaluation the job builds (cli's dev_eval) encodes the final evaluation's fixed sample with
+    """The in-training dev evaluation the job builds (job's dev_eval) encodes the final evaluation's fixed sample with
     eval=iterate (at most 2 sentences x 300 pairs x 2 dev sets), every dev pair with eval=quick."""
-    from cl_bench.commands import cli
+    from cl_bench.commands import job
     from cl_bench.eval import suite
-    from cl_bench.train import loop
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"eval={preset}", f"paths.data_dir={data_dir}"])
@@ -89,10 +88,10 @@ def test_iterate_runs_no_full_dev_set_encoding_in_training(
         scores.append(dev_eval(counting))
         raise _StopAfterDevEval
 
-    monkeypatch.setattr(loop, "train", fake_train)
+    monkeypatch.setattr(job, "train", fake_train)
     monkeypatch.setattr(suite, "_DEV_SAMPLES_SAID", set())  # said once per process: as if this were the first job
     with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"), pytest.raises(_StopAfterDevEval):
-        cli._train_and_evaluate(cfg, tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
+        job._train_and_evaluate(cfg, tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
                                 resume=False)
     assert np.isfinite(scores[0]["stsb_dev"]) and "stsb_dev.sample300" not in scores[0]  # flat keys: D names them
     if preset == "iterate":

@@ -143,8 +143,8 @@ def test_encoding_options_of_an_mteb_only_evaluation_are_checked_before_any_mode
 ) -> None:
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.commands.cli import CONF_DIR, preflight
-    from cl_bench.config import ConfigError
+    from cl_bench.commands.cli import CONF_DIR
+    from cl_bench.config import ConfigError, preflight
 
     def check(*extra: str) -> None:
         overrides = ["mode=eval", f"model.name_or_path={tiny_bert}", "pooler=avg", f"paths.data_dir={data_dir}",

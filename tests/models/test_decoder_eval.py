@@ -19,7 +19,9 @@ from conftest import cli_env
 from hydra import compose, initialize_config_dir
 from tiny_decoders import build_tiny_decoder
 
-from cl_bench.commands.cli import CONF_DIR, evaluate_encoder, preflight, use_recorded_pooling
+from cl_bench.commands.job import evaluate_encoder
+from cl_bench.config import preflight, use_recorded_pooling
+from cl_bench.config.catalog import CONF_DIR
 from cl_bench.models.decoders import BackboneOptions
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cl_bench.eval.sts import save_pair_scores, spearman100
+from cl_bench.eval.pair_scores import save_pair_scores, spearman100
 from cl_bench.reporting.report import load_run_dirs, markdown_reference, markdown_sweep, write_report
 from cl_bench.reporting.report import main as report_main
 from cl_bench.reporting.significance import FULL, compare, compare_notes, holm, markdown_compare

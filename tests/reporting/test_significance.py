@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import bootstrap, ttest_ind
 
 from cl_bench.eval import EvalOptions, evaluate
-from cl_bench.eval.sts import load_pair_scores, save_pair_scores, spearman100, task_figure
+from cl_bench.eval.pair_scores import load_pair_scores, save_pair_scores, spearman100, task_figure
 from cl_bench.models.encoder import build_encoder
 from cl_bench.reporting import significance
 from cl_bench.reporting.report import main as report_main

@@ -80,7 +80,7 @@ def test_a_planted_pickle_is_refused_and_never_runs(tmp_path: Path, writer: str)
 
 
 def test_train_resume_on_a_planted_checkpoint_is_a_config_error(tmp_path: Path) -> None:
-    from cl_bench.commands.cli import resume_dir
+    from cl_bench.commands.job import resume_dir
 
     marker = tmp_path / "pwned.txt"
     torch.save({"rng": _WritesAFile(marker)}, tmp_path / "checkpoint.pt")

@@ -122,7 +122,7 @@ def test_the_eta_is_within_30_percent_from_the_first_dev_evaluation_on(data_dir:
     final evaluation, each costing 20 ms per distinct sentence it really encodes (counted: the job's dev evaluation and
     final evaluation of eval=iterate or eval=quick); the ETA scales the final evaluation by the job's own estimate
     (cli's final-evaluation ratio). From the first dev evaluation on, it is within 30% of what is left."""
-    from cl_bench.commands.cli import _final_eval_ratio
+    from cl_bench.commands.job import _final_eval_ratio
     from cl_bench.eval import EvalOptions, evaluate, evaluate_dev
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

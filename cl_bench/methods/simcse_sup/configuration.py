@@ -11,6 +11,7 @@ from cl_bench.methods.specs import (
     mlm_inert_keys,
 )
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
+from cl_bench.models.pooler_names import POOLERS
 from cl_bench.specs import MethodSpec, MlmMode, RunSetting
 
 
@@ -41,8 +42,6 @@ class SupervisedSimCSESpec(MethodSpec):
     def check(self) -> None:
         check_mlm_config(self.values())
         if self.guide:
-            from cl_bench.models.pooler_names import POOLERS  # torch-free; imported only when a guide is set
-
             try:
                 check_model_reachable(str(self.guide))
             except ModelLoadError as err:  # its message names model.name_or_path: name the guide's key

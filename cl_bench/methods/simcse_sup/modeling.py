@@ -34,6 +34,7 @@ from cl_bench.data.nli import read_nli_triples
 from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.methods.base import Method, MethodContext, TextViews, tokenize_groups
 from cl_bench.methods.simcse_sup.configuration import SupervisedSimCSESpec
+from cl_bench.models.encoder import build_encoder
 from cl_bench.models.mlm import mlm_head, with_mlm_term
 from cl_bench.specs import loss_spec_of
 from cl_bench.utils import distributed
@@ -61,7 +62,6 @@ class SupervisedSimCSE(Method):
         if spec.guide:
             if distributed.is_distributed():  # the mask is per process; the gathered loss would need it gathered
                 raise ValueError("method.guide: not under torchrun (run it in one process)")
-            from cl_bench.models.encoder import build_encoder
 
             self.guide = build_encoder(str(spec.guide), pooler=spec.guide_pooler, max_length=context.max_length,
                                        fresh_mlp=False)
