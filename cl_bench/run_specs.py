@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from omegaconf import MISSING
+
+from cl_bench.specs import AugmentationSpec, LossSpec, MethodSpec
 
 #: ``model.prompt_period``: how a final period is added to the sentence inside the prompt
 #: * ``none``: never;
@@ -124,3 +127,34 @@ class LoggerConfig:
 class PathsConfig:
     data_dir: str = MISSING  # data root (sts/, transfer/, corpus/, nli/): $CL_BENCH_DATA, else ~/.cache/cl-bench/data
     output_dir: str = MISSING  # the run directory (Hydra's)
+
+
+@dataclass(frozen=True)
+class RunSpecs:
+    """One run, typed: what the trainer and the entry point's evaluation read instead of the composed config.
+
+    Built once per job from the composed, checked config (:func:`cl_bench.config.typed.run_specs_from_config`);
+    the config itself stays with the entry point for what records plain dicts (``config.yaml``, the params).
+
+    Attributes:
+        mode: ``train`` or ``eval``.
+        seed: the run seed (python, numpy and torch RNGs, the data order).
+        model, pooler, data, train, logger, paths: the run groups' specs (this module's dataclasses).
+        eval: the ``eval`` group's spec, a :data:`cl_bench.eval.options.EvalConfig` (typed ``Any`` here: this module
+            sits below ``eval/``).
+        method, loss, augmentation: the options' specs (:mod:`cl_bench.specs`), None where the run does not use the
+            group (``mode=eval``; a group the method does not use, e.g. the augmentation of a method without one).
+    """
+
+    mode: str
+    seed: int
+    model: ModelConfig
+    pooler: PoolerConfig
+    data: DataConfig
+    train: TrainConfig
+    eval: Any
+    logger: LoggerConfig
+    paths: PathsConfig
+    method: MethodSpec | None = None
+    loss: LossSpec | None = None
+    augmentation: AugmentationSpec | None = None

@@ -8,6 +8,7 @@ command rejected before Hydra's job never loads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -38,12 +39,14 @@ from cl_bench.config import (
 )
 from cl_bench.config.early_checks import is_group
 from cl_bench.config.run_folder import FinishedRun, check_run_folder, segment_changes
+from cl_bench.config.typed import run_specs_from_config
 from cl_bench.eval.embed import NonFiniteEmbeddingError
 from cl_bench.eval.mteb import run_mteb
 from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.registry import split_tasks
 from cl_bench.eval.suite import encoding_settings_of, encoding_workload, evaluate, evaluate_dev, format_table
 from cl_bench.models.encoder import encoder_from_config
+from cl_bench.run_specs import RunSpecs
 from cl_bench.tracking import ui_views
 from cl_bench.tracking.environment import environment_tags
 from cl_bench.tracking.metric_names import final_name, final_names, flat_view, headline_names, select_name
@@ -156,15 +159,16 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     )
 
 
-def evaluate_encoder(encoder: Any, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
+def evaluate_encoder(encoder: Any, specs: RunSpecs, run_dir: Path) -> dict[str, float]:
     """Final evaluation: cl-bench's own tasks (SentEval protocol) and any ``mteb:<Task>`` entries."""
-    own_tasks, mteb_tasks = split_tasks(cfg.eval.tasks)
-    options = EvalOptions.from_config(cfg.eval)  # eval.pooler acts on the encoder (with_eval_pooler), not here
+    own_tasks, mteb_tasks = split_tasks(specs.eval.tasks)
+    # eval.pooler acts on the encoder (with_eval_pooler), not here
+    options = EvalOptions.from_config(dataclasses.asdict(specs.eval))
     results: dict[str, float] = {}
     if own_tasks:
-        results.update(evaluate(encoder, cfg.paths.data_dir, own_tasks, options, out_dir=run_dir))
+        results.update(evaluate(encoder, specs.paths.data_dir, own_tasks, options, out_dir=run_dir))
     if mteb_tasks:
-        results.update(run_mteb(encoder, mteb_tasks, run_dir, cfg.paths.data_dir, options.batch_size,
+        results.update(run_mteb(encoder, mteb_tasks, run_dir, specs.paths.data_dir, options.batch_size,
                                 settings=encoding_settings_of(options)))
     return results
 
@@ -284,6 +288,7 @@ def run(cfg: DictConfig) -> float | None:
             if cfg.mode == "eval":
                 use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
             preflight(cfg, list(hydra_cfg.overrides.task))
+            specs = run_specs_from_config(cfg)  # what the trainer and the evaluation read, typed, built once
             resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
         except ConfigError as err:
             print(f"cl-bench: error: {err}", file=sys.stderr)
@@ -300,7 +305,7 @@ def run(cfg: DictConfig) -> float | None:
                 print("cl-bench: error: torchrun runs one training job, not a multirun", file=sys.stderr)
                 sys.exit(2)
             if not distributed.is_main_process():
-                return _train_worker(cfg, run_dir, resume_from is not None)
+                return _train_worker(specs, run_dir, resume_from is not None)
         if resume_from is not None:
             if resume_from.resolve() != run_dir.resolve():
                 continue_in(resume_from, run_dir)
@@ -328,9 +333,9 @@ def run(cfg: DictConfig) -> float | None:
     with StopSignal() as stop:
         try:
             if cfg.mode == "train":
-                results = _train_and_evaluate(cfg, run_dir, tracker, stop.requested, resume_from is not None)
+                results = _train_and_evaluate(cfg, specs, run_dir, tracker, stop.requested, resume_from is not None)
             else:
-                results = _evaluate(cfg, run_dir, tracker)
+                results = _evaluate(cfg, specs, run_dir, tracker)
         except TrainingInterrupted as interrupted:
             state = interrupted.state
             tracker.log_results(
@@ -393,14 +398,14 @@ def _print_runs_table_url(tracker: Any, cfg: DictConfig) -> None:
         log.warning("no MLflow runs-table view: %s", err)
 
 
-def with_eval_pooler(encoder: Any, cfg: DictConfig) -> Any:
+def with_eval_pooler(encoder: Any, specs: RunSpecs) -> Any:
     """The final evaluation's encoder: ``encoder`` re-pooled with ``eval.pooler`` when set (validated before any model
     loaded: a pooler of the same token states, e.g. AnglE's ``cls_avg`` over a ``cls``-trained encoder).
 
     Only the final evaluation uses it: the dev evaluation that selects the checkpoint and ``best_model/`` keep the
     training pooler (``mode=eval`` restores that one; ``eval.pooler=`` there scores the checkpoint as the run did).
     """
-    name = cfg.eval.get("pooler")
+    name = specs.eval.pooler
     if name is not None and name != encoder.pooler:
         log.info("final evaluation re-pooled with eval.pooler=%s (trained with pooler=%s)", name, encoder.pooler)
         encoder.pooler = str(name)
@@ -417,22 +422,23 @@ def _end_job(code: int) -> NoReturn:
     raise SystemExit(code)
 
 
-def _train_worker(cfg: DictConfig, run_dir: Path, resume: bool) -> None:
+def _train_worker(specs: RunSpecs, run_dir: Path, resume: bool) -> None:
     """A torchrun rank > 0: train its shard of every batch; no tracking, evaluation or files."""
     with StopSignal() as stop:
         try:
-            train(cfg, run_dir, lambda metrics, step: None, lambda encoder: {}, stop.requested, resume)
+            train(specs, run_dir, lambda metrics, step: None, lambda encoder: {}, stop.requested, resume)
         except TrainingInterrupted:
             raise SystemExit(128 + (stop.signum or signal.SIGINT)) from None
 
 
-def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
-    """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation)."""
-    device = resolve_device(cfg.train.device)
-    encoder = with_eval_pooler(encoder_from_config(cfg.model, cfg.pooler, training=False).to(device), cfg)
-    log.info("evaluating %s with pooler=%s", cfg.model.name_or_path, encoder.pooler)
+def _evaluate(cfg: DictConfig, specs: RunSpecs, run_dir: Path, tracker: Any) -> dict[str, float]:
+    """mode=eval: score a model as given (``pooler=cls`` reads the model's own pooler, as SimCSE's evaluation).
+    ``cfg`` is for the records (provenance, MLflow's dataset inputs), ``specs`` for the encoder and its evaluation."""
+    device = resolve_device(specs.train.device)
+    encoder = with_eval_pooler(encoder_from_config(specs.model, specs.pooler, training=False).to(device), specs)
+    log.info("evaluating %s with pooler=%s", specs.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
-        results = final_names(evaluate_encoder(encoder, cfg, run_dir), cfg.eval.get("sample_pairs"))
+        results = final_names(evaluate_encoder(encoder, specs, run_dir), specs.eval.sample_pairs)
     provenance = run_provenance(cfg, encoder, str(device))
     tracker.log_results({**results, "pooler": encoder.pooler}, provenance=provenance)
     _log_mlflow_records(tracker, cfg, run_dir, provenance, None)
@@ -441,31 +447,31 @@ def _evaluate(cfg: DictConfig, run_dir: Path, tracker: Any) -> dict[str, float]:
 
 
 def _train_and_evaluate(
-    cfg: DictConfig, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
+    cfg: DictConfig, specs: RunSpecs, run_dir: Path, tracker: Any, stop_requested: Any, resume: bool
 ) -> dict[str, float]:
-    data_dir = cfg.paths.data_dir
+    """mode=train: train (:func:`cl_bench.train.loop.train`, given ``specs``), then the final evaluation of the
+    selected weights. ``cfg`` is for the records (provenance, MLflow's dataset inputs and model)."""
+    data_dir, sample = specs.paths.data_dir, specs.eval.sample_pairs
 
     def dev_eval(encoder: Any) -> dict[str, float]:
         # eval.sample_pairs (eval=iterate): the final evaluation's fixed sample here too, no full dev set encoded
-        return evaluate_dev(encoder, data_dir, cfg.train.select_metric, cfg.eval.batch_size,
-                            sample_pairs=cfg.eval.get("sample_pairs"))
+        return evaluate_dev(encoder, data_dir, specs.train.select_metric, specs.eval.batch_size, sample_pairs=sample)
 
-    method, state = train(cfg, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume,
-                          final_eval_ratio=_final_eval_ratio(cfg))
-    sample = cfg.eval.get("sample_pairs")
+    method, state = train(specs, run_dir, tracker.log_metrics, dev_eval, stop_requested, resume,
+                          final_eval_ratio=_final_eval_ratio(specs))
     training = {
         "train/steps": float(state.step),  # trained steps (a paper comparison shows them beside the paper's)
         select_name("best_step"): float(state.best_step),
-        select_name(f"best_{cfg.train.select_metric}", sample): state.best_score,
+        select_name(f"best_{specs.train.select_metric}", sample): state.best_score,
         "train/skipped_steps": float(state.skipped_steps),
         "train/stopped_early": float(state.stopped_early),
     }
-    encoder = with_eval_pooler(method.eval_encoder(), cfg)  # after best_model/ was saved: it keeps pooler.name
-    pooler = str(getattr(encoder, "pooler", cfg.pooler.name))
+    encoder = with_eval_pooler(method.eval_encoder(), specs)  # after best_model/ was saved: it keeps pooler.name
+    pooler = str(getattr(encoder, "pooler", specs.pooler.name))
     log.info("final evaluation with pooler=%s", pooler)
     try:
         with interrupt.interruptible():
-            results = final_names(evaluate_encoder(encoder, cfg, run_dir), sample)
+            results = final_names(evaluate_encoder(encoder, specs, run_dir), sample)
     except interrupt.EvaluationInterrupted as stopped:
         stopped.partial = {**training, **stopped.partial}
         raise
@@ -482,14 +488,16 @@ def _train_and_evaluate(
     return results
 
 
-def _final_eval_ratio(cfg: DictConfig) -> float:
+def _final_eval_ratio(specs: RunSpecs) -> float:
     """The final evaluation's encoding work in dev evaluations (distinct sentences), for the job's ETA."""
-    own_tasks, _ = split_tasks(cfg.eval.tasks)
+    own_tasks, _ = split_tasks(specs.eval.tasks)
     if not own_tasks:
         return 0.0
+    evaluation = specs.eval
     try:
-        final, dev = encoding_workload(cfg.paths.data_dir, own_tasks, cfg.train.select_metric, cfg.eval.align_uniform,
-                                       cfg.eval.anisotropy, cfg.eval.align_uniform_split, cfg.eval.get("sample_pairs"))
+        final, dev = encoding_workload(specs.paths.data_dir, own_tasks, specs.train.select_metric,
+                                       evaluation.align_uniform, evaluation.anisotropy, evaluation.align_uniform_split,
+                                       evaluation.sample_pairs)
     except Exception as err:  # noqa: BLE001 (an ETA is not worth a run: the evaluation reports its own errors)
         log.debug("final evaluation not counted in the ETA: %s", err)
         return 0.0

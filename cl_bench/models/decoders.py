@@ -381,16 +381,16 @@ class BackboneOptions:
 
     @classmethod
     def from_config(cls, model: Any, training: bool) -> BackboneOptions:
-        """From the ``model`` config node; LoRA and gradient checkpointing only when ``training``."""
-        lora = model.get("lora") or {}
-        targets = lora.get("target_modules") if lora else None
+        """From the ``model`` spec (:class:`cl_bench.run_specs.ModelConfig`, or its config node); LoRA and gradient
+        checkpointing only when ``training``."""
+        lora, targets = model.lora, model.lora.target_modules
         return cls(
-            bidirectional=bool(model.get("bidirectional", False)),
-            attn_implementation=model.get("attn_implementation"),
-            gradient_checkpointing=bool(model.get("gradient_checkpointing", False)) and training,
-            lora_r=int(lora.get("r", 0) or 0) if training else 0,
-            lora_alpha=float(lora.get("alpha", 32.0)),
-            lora_dropout=float(lora.get("dropout", 0.05)),
+            bidirectional=bool(model.bidirectional),
+            attn_implementation=model.attn_implementation,
+            gradient_checkpointing=bool(model.gradient_checkpointing) and training,
+            lora_r=int(lora.r or 0) if training else 0,
+            lora_alpha=float(lora.alpha),
+            lora_dropout=float(lora.dropout),
             lora_target_modules=None if targets is None else [str(t) for t in targets],
         )
 

@@ -12,6 +12,9 @@ the best weights. Everything method-specific is behind :class:`cl_bench.methods.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import importlib
 import logging
 import math
 import random
@@ -23,13 +26,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 
 from cl_bench.data.loader import BatchLoader, keep_items
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
-from cl_bench.specs import build, spec_for
+from cl_bench.run_specs import RunSpecs, TrainConfig
+from cl_bench.specs import LossSpec, Spec, build
 from cl_bench.tracking.metric_names import select_name, select_names, train_name
 from cl_bench.train.checkpoint import (
     atomic_save,
@@ -82,44 +84,55 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-def build_loss(node: DictConfig) -> Callable[..., torch.Tensor]:
-    """The loss function of a ``loss`` config node (its ``name`` is a label, not an argument)."""
-    return instantiate(OmegaConf.masked_copy(node, [k for k in node if k not in ("name", "defaults")]))
+def build_loss(spec: LossSpec) -> Callable[..., torch.Tensor]:
+    """The loss function of a loss spec: its target, a pure tensor function, with the spec's values bound as keywords
+    (``functools.partial``; ``name`` is a label, not an argument)."""
+    module, _, name = spec.target.rpartition(".")
+    values = {key: value for key, value in spec.values().items() if key != "name"}
+    return functools.partial(getattr(importlib.import_module(module), name), **values)
 
 
-def build_method(cfg: DictConfig, device: torch.device) -> Method:
-    """Encoder, loss, augmentation and method from the config (hydra ``_target_`` nodes)."""
-    encoder = encoder_from_config(cfg.model, cfg.pooler, training=True)
-    uses = spec_for(str(cfg.method._target_)).uses  # validated: the method has a spec
-    # A group the method does not use is not built at all (validation rejected overriding it).
+def _node(spec: Spec) -> dict[str, Any]:
+    """A spec as the node :func:`cl_bench.specs.build` takes (its target and values): the one route to its object."""
+    return {"_target_": spec.target, **spec.values()}
+
+
+def build_method(specs: RunSpecs, device: torch.device) -> Method:
+    """Encoder, loss, augmentation and method from the run's specs.
+
+    A group the method does not use is None in ``specs`` and not built at all (the preflight rejected overriding it).
+    """
+    if specs.method is None:
+        raise ValueError(f"method: mode={specs.mode} trains no method")
+    encoder = encoder_from_config(specs.model, specs.pooler, training=True)
     augmentation = None
-    if "augmentation" in uses:
-        augmentation = build(OmegaConf.to_container(cfg.augmentation, resolve=True))
-        augmentation.setup(encoder, cfg.model.name_or_path)
+    if specs.augmentation is not None:
+        augmentation = build(_node(specs.augmentation))
+        augmentation.setup(encoder, specs.model.name_or_path)
     loss = None
-    if "loss" in uses:
-        loss = distributed.gather_loss(build_loss(cfg.loss))  # global batch under torchrun
-        if cfg.train.get("matryoshka_dims") is not None:  # validated: a loss that takes embeddings
+    if specs.loss is not None:
+        loss = distributed.gather_loss(build_loss(specs.loss))  # global batch under torchrun
+        dims, weights = specs.train.matryoshka_dims, specs.train.matryoshka_weights
+        if dims is not None:  # validated: a loss that takes embeddings
             from cl_bench.losses.matryoshka import MatryoshkaLoss
 
-            weights = cfg.train.get("matryoshka_weights")
-            loss = MatryoshkaLoss(loss, list(cfg.train.matryoshka_dims), None if weights is None else list(weights))
+            loss = MatryoshkaLoss(loss, list(dims), None if weights is None else list(weights))
     context = MethodContext(
         encoder=encoder,
         loss=loss,
         augmentation=augmentation,
-        model_name_or_path=cfg.model.name_or_path,
-        max_length=cfg.model.max_length,
-        seed=cfg.seed,
-        data=OmegaConf.to_container(cfg.data, resolve=True),
+        model_name_or_path=specs.model.name_or_path,
+        max_length=specs.model.max_length,
+        seed=specs.seed,
+        data=dataclasses.asdict(specs.data),
     )
-    method: Method = build(OmegaConf.to_container(cfg.method, resolve=True), context)  # Method(context, its spec)
+    method: Method = build(_node(specs.method), context)  # Method(context, its spec)
     return method.to(device)
 
 
-def make_optimizer(method: Method, train_cfg: DictConfig) -> torch.optim.Optimizer:
+def make_optimizer(method: Method, train: TrainConfig) -> torch.optim.Optimizer:
     """The ``train.*`` optimiser over the method's trainable parameters (cl_bench/train/optim.py)."""
-    return build_optimizer(method.named_parameters(), train_cfg)
+    return build_optimizer(method.named_parameters(), train)
 
 
 @dataclass
@@ -158,10 +171,11 @@ class Trainer:
     (:func:`cl_bench.utils.distributed.data_parallel`); only rank 0 evaluates, logs and writes files.
 
     Args:
-        cfg: the composed, validated config.
+        specs: the run's typed specs (:class:`cl_bench.run_specs.RunSpecs`; the entry point builds them once, after
+            the preflight: :func:`cl_bench.config.typed.run_specs_from_config`).
         run_dir: the run directory (``best_model/`` and ``checkpoint.pt`` go here).
         log_metrics: ``(metrics, step)`` sink (the run tracker).
-        dev_eval: scores an encoder on the dev metric; must return ``cfg.train.select_metric``.
+        dev_eval: scores an encoder on the dev metric; must return ``train.select_metric``.
         stop_requested: polled after every step; True checkpoints and raises TrainingInterrupted.
         final_eval_ratio: the final evaluation's encoding work in dev evaluations, for the job's ETA
             (:class:`cl_bench.train.eta.JobClock`).
@@ -169,14 +183,14 @@ class Trainer:
 
     def __init__(
         self,
-        cfg: DictConfig,
+        specs: RunSpecs,
         run_dir: Path,
         log_metrics: Callable[[dict[str, float], int], None],
         dev_eval: Callable[[Any], dict[str, float]],
         stop_requested: Callable[[], bool] = lambda: False,
         final_eval_ratio: float = 0.0,
     ) -> None:
-        self.cfg, self.tcfg = cfg, cfg.train
+        self.specs, self.train_spec = specs, specs.train
         self.final_eval_ratio = final_eval_ratio
         self.run_dir = RunDir(run_dir)
         self.log_metrics, self.dev_eval, self.stop_requested = log_metrics, dev_eval, stop_requested
@@ -185,54 +199,54 @@ class Trainer:
         self.best_weights: dict[str, torch.Tensor] | None = None
         self._resume_rng: list[dict[str, Any]] | None = None  # per rank, from the checkpoint
         self.build()
-        self.clock = JobClock(self.total_steps, self.tcfg.eval_steps, 0, final_eval_ratio)  # fit() restarts it
+        self.clock = JobClock(self.total_steps, self.train_spec.eval_steps, 0, final_eval_ratio)  # fit() restarts it
 
     # ----- build ------------------------------------------------------------------------------
     def build(self) -> None:
         """Method, DDP wrapper, data, optimizer, schedule, precision and GradCache."""
-        cfg, tcfg = self.cfg, self.tcfg
-        if tcfg.num_threads:
-            torch.set_num_threads(int(tcfg.num_threads))
-        seed_everything(cfg.seed)
-        self.device = distributed.local_device(resolve_device(tcfg.device))  # cuda:LOCAL_RANK under torchrun
+        specs, tspec = self.specs, self.train_spec
+        if tspec.num_threads:
+            torch.set_num_threads(int(tspec.num_threads))
+        seed_everything(specs.seed)
+        self.device = distributed.local_device(resolve_device(tspec.device))  # cuda:LOCAL_RANK under torchrun
         # eval.sample_pairs (eval=iterate): precision=auto may train in the CPU's bf16 (iterating, not reporting)
-        self.amp_dtype = autocast_dtype(tcfg.precision, self.device, iterating=cfg.eval.get("sample_pairs") is not None)
-        self.method = build_method(cfg, self.device)
+        self.amp_dtype = autocast_dtype(tspec.precision, self.device, iterating=specs.eval.sample_pairs is not None)
+        self.method = build_method(specs, self.device)
         self.is_main = distributed.is_main_process()
-        distributed.check_batch_size(tcfg.batch_size)
+        distributed.check_batch_size(tspec.batch_size)
         # DDP copies rank 0's weights to every rank here; each rank then draws its own dropout masks
         self.model = distributed.data_parallel(self.method, self.device)
-        distributed.seed_rank(cfg.seed, self.method.rng)
-        self.items = self.method.read_corpus(cfg.data.train_file)
-        self.batches_per_epoch = self.method.num_batches(len(self.items), tcfg.batch_size)
+        distributed.seed_rank(specs.seed, self.method.rng)
+        self.items = self.method.read_corpus(specs.data.train_file)
+        self.batches_per_epoch = self.method.num_batches(len(self.items), tspec.batch_size)
         if self.batches_per_epoch < 1:
-            raise ValueError(f"data.train_file: {len(self.items)} items give no batch of size {tcfg.batch_size}")
-        self.total_steps = tcfg.max_steps if tcfg.max_steps > 0 else tcfg.epochs * self.batches_per_epoch
-        setting = compile_setting(tcfg.get("compile", "auto"))
+            raise ValueError(f"data.train_file: {len(self.items)} items give no batch of size {tspec.batch_size}")
+        self.total_steps = tspec.max_steps if tspec.max_steps > 0 else tspec.epochs * self.batches_per_epoch
+        setting = compile_setting(tspec.compile)
         self.compiled = compile_wanted(setting, self.device, self.total_steps)
         if self.compiled:
             if setting == "auto":  # chosen for the user: an operator dynamo cannot trace runs eagerly instead
                 torch._dynamo.config.suppress_errors = True
             compile_encoder(self.method, compile_mode(self.device))
-        self.optimizer = make_optimizer(self.method, tcfg)
+        self.optimizer = make_optimizer(self.method, tspec)
         from transformers import get_linear_schedule_with_warmup
 
         self.scheduler = get_linear_schedule_with_warmup(
-            self.optimizer, int(tcfg.warmup_ratio * self.total_steps), self.total_steps
+            self.optimizer, int(tspec.warmup_ratio * self.total_steps), self.total_steps
         )
         scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self.grad_cache = None
-        if tcfg.get("gradcache_chunk", 0):
+        if tspec.gradcache_chunk:
             from cl_bench.train.gradcache import GradCache
 
-            self.grad_cache = GradCache(self.method, tcfg.gradcache_chunk, self.autocast, self.model)
+            self.grad_cache = GradCache(self.method, tspec.gradcache_chunk, self.autocast, self.model)
         self.trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
         self.stepper = TrainStep(
             self.method,
             (lambda batch: self.model("training_step", batch)) if self.grad_cache is None else self.grad_cache.forward,
             self.optimizer,
             self.trainable,
-            tcfg.max_grad_norm,
+            tspec.max_grad_norm,
             autocast=self.autocast,
             backward=None if self.grad_cache is None else self.grad_cache.backward,
             scaler=scaler,
@@ -240,11 +254,11 @@ class Trainer:
         # batches prepared (augmented, tokenized) by DataLoader workers; GradCache prepares its chunks itself
         prepare = self.method.prepare if self.grad_cache is None else keep_items
         if self.compiled and self.grad_cache is None:  # a few static shapes: one compiled graph each
-            buckets = length_buckets(int(cfg.model.max_length or 0))
+            buckets = length_buckets(int(specs.model.max_length or 0))
             prepare = PadToBucket(prepare, buckets, self.method.encoder.tokenizer.pad_token_id or 0)
         self.data = BatchLoader(
             self.items, self.method.batches, prepare,
-            tcfg.batch_size, cfg.seed, num_workers=self.data_workers(),
+            tspec.batch_size, specs.seed, num_workers=self.data_workers(),
             pin_memory=self.device.type == "cuda",
         )
 
@@ -252,7 +266,7 @@ class Trainer:
         """``train.num_workers``; -1 (auto) is :data:`AUTO_DATA_WORKERS` on CUDA, where the batches' CPU work
         would otherwise hold up the launches of the GPU's work, and 0 elsewhere, under GradCache (its chunks are
         prepared in the step) and for an augmentation that runs a model at every step (it needs the device)."""
-        workers = int(self.tcfg.get("num_workers", 0))
+        workers = int(self.train_spec.num_workers)
         if workers >= 0:
             return workers
         augmentation = self.method.augmentation
@@ -302,7 +316,7 @@ class Trainer:
                 log.warning("resuming %d processes from a checkpoint of %d: dropout masks will differ",
                             distributed.world_size(), len(saved))
                 restore_rng_states(saved[0], self.method.rng)
-                distributed.seed_rank(self.cfg.seed, self.method.rng, self.state.step)
+                distributed.seed_rank(self.specs.seed, self.method.rng, self.state.step)
             self._resume_rng = None
         return self.data.epoch(self.state.epoch, start)
 
@@ -314,22 +328,22 @@ class Trainer:
             TrainingInterrupted: after a requested stop (checkpoint written).
             NonFiniteLossError: a NaN/Inf loss or gradient with ``train.nonfinite=stop``.
         """
-        tcfg, state = self.tcfg, self.state
+        tspec, state = self.train_spec, self.state
         log.info(
             "training %s on %s: %d items, %d steps (%d/epoch), batch %d, device %s, precision %s",
-            self.cfg.method.get("name", type(self.method).__name__), self.cfg.data.train_file, len(self.items),
-            self.total_steps, self.batches_per_epoch, tcfg.batch_size, self.device,
+            self.method.name, self.specs.data.train_file, len(self.items),
+            self.total_steps, self.batches_per_epoch, tspec.batch_size, self.device,
             "fp32" if self.amp_dtype is None else str(self.amp_dtype).removeprefix("torch."),
         )
         # one ETA for the whole job: training, the dev evaluations and the final evaluation
-        self.clock = JobClock(self.total_steps, tcfg.eval_steps, state.step, self.final_eval_ratio)
-        progress = job_bar(self.total_steps, state.step, tcfg.progress_bar and self.is_main,
+        self.clock = JobClock(self.total_steps, tspec.eval_steps, state.step, self.final_eval_ratio)
+        progress = job_bar(self.total_steps, state.step, tspec.progress_bar and self.is_main,
                            lambda: self.clock.text(state.step))
         started, first_step = time.perf_counter(), state.step
         from tqdm.contrib.logging import logging_redirect_tqdm
 
         # log lines go above the bar (tqdm.write), never glued onto it
-        with_bar = logging_redirect_tqdm() if tcfg.progress_bar and self.is_main else contextlib.nullcontext()
+        with_bar = logging_redirect_tqdm() if tspec.progress_bar and self.is_main else contextlib.nullcontext()
         try:
             with_bar.__enter__()
             while state.step < self.total_steps and not state.stopped_early:
@@ -347,10 +361,10 @@ class Trainer:
             with_bar.__exit__(None, None, None)
         resumed = f" (steps {first_step + 1}-{state.step} in this process; {state.step} in all)" if first_step else ""
         log.info("trained %d steps in %.1fs%s; %s=%.2f at step %d", state.step - first_step,
-                 time.perf_counter() - started, resumed, select_name(f"best_{tcfg.select_metric}",
-                 self.cfg.eval.get("sample_pairs")), state.best_score, state.best_step)
+                 time.perf_counter() - started, resumed, select_name(f"best_{tspec.select_metric}",
+                 self.specs.eval.sample_pairs), state.best_score, state.best_step)
         # only rank 0 evaluates after training; train.final_weights=last keeps the last weights (SG-BERT's fit)
-        if self.is_main and self.tcfg.final_weights == "best" and self.best_weights is not None:
+        if self.is_main and self.train_spec.final_weights == "best" and self.best_weights is not None:
             self.method.load_state_dict(self.best_weights)
         return self.method, state
 
@@ -381,7 +395,7 @@ class Trainer:
         """Stop with a clear message (``train.nonfinite=stop``) or count the skipped steps (``skip``)."""
         if not report.count:
             return
-        if self.tcfg.nonfinite == "skip":
+        if self.train_spec.nonfinite == "skip":
             more = f" and {report.count - 1} more since" if report.count > 1 else ""
             log.warning("step %d%s: non-finite loss or gradient (%s): step skipped",
                         report.first_step, more, report.values())
@@ -397,11 +411,11 @@ class Trainer:
 
     def after_step(self, terms: dict[str, torch.Tensor], progress: Any) -> None:
         """Log, evaluate, stop early, checkpoint and honour a stop request, as their cadences say."""
-        tcfg, state = self.tcfg, self.state
+        tspec, state = self.train_spec, self.state
         last = state.step == self.total_steps
-        logs = state.step % tcfg.log_steps == 0 or last
-        evaluates = (tcfg.eval_steps > 0 and state.step % tcfg.eval_steps == 0) or last
-        checkpoints = tcfg.checkpoint_steps > 0 and state.step % tcfg.checkpoint_steps == 0 and not last
+        logs = state.step % tspec.log_steps == 0 or last
+        evaluates = (tspec.eval_steps > 0 and state.step % tspec.eval_steps == 0) or last
+        checkpoints = tspec.checkpoint_steps > 0 and state.step % tspec.checkpoint_steps == 0 and not last
         if logs or evaluates or checkpoints:  # the only steps that read device values on the host
             self.check_finite()
         if logs:
@@ -416,7 +430,7 @@ class Trainer:
             if not last and self.patience_ran_out():
                 state.stopped_early = True
                 log.info("early stopping at step %d: no better %s in %d evaluations",
-                         state.step, tcfg.select_metric, tcfg.early_stopping_patience)
+                         state.step, tspec.select_metric, tspec.early_stopping_patience)
         if checkpoints:
             self.checkpoint()
         if not distributed.all_true(not self.stop_requested()):  # a signal to any rank stops all of them
@@ -429,7 +443,7 @@ class Trainer:
         """Rank 0 scores the dev metric and keeps the best weights (in memory; ``best_model/`` on disk)."""
         if not self.is_main:  # the other ranks go on to the next step
             return
-        tcfg, state = self.tcfg, self.state
+        tspec, state = self.train_spec, self.state
         from cl_bench.eval.embed import NonFiniteEmbeddingError
 
         with self.clock.dev_evaluation():
@@ -437,40 +451,41 @@ class Trainer:
                 scores = self.dev_eval(self.method.selection_encoder())  # the official dev embedding (issue 40)
             except NonFiniteEmbeddingError as err:  # diverged weights (train.nonfinite=skip lets a run get here)
                 raise NonFiniteLossError(self.diverged_message(str(err))) from None
-        score = scores[tcfg.select_metric]
+        score = scores[tspec.select_metric]
         # the model-selection series has its own names (select/...), never the final evaluation's (NAMES.md)
-        named = select_names(scores, self.cfg.eval.get("sample_pairs"))
+        named = select_names(scores, self.specs.eval.sample_pairs)
         self.log_metrics({**named, train_name("epoch"): state.epoch}, state.step)
         left = f"; job {self.clock.text(state.step)} left (training and evaluation)" if state.step < self.total_steps else ""
         log.info("step %d: %s%s", state.step, ", ".join(f"{k}={v:.2f}" for k, v in named.items()), left)
         improved = score > state.best_score
         state.evals_since_best = early_stopping_count(
-            tcfg.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved
+            tspec.early_stopping_rule, state.evals_since_best, score, state.last_dev_score, improved
         )
         state.last_dev_score = score
         if improved:
             state.best_score, state.best_step = score, state.step
             self.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in self.method.state_dict().items()}
-            if tcfg.save_best:  # the one copy of the best weights a finished run keeps
+            if tspec.save_best:  # the one copy of the best weights a finished run keeps
                 with atomic_folder(self.run_dir.best_model) as folder:  # the previous best stays until this one is whole
-                    self.method.eval_encoder().save(folder, {"step": state.step, tcfg.select_metric: score})
+                    self.method.eval_encoder().save(folder, {"step": state.step, tspec.select_metric: score})
 
     def diverged_message(self, why: str) -> str:
         """The one line of a run whose encoder gives non-finite embeddings: the step, why, the skipped steps, the last
         good weights (``best_model/``: saved at a dev evaluation with finite embeddings) and what to lower."""
-        state, tcfg = self.state, self.tcfg
+        state, tspec = self.state, self.train_spec
         count = state.skipped_steps
         skipped = f" after {count} skipped non-finite step{'s' * (count != 1)}" if count else ""
         kept = self.run_dir.best_model
         good = f"{kept} (step {state.best_step})" if state.best_step >= 0 and kept.is_dir() else "none yet"
-        tau = ", or raise loss.tau" if "tau" in self.cfg.loss else ""
+        loss = self.specs.loss
+        tau = ", or raise loss.tau" if loss is not None and "tau" in loss.keys() else ""
         return (f"step {state.step}: the encoder's embeddings are not finite ({why}){skipped}: the weights diverged; "
-                f"last good checkpoint: {good} (lower train.lr, now {tcfg.lr:g}{tau})")
+                f"last good checkpoint: {good} (lower train.lr, now {tspec.lr:g}{tau})")
 
     def patience_ran_out(self) -> bool:
         """Early stopping: ``train.early_stopping_patience`` evaluations without a new best."""
         # Only rank 0 evaluates; the others vote "go on", so the all-reduce carries rank 0's decision.
-        patience = self.tcfg.early_stopping_patience
+        patience = self.train_spec.early_stopping_patience
         return patience > 0 and not distributed.all_true(self.state.evals_since_best < patience)
 
     # ----- checkpoint -------------------------------------------------------------------------
@@ -498,7 +513,7 @@ class Trainer:
 
 
 def train(
-    cfg: DictConfig,
+    specs: RunSpecs,
     run_dir: Path,
     log_metrics: Callable[[dict[str, float], int], None],
     dev_eval: Callable[[Any], dict[str, float]],
@@ -506,12 +521,12 @@ def train(
     resume: bool = False,
     final_eval_ratio: float = 0.0,
 ) -> tuple[Method, TrainState]:
-    """Train ``cfg.method`` (:class:`Trainer`); returns the method with its best weights loaded, and the state.
+    """Train ``specs.method`` (:class:`Trainer`); returns the method with its best weights loaded, and the state.
 
     ``resume`` continues from ``run_dir/checkpoint.pt`` when it exists. The other arguments are
     :class:`Trainer`'s.
     """
-    trainer = Trainer(cfg, run_dir, log_metrics, dev_eval, stop_requested, final_eval_ratio)
+    trainer = Trainer(specs, run_dir, log_metrics, dev_eval, stop_requested, final_eval_ratio)
     if resume:
         trainer.resume()
     return trainer.fit()

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from omegaconf import DictConfig
 
+from cl_bench.run_specs import TrainConfig
 from cl_bench.utils.optim import AdamWNoBiasCorrection, implementation
 
 __all__ = ["AdamWNoBiasCorrection", "build_optimizer", "implementation", "parameter_groups"]
@@ -36,19 +36,19 @@ def parameter_groups(
 
 
 def build_optimizer(
-    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train_cfg: DictConfig, fused: bool | None = None
+    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train: TrainConfig, fused: bool | None = None
 ) -> torch.optim.Optimizer:
-    """The optimiser ``train.*`` asks for: lr, betas, eps, weight decay and ``adam_bias_correction``.
+    """The optimiser the ``train`` spec asks for: lr, betas, eps, weight decay and ``adam_bias_correction``.
 
     ``fused`` None: :func:`implementation` of the parameters' device; True/False force it (tests run the CUDA
     path's fused kernel on the CPU, where torch has one too).
     """
-    groups = parameter_groups(named_parameters, train_cfg.weight_decay)
-    betas = (train_cfg.adam_beta1, train_cfg.adam_beta2)
-    if train_cfg.get("adam_bias_correction", True):  # partial configs (tests, callers) mean torch AdamW
+    groups = parameter_groups(named_parameters, train.weight_decay)
+    betas = (train.adam_beta1, train.adam_beta2)
+    if train.adam_bias_correction:
         params = [p for group in groups for p in group["params"]]
         kind = implementation(params[0].device if params else torch.device("cpu"))
         if fused is not None:
             kind = {"fused": True} if fused else {"foreach": True}
-        return torch.optim.AdamW(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps, **kind)
-    return AdamWNoBiasCorrection(groups, lr=train_cfg.lr, betas=betas, eps=train_cfg.adam_eps)
+        return torch.optim.AdamW(groups, lr=train.lr, betas=betas, eps=train.adam_eps, **kind)
+    return AdamWNoBiasCorrection(groups, lr=train.lr, betas=betas, eps=train.adam_eps)

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import catalog, validate, yaml_spec
+from cl_bench.config import build_spec, catalog, validate, yaml_spec
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse.configuration import SimCSESpec
 from cl_bench.methods.simcse.modeling import SimCSE
@@ -93,7 +93,7 @@ def one_step(cfg) -> tuple[SimCSE, dict[str, torch.Tensor]]:
     augmentation = build(OmegaConf.to_container(cfg.augmentation, resolve=True))
     augmentation.setup(encoder, cfg.model.name_or_path)
     context = MethodContext(
-        encoder=encoder, loss=build_loss(cfg.loss), augmentation=augmentation, seed=cfg.seed
+        encoder=encoder, loss=build_loss(build_spec(cfg.loss, "loss")), augmentation=augmentation, seed=cfg.seed
     )
     method = SimCSE(context, yaml_spec("method", "simcse", augment_both_views=cfg.method.augment_both_views))
     out = method.training_step(BATCH)

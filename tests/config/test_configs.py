@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
+from cl_bench.config import build_spec
 from cl_bench.config.catalog import CONF_DIR, GROUPS, options
 
 #: presets composed with `+experiment/points=NAME` (a sweep point added to a preset), the others with group=option
@@ -52,7 +53,7 @@ def test_every_loss_option_builds_its_function(data_dir: Path) -> None:
     for option, cfg in _compose_all("loss").items():
         if not cfg.loss.get("_target_"):
             continue  # a method's default that has no loss (its method uses none)
-        assert callable(build_loss(cfg.loss)), option
+        assert callable(build_loss(build_spec(cfg.loss, "loss"))), option
 
 
 def test_every_augmentation_option_instantiates(data_dir: Path) -> None:

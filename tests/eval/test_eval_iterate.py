@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
+from cl_bench.config.typed import run_specs_from_config
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.suite import sampled_pairs
@@ -84,14 +85,14 @@ def test_iterate_runs_no_full_dev_set_encoding_in_training(
     counting = CountingEncoder()
     scores: list[dict[str, float]] = []
 
-    def fake_train(cfg, run_dir, log_metrics, dev_eval, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def fake_train(specs, run_dir, log_metrics, dev_eval, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         scores.append(dev_eval(counting))
         raise _StopAfterDevEval
 
     monkeypatch.setattr(job, "train", fake_train)
     monkeypatch.setattr(suite, "_DEV_SAMPLES_SAID", set())  # said once per process: as if this were the first job
     with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"), pytest.raises(_StopAfterDevEval):
-        job._train_and_evaluate(cfg, tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
+        job._train_and_evaluate(cfg, run_specs_from_config(cfg), tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
                                 resume=False)
     assert np.isfinite(scores[0]["stsb_dev"]) and "stsb_dev.sample300" not in scores[0]  # flat keys: D names them
     if preset == "iterate":

@@ -243,9 +243,9 @@ def test_loss_yaml_is_valid_and_builds_a_working_partial(option: str) -> None:
 
     text = (CONF_LOSS / f"{option}.yaml").read_text()
     node = _composed_loss(option)
-    build_spec(node, "loss")
+    spec = build_spec(node, "loss")
     assert node._partial_ is True and node.name == option
-    loss_fn = build_loss(node)
+    loss_fn = build_loss(spec)
     assert isinstance(loss_fn, functools.partial)
     params = inspect.signature(loss_fn.func).parameters
     assert list(params)[:3] == ["anchors", "positives", "hard_negatives"]
@@ -263,4 +263,4 @@ def test_loss_tau_override_reaches_the_function() -> None:
 
     node = _composed_loss("ntxent", "loss.tau=0.5")
     a, p = torch.randn(4, 8), torch.randn(4, 8)
-    assert build_loss(node)(a, p).item() == pytest.approx(ntxent(a, p, tau=0.5).item())
+    assert build_loss(build_spec(node, "loss"))(a, p).item() == pytest.approx(ntxent(a, p, tau=0.5).item())

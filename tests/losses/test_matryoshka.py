@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import ConfigError, acting_params, validate
+from cl_bench.config.typed import run_specs_from_config
 from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.suite import evaluate
 from cl_bench.losses.cosent import cosent
@@ -127,7 +128,7 @@ def test_a_matryoshka_training_step(tiny_bert: Path, data_dir: Path) -> None:
     cfg = _compose(data_dir, ["method=simcse_sup", "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}",
                               "model.max_length=16", "train.matryoshka_dims=[32,8]", "data.limit=8"])
     torch.manual_seed(0)
-    method = loop.build_method(cfg, torch.device("cpu"))
+    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
     assert isinstance(method.loss_fn, MatryoshkaLoss)
     seen: list[int] = []
     inner = method.loss_fn.loss

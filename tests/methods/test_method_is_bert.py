@@ -19,6 +19,7 @@ from cl_bench.losses.jsd import jsd_mi_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.is_bert.modeling import CNN_WEIGHTS_FILE, ISBERT, NGramCNN
 from cl_bench.models.encoder import build_encoder
+from cl_bench.run_specs import TrainConfig
 from cl_bench.train.loop import make_optimizer
 
 SENTENCES = ["a man plays the guitar in the park", "the dog runs", "two children sit", "a red car"]
@@ -139,10 +140,8 @@ def test_training_step_updates_bert_cnn_and_discriminator(tiny_bert: Path, discr
     assert scores.shape == (4, 7, 4)
 
 
-def _train_cfg():
-    from omegaconf import OmegaConf
-
-    return OmegaConf.create({"lr": 1e-2, "weight_decay": 0.01, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_eps": 1e-7})
+def _train_cfg() -> TrainConfig:
+    return TrainConfig(lr=1e-2, weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-7)
 
 
 def test_save_writes_cnn_weights_that_reproduce_the_embeddings(tiny_bert: Path, tmp_path: Path) -> None:

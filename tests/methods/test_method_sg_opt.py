@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import build_spec, validate, yaml_spec
@@ -18,6 +17,7 @@ from cl_bench.losses.sg_opt import parameter_drift, sg_contrastive_loss
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.sg_opt.modeling import SelfGuided, pool_layers
 from cl_bench.models.encoder import build_encoder
+from cl_bench.run_specs import TrainConfig
 from cl_bench.train.loop import make_optimizer
 
 SENTENCES = ["a man plays the guitar", "the dog runs in the park", "two children sit", "a red car"]
@@ -136,9 +136,7 @@ def test_frozen_copy_never_changes_and_stays_out_of_training(tiny_bert: Path) ->
     method = _method(tiny_bert, objective="opt3", reg_weight=0.1)
     frozen_before = {n: p.detach().clone() for n, p in method.frozen.named_parameters()}
     tuned_before = {n: p.detach().clone() for n, p in method.encoder.backbone.named_parameters()}
-    optimizer = make_optimizer(method, OmegaConf.create(
-        {"lr": 1e-2, "weight_decay": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.9, "adam_eps": 1e-6}
-    ))
+    optimizer = make_optimizer(method, TrainConfig(lr=1e-2, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.9, adam_eps=1e-6))
     method.train()
     assert not method.frozen.training  # train() does not switch on BERT_F's dropout
     for _ in range(2):

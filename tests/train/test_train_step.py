@@ -214,7 +214,7 @@ def test_a_compiled_trainer_trains_on_bucketed_lengths(monkeypatch: pytest.Monke
 def test_auto_data_workers(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     """train.num_workers=-1 (the default): 2 workers on CUDA, 0 elsewhere and under GradCache; a number is kept."""
     trainer = _trainer(tiny_bert, data_dir, tmp_path)
-    assert trainer.tcfg.num_workers == -1 and trainer.data_workers() == 0  # the CPU
+    assert trainer.train_spec.num_workers == -1 and trainer.data_workers() == 0  # the CPU
     trainer.device = torch.device("cuda")  # what the choice reads (no GPU needed to ask it)
     assert trainer.data_workers() == 2
     trainer.grad_cache = object()

@@ -1,0 +1,56 @@
+"""The trainer's inputs: :class:`cl_bench.run_specs.RunSpecs`, built once from the composed config
+(:func:`cl_bench.config.typed.run_specs_from_config`), and train/ reading nothing else of the config."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from cl_bench.config import register_schemas
+from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.typed import run_specs_from_config
+from cl_bench.eval.options import EvalConfig
+from cl_bench.run_specs import DataConfig, ModelConfig, RunSpecs, TrainConfig
+
+TRAIN_DIR = Path(__file__).resolve().parents[2] / "cl_bench" / "train"
+
+
+def _specs(*overrides: str) -> RunSpecs:
+    register_schemas()  # conf/config.yaml extends the schema (as importing the CLI does)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return run_specs_from_config(compose("config", overrides=list(overrides)))
+
+
+def test_the_specs_are_typed_objects_with_the_composed_values() -> None:
+    specs = _specs("train.matryoshka_dims=[8,16]", "batch_size=16", "loss.tau=0.1", "data.limit=40", "seed=7")
+    assert isinstance(specs.train, TrainConfig) and isinstance(specs.model, ModelConfig)
+    assert isinstance(specs.data, DataConfig) and isinstance(specs.eval, EvalConfig)
+    assert specs.train.matryoshka_dims == [8, 16] and type(specs.train.matryoshka_dims) is list  # no ListConfig
+    assert specs.train.batch_size == 16 and specs.model.dropout == 0.1  # the top-level shortcuts, resolved
+    assert (specs.seed, specs.data.limit, specs.mode) == (7, 40, "train")
+    assert specs.method is not None and specs.method.name == "simcse"
+    assert specs.loss is not None and specs.loss.tau == 0.1 and specs.augmentation is not None
+    assert specs.paths.output_dir == ""  # composed from Python: no Hydra job, no run folder
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        specs.seed = 1  # type: ignore[misc]
+
+
+def test_a_group_the_run_does_not_use_is_none() -> None:
+    assert _specs("method=is_bert").augmentation is None  # IS-BERT uses no augmentation
+    evaluation = _specs("mode=eval")
+    assert (evaluation.method, evaluation.loss, evaluation.augmentation) == (None, None, None)
+
+
+def test_train_imports_no_config_library_and_no_preflight() -> None:
+    """train/ receives typed specs: none of its modules imports omegaconf, hydra or cl_bench.config."""
+    for path in sorted(TRAIN_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split(".")[0] not in ("omegaconf", "hydra") and not name.startswith("cl_bench.config"), (
+                    f"{path.name} imports {name}")
