@@ -80,10 +80,11 @@ class Spec:
     @classmethod
     def from_config(cls, node: Mapping[str, Any], **changes: Any) -> Spec:
         """The spec of an option's config values (a YAML's keys, ``changes`` applied); the node's ``_target_``,
-        ``_partial_`` and ``defaults`` are not settings and are left out. Values are not checked here:
-        :func:`cl_bench.config.build_spec` checks a run's, :meth:`check` checks any."""
+        ``_partial_`` and ``defaults`` are not settings and are left out; a key the node lacks keeps its declared
+        default. Values are not checked here: :func:`cl_bench.config.build_spec` checks a run's, :meth:`check` checks
+        any."""
         values = {**node, **changes}
-        return cls(**{key: values[key] for key in cls.keys()})
+        return cls(**{key: values[key] for key in cls.keys() if key in values})
 
     @classmethod
     @functools.cache

@@ -20,6 +20,7 @@ file when the models cannot load.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -61,6 +62,9 @@ class BackTranslator:
         do_sample: sample translations (seeded) instead of beam search, for diverse paraphrases.
         max_length: longest generated sequence, in tokens.
         batch_size: sentences per generation call.
+
+    The generation settings are :class:`~cl_bench.augment.specs.BackTranslationSpec`'s keys (their defaults and rules
+    are declared there: :meth:`~cl_bench.augment.specs.BackTranslationSpec.generation`).
     """
 
     def __init__(
@@ -70,13 +74,11 @@ class BackTranslator:
         backward_model: Any,
         backward_tokenizer: Any,
         *,
-        num_beams: int = 4,
-        do_sample: bool = False,
-        max_length: int = 128,
-        batch_size: int = 32,
+        num_beams: int,
+        do_sample: bool,
+        max_length: int,
+        batch_size: int,
     ) -> None:
-        if num_beams < 1 or max_length < 1 or batch_size < 1:
-            raise ValueError("augmentation: num_beams, max_length and batch_size must be >= 1")
         self.forward = (forward_model.eval(), forward_tokenizer)
         self.backward = (backward_model.eval(), backward_tokenizer)
         self.num_beams = num_beams
@@ -87,14 +89,15 @@ class BackTranslator:
     @classmethod
     def from_pretrained(
         cls,
-        source_lang: str = "en",
-        pivot_lang: str = "de",
-        forward_model: str | None = None,
-        backward_model: str | None = None,
+        source_lang: str,
+        pivot_lang: str,
+        forward_model: str | None,
+        backward_model: str | None,
         device: torch.device | str = "cpu",
-        **kwargs: Any,
+        **generation: Any,
     ) -> BackTranslator:
-        """Load the two translation models (OPUS-MT by default) onto ``device``.
+        """Load the two translation models (OPUS-MT when ``forward_model``/``backward_model`` are None) onto ``device``;
+        ``generation``: the translator's settings (:meth:`~cl_bench.augment.specs.BackTranslationSpec.generation`).
 
         Raises:
             BackTranslationUnavailable: when a model or tokenizer cannot be loaded (offline, no
@@ -116,7 +119,7 @@ class BackTranslator:
                     f"cannot load translation model '{name}': {first_line}"
                 ) from err
             loaded += [model, tokenizer]
-        return cls(*loaded, **kwargs)
+        return cls(*loaded, **generation)
 
     def to(self, device: torch.device | str) -> BackTranslator:
         """Move both models to ``device``."""
@@ -304,15 +307,14 @@ def cached_back_translations(
 class BackTranslation(Augmentation):
     """Back-translated views: MarianMT round trip when the models load, else a paraphrase file.
 
-    Keys: ``conf/augmentation/back_translation.yaml`` (spec: :class:`~cl_bench.augment.specs.BackTranslationSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.BackTranslationSpec`).
     """
 
     spec: BackTranslationSpec
 
     def __init__(self, spec: BackTranslationSpec) -> None:
         super().__init__(spec)
-        # the generation settings, as the translator and the cache key take them
-        self.generation = {key: getattr(spec, key) for key in ("num_beams", "do_sample", "max_length", "batch_size")}
+        self.generation = spec.generation()  # as the translator and the cache key take them
         self.translator: BackTranslator | None = None
         self.table: ParaphraseTable | None = None
         self._encoder: Any = None
@@ -376,30 +378,31 @@ class BackTranslation(Augmentation):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Precompute a paraphrase file: ``python -m cl_bench.augment.back_translation CORPUS OUT``."""
+    spec = BackTranslationSpec()  # the augmentation's defaults are the command's
     parser = argparse.ArgumentParser(description="Back-translate a one-sentence-per-line corpus.")
     parser.add_argument("corpus", help="corpus file (.txt or .txt.gz), one sentence per line")
     parser.add_argument("out", help="paraphrase file to write, one line per corpus line")
-    parser.add_argument("--pivot", default="de", help="pivot language (default: de)")
-    parser.add_argument("--source", default="en", help="corpus language (default: en)")
-    parser.add_argument("--forward-model", default=None, help="source->pivot model (default: OPUS-MT)")
-    parser.add_argument("--backward-model", default=None, help="pivot->source model (default: OPUS-MT)")
+    parser.add_argument("--pivot", default=spec.pivot_lang, help=f"pivot language (default: {spec.pivot_lang})")
+    parser.add_argument("--source", default=spec.source_lang, help=f"corpus language (default: {spec.source_lang})")
+    parser.add_argument("--forward-model", default=spec.forward_model, help="source->pivot model (default: OPUS-MT)")
+    parser.add_argument("--backward-model", default=spec.backward_model, help="pivot->source model (default: OPUS-MT)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--num-beams", type=int, default=4)
-    parser.add_argument("--max-length", type=int, default=128, help="longest translation, in tokens")
+    parser.add_argument("--batch-size", type=int, default=spec.batch_size)
+    parser.add_argument("--num-beams", type=int, default=spec.num_beams)
+    parser.add_argument("--max-length", type=int, default=spec.max_length, help="longest translation, in tokens")
     parser.add_argument("--sample", action="store_true", help="sample instead of beam search")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
+    spec = dataclasses.replace(spec, pivot_lang=args.pivot, source_lang=args.source, forward_model=args.forward_model,
+                               backward_model=args.backward_model, batch_size=args.batch_size, num_beams=args.num_beams,
+                               max_length=args.max_length, do_sample=args.sample)
+    try:
+        spec.check()  # the spec's rules (>= 1 ...), one line
+    except ValueError as err:
+        parser.error(str(err))
     translator = BackTranslator.from_pretrained(
-        args.source,
-        args.pivot,
-        args.forward_model,
-        args.backward_model,
-        device=args.device,
-        num_beams=args.num_beams,
-        do_sample=args.sample,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
+        spec.source_lang, spec.pivot_lang, spec.forward_model, spec.backward_model, device=args.device,
+        **spec.generation(),
     )
     count = write_paraphrase_file(args.corpus, args.out, translator, seed=args.seed)
     print(f"wrote {count} back-translations to {args.out}")

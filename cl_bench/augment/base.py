@@ -27,7 +27,8 @@ class Augmentation:
     """Identity augmentation; subclasses override one of the hooks and receive their option's spec.
 
     An option's keys, its name and what it does (rewrites text, edits embeddings) are its spec's
-    (:class:`cl_bench.specs.AugmentationSpec`; the values from ``conf/augmentation/<name>.yaml``), built and
+    (:class:`cl_bench.specs.AugmentationSpec`; each key's default, rule and doc declared there, the values
+    ``conf/augmentation/<name>.yaml`` changes applied), built and
     checked by :func:`cl_bench.specs.build` or, from Python, :func:`cl_bench.config.yaml_spec`.
     """
 

@@ -60,7 +60,7 @@ def load_masked_lm(name_or_path: str, device: torch.device | str = "cpu") -> tup
 class MLMReplace(Augmentation):
     """Replace ``round(probability * l)`` words (at least one) by masked-LM predictions.
 
-    Keys: ``conf/augmentation/mlm_replace.yaml`` (spec: :class:`~cl_bench.augment.specs.MLMReplaceSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.MLMReplaceSpec`).
     """
 
     spec: MLMReplaceSpec

@@ -74,7 +74,7 @@ def read_negations(path: str | Path) -> dict[str, str]:
 class Negation(Augmentation):
     """Each sentence's negation: rule-based (``source=rules``) or read from ``file`` (``source=file``).
 
-    Keys: ``conf/augmentation/negation.yaml`` (spec: :class:`~cl_bench.augment.specs.NegationSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.NegationSpec`).
     """
 
     spec: NegationSpec

@@ -1,8 +1,9 @@
 """The augmentations' specs: each ``augmentation=`` option's keys with their types, what it does to a view
 (rewrites text, edits embeddings, runs a model) and its rules.
 
-Torch-free (see :mod:`cl_bench.specs`). An augmentation receives its spec (:func:`cl_bench.specs.build`); a spec's
-:meth:`~cl_bench.specs.Spec.check` holds the value rules, run on the config before any model loads.
+Torch-free (see :mod:`cl_bench.specs`). An augmentation receives its spec (:func:`cl_bench.specs.build`); each key's
+type, default, rule and doc (its comment) are declared here once, and :meth:`~cl_bench.specs.Spec.check` runs the
+rules on the config before any model loads.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar
+
+from annotated_types import Ge, Interval
 
 from cl_bench.specs import AugmentationSpec
 
@@ -20,24 +23,18 @@ BackTranslationSource = StrEnum("BackTranslationSource", "auto models file")
 NegationSource = StrEnum("NegationSource", "rules file")
 #: word repetition's units (``augmentation.dup_type``): subword tokens of the training tokenizer, or words
 DupType = StrEnum("DupType", "bpe word")
-
-
-def check_rate(rate: float, key: str = "augmentation.rate", upper: float = 1.0) -> None:
-    """One-line error unless ``0 <= rate < upper``."""
-    if not 0.0 <= rate < upper:
-        raise ValueError(f"{key}: must be in [0, {upper:g}), got {rate}")
+#: a fraction of a sentence changed, in [0, 1) (a cutoff's or crop's rate, EDA's α)
+Fraction = Annotated[float, Interval(ge=0, lt=1)]
 
 
 @dataclass(kw_only=True)
 class RateSpec(AugmentationSpec):
     """An augmentation whose one key is the fraction it changes, ``rate``, in [0, 1) (the cutoffs, crop, word deletion)."""
 
-    #: the fraction changed: of the words (crop, word deletion), of the sentence's tokens (token/span cutoff) or of
-    #: the hidden features (feature cutoff)
-    rate: float
-
-    def check(self) -> None:
-        check_rate(self.rate)
+    #: the fraction changed: of the words (crop, word deletion: SimCSE Table 1's k, 0.1 / 0.2 / 0.3), of the
+    #: sentence's tokens (token/span cutoff; 0.1 is the cutoff authors' run_glue.sh ratio) or of the hidden features
+    #: (feature cutoff)
+    rate: Fraction = 0.1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -115,11 +112,9 @@ class DeleteOneWordSpec(AugmentationSpec):
 class EDASpec(AugmentationSpec):
     """The four EDA operations' key: α, in [0, 1)."""
 
-    #: EDA's α: ``max(1, floor(α l))`` words of l changed (deletion: each word dropped with probability α)
-    alpha: float
-
-    def check(self) -> None:
-        check_rate(self.alpha, "augmentation.alpha")
+    #: EDA's α: ``max(1, floor(α l))`` words of l changed (deletion: each word dropped with probability α); for
+    #: synonym replacement 0 = exactly one word (SimCSE Table 1 is augmentation=simcse_table1/synonym)
+    alpha: Fraction = 0.1
 
 
 @dataclass(kw_only=True)
@@ -161,19 +156,16 @@ class SynonymSubstitutionSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.synonym.SynonymSubstitution"
     name: ClassVar[str] = "synonym"
 
-    aug_p: float  #: the share of the words replaced
-    aug_min: int  #: at least this many
-    #: at most this many; 1 replaces exactly one word, SimCSE Table 1's "randomly replace one word with its synonym"
-    aug_max: int
+    aug_p: Annotated[float, Interval(ge=0, le=1)] = 0.3  # the share of the words replaced (nlpaug default)
+    aug_min: Annotated[int, Ge(0)] = 1  # at least this many (nlpaug default; at most aug_max)
+    #: at most this many (nlpaug default 10); 1 replaces exactly one word, SimCSE Table 1's "randomly replace one
+    #: word with its synonym"
+    aug_max: Annotated[int, Ge(1)] = 10
 
-    def check(self) -> None:
-        if not 0.0 <= self.aug_p <= 1.0:
-            raise ValueError(f"augmentation.aug_p: must be in [0, 1], got {self.aug_p}")
-        if self.aug_min < 0 or self.aug_max < 1 or self.aug_min > self.aug_max:
-            raise ValueError(
-                "augmentation.aug_min/aug_max: need 0 <= aug_min <= aug_max and aug_max >= 1, "
-                f"got {self.aug_min}, {self.aug_max}"
-            )
+    def check_combination(self) -> None:
+        """At least ``aug_min`` words, at most ``aug_max``: the bounds in order."""
+        if self.aug_min > self.aug_max:
+            raise ValueError(f"augmentation.aug_min: must be <= augmentation.aug_max ({self.aug_max}), got {self.aug_min}")
 
 
 @dataclass(kw_only=True)
@@ -183,12 +175,11 @@ class WordRepetitionSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.word_repetition.WordRepetition"
     name: ClassVar[str] = "word_repetition"
 
-    dup_rate: float
-    dup_type: DupType
-
-    def check(self) -> None:
-        if not 0.0 <= float(self.dup_rate) <= 1.0:
-            raise ValueError(f"augmentation.dup_rate: must be in [0, 1], got {self.dup_rate}")
+    #: r, the share of the words/tokens repeated (ESimCSE run.sh: 0.32 for BERT-base/large, 0.3 RoBERTa-base, 0.28
+    #: RoBERTa-large)
+    dup_rate: Annotated[float, Interval(ge=0, le=1)] = 0.32
+    #: bpe: repeat token ids of the training tokenizer (run.sh) | word: repeat whitespace words
+    dup_type: DupType = DupType.bpe
 
 
 # ------------------------------------------------------------------------------------------------
@@ -201,10 +192,13 @@ class NegationSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.negation.Negation"
     name: ClassVar[str] = "negation"
 
-    source: NegationSource
-    file: str | None
+    #: rules: SNCSE's rule without its spaCy parser (cl_bench/augment/negation.py says what differs) | file:
+    #: precomputed negations
+    source: NegationSource = NegationSource.rules
+    #: with source=file: one JSON [sentence, negation] list a line (SNCSE's soft_negative_samples.txt)
+    file: str | None = None
 
-    def check(self) -> None:
+    def check_combination(self) -> None:
         """``file`` an existing file with ``source=file`` and unset otherwise."""
         if self.source == "file" and not (self.file and Path(self.file).is_file()):
             raise ValueError(
@@ -221,18 +215,12 @@ class MLMReplaceSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.mlm_replace.MLMReplace"
     name: ClassVar[str] = "mlm_replace"
 
-    probability: float  #: the fraction of the words replaced (SimCSE: 0.15)
-    mlm_model: str | None
-    top_k: int
-    batch_size: int  #: sentences per masked-LM forward pass
-
-    def check(self) -> None:
-        if not 0.0 < self.probability <= 1.0:
-            raise ValueError(f"augmentation.probability: must be in (0, 1], got {self.probability}")
-        if self.top_k < 1:
-            raise ValueError(f"augmentation.top_k: must be >= 1, got {self.top_k}")
-        if self.batch_size < 1:
-            raise ValueError(f"augmentation.batch_size: must be >= 1, got {self.batch_size}")
+    probability: Annotated[float, Interval(gt=0, le=1)] = 0.15  # the fraction of the words replaced (SimCSE: 0.15)
+    #: the masked LM, e.g. bert-base-uncased (SimCSE used BERT-base); null: the encoder's own checkpoint and its
+    #: pretrained MLM head (frozen copy; a checkpoint without an MLM head is an error)
+    mlm_model: str | None = None
+    top_k: Annotated[int, Ge(1)] = 100  # sampled among this many predictions (nlpaug ContextualWordEmbsAug default); 1 = most likely other word
+    batch_size: Annotated[int, Ge(1)] = 64  # sentences per masked-LM forward pass
 
     def runs_model_in_training(self) -> bool:
         return True  # the masked LM, on the encoder's device
@@ -245,20 +233,27 @@ class BackTranslationSpec(AugmentationSpec):
     target: ClassVar[str] = "cl_bench.augment.back_translation.BackTranslation"
     name: ClassVar[str] = "back_translation"
 
-    pivot_lang: str  #: the pivot language's code (OPUS-MT naming, e.g. ``de``, ``fr``)
-    source_lang: str  #: the corpus's language
-    forward_model: str | None  #: source -> pivot model id or path
-    backward_model: str | None  #: pivot -> source model id or path
-    paraphrase_file: str | None  #: precomputed paraphrases, one per line of ``corpus_file``
-    corpus_file: str | None  #: the corpus the paraphrase file is aligned with (and the cache translates)
-    source: BackTranslationSource
-    num_beams: int  #: beam size of the translations
-    do_sample: bool
-    max_length: int  #: longest translation, in tokens
-    batch_size: int  #: sentences per generation call
-    cache: bool
-    cache_dir: str | None
-    limit: int | None
+    pivot_lang: str = "de"  # the pivot language's code (OPUS-MT naming, e.g. ``de``, ``fr``)
+    source_lang: str = "en"  # the corpus's language
+    forward_model: str | None = None  # source -> pivot model id or path (null: Helsinki-NLP/opus-mt-<source>-<pivot>)
+    backward_model: str | None = None  # pivot -> source model id or path (null: Helsinki-NLP/opus-mt-<pivot>-<source>)
+    paraphrase_file: str | None = None  # precomputed paraphrases, one per line of ``corpus_file``
+    #: the corpus the paraphrase file is aligned with (and the cache translates); the YAML sets ${data.train_file}
+    corpus_file: str | None = None
+    source: BackTranslationSource = BackTranslationSource.auto  # auto (models, else file) | models | file
+    num_beams: Annotated[int, Ge(1)] = 4  # beam size of the translations
+    do_sample: bool = False  # true: seeded sampling, so the two views of a sentence differ
+    max_length: Annotated[int, Ge(1)] = 128  # longest translation, in tokens
+    batch_size: Annotated[int, Ge(1)] = 32  # sentences per generation call
+    cache: bool = True  # beam search: back-translate the corpus once into cache_dir and reuse it in later runs
+    cache_dir: str | None = None  # null: $XDG_CACHE_HOME/cl_bench/back_translation (~/.cache/...)
+    #: translate only the first ``limit`` sentences, those training reads (the YAML sets ${data.limit}); null: all
+    limit: int | None = None
+
+    def generation(self) -> dict[str, Any]:
+        """The generation settings, as :class:`~cl_bench.augment.back_translation.BackTranslator` and the cache key take
+        them."""
+        return {key: getattr(self, key) for key in ("num_beams", "do_sample", "max_length", "batch_size")}
 
     def translates_corpus_once(self) -> bool:
         """Whether the corpus is translated once into the cache (beam search, a corpus file, ``cache`` on) instead

@@ -37,7 +37,7 @@ def nlpaug_count(aug_p: float, aug_min: int, aug_max: int, length: int) -> int:
 class SynonymSubstitution(WordNetAugmentation):
     """Replace ``clamp(ceil(aug_p * words), aug_min, aug_max)`` random words that have WordNet synonyms.
 
-    Keys: ``conf/augmentation/synonym.yaml`` (spec: :class:`~cl_bench.augment.specs.SynonymSubstitutionSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.SynonymSubstitutionSpec`).
     """
 
     spec: SynonymSubstitutionSpec

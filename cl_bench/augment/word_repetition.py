@@ -59,7 +59,7 @@ def repeat_tokens(ids: Sequence[int], dup_rate: float, rng: random.Random) -> li
 class WordRepetition(Augmentation):
     """ESimCSE's positive: the sentence with some words (``word``) or subword tokens (``bpe``) repeated.
 
-    Keys: ``conf/augmentation/word_repetition.yaml`` (spec: :class:`~cl_bench.augment.specs.WordRepetitionSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.WordRepetitionSpec`).
     """
 
     spec: WordRepetitionSpec

@@ -104,7 +104,7 @@ class WordNetAugmentation(WordAugmentation, abc.ABC):
 class Crop(WordAugmentation):
     """SimCSE "crop k%": keep a random contiguous span of 100-k% of the words.
 
-    Keys: ``conf/augmentation/crop.yaml`` (spec: :class:`~cl_bench.augment.specs.CropSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.CropSpec`).
     """
 
     spec: CropSpec
@@ -116,7 +116,7 @@ class Crop(WordAugmentation):
 class WordDeletion(WordAugmentation):
     """SimCSE "word deletion k%": delete k% of the words at random positions.
 
-    Keys: ``conf/augmentation/word_deletion.yaml`` (spec: :class:`~cl_bench.augment.specs.WordDeletionSpec`).
+    Keys: declared on its spec (:class:`~cl_bench.augment.specs.WordDeletionSpec`).
     """
 
     spec: WordDeletionSpec

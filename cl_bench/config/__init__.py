@@ -7,6 +7,7 @@ before any model or data is loaded, raising :class:`ConfigError` with one line n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -128,7 +129,8 @@ def build_spec(node: DictConfig, group: str) -> Spec:
     if unknown:
         raise ConfigError(f"{group}.{unknown[0]}: unknown key for {target}; valid keys: "
                           f"{', '.join(k for k in cls.keys() if k != 'name') or 'none'}")
-    missing = [key for key in cls.keys() if key not in values]
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values  # a key without a default
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
         raise ConfigError(f"{group}.{missing[0]}: missing; {group}={node.get('name', target)} takes "
                           f"{', '.join(cls.keys())}")

@@ -171,7 +171,7 @@ def method_rows() -> list[dict[str, str]]:
         if cls is None:
             rows.append({"method": name, "summary": f"no spec found for {node.get('_target_')}"})
             continue
-        keys = [k for k in node if not str(k).startswith("_") and k not in ("name", "defaults")]
+        keys = [k for k in cls.keys() if k != "name"]  # the spec declares every key (the YAML only what it changes)
         rows.append({
             "method": name,
             "uses": ", ".join(g for g in ("loss", "augmentation", "pooler") if g in cls.uses) or "-",

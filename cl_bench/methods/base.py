@@ -104,7 +104,8 @@ class Method(nn.Module, abc.ABC):
 
     Args:
         context: what the method runs on (encoder, loss, augmentation, ...).
-        spec: its settings, the checked values of ``conf/method/<name>.yaml`` (``self.spec.<key>``).
+        spec: its settings (``self.spec.<key>``): the defaults declared on it, as ``conf/method/<name>.yaml`` and
+            the run change them, checked.
     """
 
     def __init__(self, context: MethodContext, spec: MethodSpec) -> None:
@@ -290,10 +291,9 @@ def encode_views(
 def mlp_head(in_dim: int, sizes: Sequence[int], *, last_bias: bool = True, hidden_bias: bool = True) -> nn.Sequential:
     """``Linear–BatchNorm–ReLU`` for every size but the last, then a ``Linear`` to the last size.
 
-    The heads of Barlow Twins (``hidden_bias=False``, ``last_bias=False``), BYOL and SwAV.
+    The heads of Barlow Twins (``hidden_bias=False``, ``last_bias=False``), BYOL and SwAV; ``sizes`` is their spec's
+    key (:data:`cl_bench.methods.specs.LayerSizes`, whose rule the spec's check runs).
     """
-    if not sizes or any(int(s) < 1 for s in sizes):
-        raise ValueError(f"head sizes must be a non-empty list of integers >= 1, got {list(sizes)}")
     layers: list[nn.Module] = []
     width = in_dim
     for size in sizes[:-1]:

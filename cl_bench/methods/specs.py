@@ -1,5 +1,5 @@
-"""The rules and choices that several methods' specs share (the auxiliary MLM's keys, a head's layer sizes, a
-prompt template, BatchNorm heads' mode).
+"""The key types and choices that several methods' specs share (the auxiliary MLM's keys, a head's layer sizes, a
+prompt template, BatchNorm heads' mode), each with its rule declared once (read by :func:`cl_bench.specs.check_fields`).
 
 Torch-free (see :mod:`cl_bench.specs`). Each method's own spec sits in its folder,
 ``cl_bench/methods/<name>/configuration.py``; what one method alone uses lives there, not here.
@@ -8,19 +8,31 @@ Torch-free (see :mod:`cl_bench.specs`). Each method's own spec sits in its folde
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from cl_bench.models.prompts import MASK_PLACEHOLDER, SENTENCE_SLOT, check_prompt
-from cl_bench.specs import check_ranges
+from annotated_types import Ge, Interval, MinLen
+
+from cl_bench.models.prompts import MASK_PLACEHOLDER, SENTENCE_SLOT
+from cl_bench.specs import Must
 
 #: ``method.batch_norm`` of the two-view methods with BatchNorm heads (Barlow Twins, BYOL)
 BatchNormMode = StrEnum("BatchNormMode", "per_view joint")
 
+#: a head's layer sizes (``method.projector`` of Barlow Twins, ``method.projection`` of BYOL and SwAV)
+LayerSizes = Annotated[list[Annotated[int, Ge(1)]], MinLen(1)]
+#: λ of an auxiliary MLM loss (SimCSE, supervised SimCSE, DeCLUTR); 0: no MLM term
+MlmWeight = Annotated[float, Ge(0)]
+#: the fraction of tokens masked for an auxiliary MLM loss
+MlmProbability = Annotated[float, Interval(gt=0, lt=1)]
 
-def check_mlm_config(values: dict[str, Any]) -> None:
-    """The auxiliary-MLM keys shared by SimCSE, supervised SimCSE and DeCLUTR: weight and probability."""
-    check_ranges("method", values, {"mlm_weight": (lambda v: v >= 0, ">= 0"),
-                                    "mlm_probability": (lambda v: 0 < v < 1, "in (0, 1)")})
+
+def _one_slot_one_mask(template: Any) -> bool:
+    return isinstance(template, str) and template.count(SENTENCE_SLOT) == 1 and template.count(MASK_PLACEHOLDER) == 1
+
+
+#: a [MASK]-pooled prompt template (PromptBERT, SNCSE): the sentence slot once, the mask once (the encoder fills the
+#: slot and pools the mask's state)
+Template = Annotated[str, Must(_one_slot_one_mask, f"hold one sentence slot {SENTENCE_SLOT} and one {MASK_PLACEHOLDER}")]
 
 
 def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
@@ -29,24 +41,3 @@ def mlm_inert_keys(values: dict[str, Any]) -> dict[str, str]:
         return {}
     why = "method.mlm_weight is 0 (no MLM term); set method.mlm_weight > 0"
     return {key: why for key in ("mlm_probability", "mlm_mode") if key in values}
-
-
-def check_head(values: dict[str, Any], key: str) -> None:
-    """Raise ``ValueError("method.<key>: ...")`` unless ``values[key]`` is a non-empty list of sizes >= 1."""
-    sizes = values.get(key)
-    if sizes is not None and (
-        isinstance(sizes, str | int) or not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
-    ):
-        raise ValueError(f"method.{key}: must be a non-empty list of layer sizes >= 1, got {sizes!r}")
-
-
-def check_templates(values: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """Each ``method.<key>`` template has one ``[X]`` and one ``[MASK]``."""
-    for key in keys:
-        template = values.get(key)
-        if template is None:
-            continue
-        if not isinstance(template, str) or SENTENCE_SLOT not in template or MASK_PLACEHOLDER not in template:
-            raise ValueError(f"method.{key}: a template needs the sentence slot {SENTENCE_SLOT} and {MASK_PLACEHOLDER}, "
-                             f"got {template!r}")
-        check_prompt(template, f"method.{key}", "mask")

@@ -19,7 +19,17 @@ log = logging.getLogger(__name__)
 
 
 class ModelLoadError(RuntimeError):
-    """Raised with a one-line, actionable message when a model cannot be loaded."""
+    """Raised with a one-line, actionable message when a model cannot be loaded.
+
+    The checks of ``model.name_or_path`` (:func:`check_model_reachable`) also give the message's parts, so that a caller
+    checking another key (``method.generator``, ``method.guide``) words it for that key without reading the message:
+    ``reason`` (what is wrong, without the key) and ``fix`` (what to do; may be empty).
+    """
+
+    def __init__(self, message: str = "", *, reason: str = "", fix: str = "") -> None:
+        super().__init__(message or f"model.name_or_path: {reason}" + (f"; {fix}" if fix else ""))
+        self.reason = reason or str(self)
+        self.fix = fix
 
 
 #: a Hugging Face hub id: ``name`` or ``namespace/name`` (huggingface_hub's ``validate_repo_id``: letters, digits,
@@ -70,12 +80,17 @@ def hub_hint(name_or_path: str, decoder: bool | None = None) -> str:
             None: unknown). An example folder is given only when its kind is known to match: an encoder folder
             (all-MiniLM-L6-v2) is no example for a decoder run, nor a decoder for an encoder run.
     """
+    return str(_hub_error(name_or_path, decoder))
+
+
+def _hub_error(name_or_path: str, decoder: bool | None = None) -> ModelLoadError:
+    """:func:`hub_hint`'s error, with its parts."""
     example = _local_model_example(decoder)
-    return (
-        f"model.name_or_path: cannot load '{name_or_path}' from the Hugging Face hub (offline or no network); "
-        "point model.name_or_path at a local Hugging Face directory"
+    return ModelLoadError(
+        reason=f"cannot load '{name_or_path}' from the Hugging Face hub (offline or no network)",
+        fix="point model.name_or_path at a local Hugging Face directory"
         + (f", e.g. model.name_or_path={example}" if example else "")
-        + f", or put the hub model in the cache on a machine with network (how: {OFFLINE_MODELS_DOC})"
+        + f", or put the hub model in the cache on a machine with network (how: {OFFLINE_MODELS_DOC})",
     )
 
 
@@ -134,20 +149,20 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
         path = Path(name_or_path).expanduser()
         if not (path / "config.json").is_file():
             why = missing_folder_hint(path) or " (config.json missing)"
-            raise ModelLoadError(f"model.name_or_path: no Hugging Face model at '{path}'{why}")
+            raise ModelLoadError(reason=f"no Hugging Face model at '{path}'{why}")
         for weights in sorted(path.glob("*.safetensors")):
             check_safetensors(weights)
         recorded_encoder_class(path)
         return
     if not is_hub_id(name_or_path):  # the hub's validator would answer with a traceback
-        raise ModelLoadError(f"model.name_or_path: '{name_or_path}' is neither a local folder nor a Hugging Face hub id "
+        raise ModelLoadError(reason=f"'{name_or_path}' is neither a local folder nor a Hugging Face hub id "
                              "(name or namespace/name: letters, digits, '-', '_', '.')")
     from huggingface_hub import constants, try_to_load_from_cache
 
     cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
     if offline():
         if not cached:
-            raise ModelLoadError(hub_hint(name_or_path, decoder))
+            raise _hub_error(name_or_path, decoder)
         return
     # urllib.request (0.05-0.15 s): only a hub id that is not cached asks the network; the method specs import this module
     from cl_bench.utils.network import host_reachable
@@ -155,7 +170,7 @@ def check_model_reachable(name_or_path: str, decoder: bool | None = None) -> Non
     if host_reachable(constants.ENDPOINT):
         return
     if not cached:
-        raise ModelLoadError(hub_hint(name_or_path, decoder))
+        raise _hub_error(name_or_path, decoder)
     log.warning("the Hugging Face hub cannot be reached: loading the cached copy of %s (offline mode)", name_or_path)
     _go_offline(constants)
 
@@ -175,8 +190,7 @@ def check_safetensors(path: Path) -> None:
         ModelLoadError: one line naming the file and what is wrong.
     """
     def bad(why: str) -> ModelLoadError:
-        return ModelLoadError(f"model.name_or_path: {path}: not a readable safetensors file ({why}); "
-                              "re-save or re-copy the model")
+        return ModelLoadError(reason=f"{path}: not a readable safetensors file ({why})", fix="re-save or re-copy the model")
 
     size = path.stat().st_size
     with path.open("rb") as raw:
@@ -245,8 +259,8 @@ def recorded_encoder_class(folder: Path) -> str | None:
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ModelLoadError(f"model.name_or_path: {meta_path}: unreadable ({err})") from None
+        raise ModelLoadError(reason=f"{meta_path}: unreadable ({err})") from None
     if not isinstance(meta, dict):
-        raise ModelLoadError(f"model.name_or_path: {meta_path}: not a JSON object")
+        raise ModelLoadError(reason=f"{meta_path}: not a JSON object")
     recorded = meta.get("encoder_class")
     return None if not recorded else encoder_class_name(recorded, f"model.name_or_path: {meta_path}")

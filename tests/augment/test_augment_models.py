@@ -19,6 +19,7 @@ from cl_bench.augment.back_translation import (
     write_paraphrase_file,
 )
 from cl_bench.augment.mlm_replace import MLMHeadMissing, MLMReplace
+from cl_bench.augment.specs import BackTranslationSpec
 from cl_bench.augment.words import split_affixes
 from cl_bench.config import yaml_spec
 from cl_bench.data.text import DataFileError
@@ -28,6 +29,11 @@ from cl_bench.models.encoder import build_encoder
 def mlm_replace(**changes) -> MLMReplace:
     """``augmentation=mlm_replace`` with its YAML's values and ``changes``."""
     return MLMReplace(yaml_spec("augmentation", "mlm_replace", **changes))
+
+
+def generation(**changes) -> dict:
+    """The back-translation spec's generation settings (its defaults) with ``changes``."""
+    return {**BackTranslationSpec().generation(), **changes}
 
 
 def back_translation(**changes) -> BackTranslation:
@@ -163,9 +169,7 @@ def test_round_trip_goes_through_the_pivot_and_back(tokenizer) -> None:
     forward, backward = tiny_marian(tokenizer, 0), tiny_marian(tokenizer, 1)
     Recorder(forward, tokenizer, calls, "forward")
     Recorder(backward, tokenizer, calls, "backward")
-    translator = BackTranslator(
-        forward, tokenizer, backward, tokenizer, num_beams=2, max_length=12, batch_size=2
-    )
+    translator = BackTranslator(forward, tokenizer, backward, tokenizer, **generation(num_beams=2, max_length=12, batch_size=2))
     sentences = SENTENCES[:4]
     pivot = translator.translate(sentences, forward, tokenizer)
     calls.clear()
@@ -186,8 +190,7 @@ def test_sampled_round_trip_is_seeded(tokenizer) -> None:
         tokenizer,
         tiny_marian(tokenizer, 1),
         tokenizer,
-        do_sample=True,
-        max_length=12,
+        **generation(do_sample=True, max_length=12),
     )
     state = torch.get_rng_state()
     first = translator.round_trip(SENTENCES[:4], seed=5)
@@ -198,7 +201,7 @@ def test_sampled_round_trip_is_seeded(tokenizer) -> None:
 
 def test_empty_translation_falls_back_to_the_original(tokenizer) -> None:
     translator = BackTranslator(
-        tiny_marian(tokenizer, 0), tokenizer, tiny_marian(tokenizer, 1), tokenizer, max_length=12
+        tiny_marian(tokenizer, 0), tokenizer, tiny_marian(tokenizer, 1), tokenizer, **generation(max_length=12)
     )
     translator.translate = lambda sentences, model, tok, seed=None: ["" for _ in sentences]
     assert translator.round_trip(["the dog runs"]) == ["the dog runs"]
@@ -217,10 +220,10 @@ def marian_dirs(tokenizer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 
 def test_from_pretrained_loads_local_models(marian_dirs, tokenizer) -> None:
     loaded = BackTranslator.from_pretrained(
-        forward_model=str(marian_dirs[0]), backward_model=str(marian_dirs[1]), num_beams=2, max_length=12
+        "en", "de", str(marian_dirs[0]), str(marian_dirs[1]), **generation(num_beams=2, max_length=12)
     )
     direct = BackTranslator(
-        tiny_marian(tokenizer, 0), tokenizer, tiny_marian(tokenizer, 1), tokenizer, num_beams=2, max_length=12
+        tiny_marian(tokenizer, 0), tokenizer, tiny_marian(tokenizer, 1), tokenizer, **generation(num_beams=2, max_length=12)
     )
     assert loaded.round_trip(SENTENCES[:3]) == direct.round_trip(SENTENCES[:3])
 
@@ -230,7 +233,7 @@ def test_unloadable_models_raise_one_clear_error() -> None:
     with pytest.raises(
         BackTranslationUnavailable, match="cannot load translation model 'Helsinki-NLP/opus-mt-en-fr'"
     ):
-        BackTranslator.from_pretrained("en", "fr")  # the hub is offline in tests
+        BackTranslator.from_pretrained("en", "fr", None, None, **generation())  # the hub is offline in tests
 
 
 @pytest.fixture()
@@ -318,7 +321,7 @@ def test_paraphrase_file_written_by_the_cli_round_trips(marian_dirs, corpus, tmp
     assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2]  # blank corpus line stays blank
     table = ParaphraseTable.from_files(corpus_file, out_file)
     translator = BackTranslator.from_pretrained(
-        forward_model=str(marian_dirs[0]), backward_model=str(marian_dirs[1]), num_beams=1, max_length=12
+        "en", "de", str(marian_dirs[0]), str(marian_dirs[1]), **generation(num_beams=1, max_length=12)
     )
     assert table.lookup(["a man plays the guitar", "the dog runs"]) == translator.round_trip(
         ["a man plays the guitar", "the dog runs"]

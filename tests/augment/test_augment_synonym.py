@@ -53,5 +53,7 @@ def test_replaces_the_counted_number_of_words_with_synonyms(aug_max: int, expect
 def test_bad_settings_name_the_key() -> None:
     with pytest.raises(ValueError, match="augmentation.aug_p"):
         yaml_spec("augmentation", "synonym", aug_p=1.5)
-    with pytest.raises(ValueError, match="augmentation.aug_min/aug_max"):
+    with pytest.raises(ValueError, match=r"augmentation.aug_min: must be <= augmentation.aug_max \(2\), got 3"):
         yaml_spec("augmentation", "synonym", aug_min=3, aug_max=2)
+    with pytest.raises(ValueError, match="augmentation.aug_max: must be >= 1, got 0"):
+        yaml_spec("augmentation", "synonym", aug_min=0, aug_max=0)

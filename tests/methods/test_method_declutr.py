@@ -163,7 +163,8 @@ def test_span_relations() -> None:
 def test_short_document_is_rejected_by_the_sampler() -> None:
     assert min_document_tokens(2, 20) == 80
     with pytest.raises(ValueError, match="needs at least 80"):
-        sample_spans(79, random.Random(0), 2, 2, 5, 20)
+        sample_spans(79, random.Random(0), num_anchors=2, num_positives=2, min_span_len=5, max_span_len=20,
+                     sampling_strategy="any")
 
 
 # ----- method ----------------------------------------------------------------------------------------
@@ -289,4 +290,4 @@ def test_real_short_declutr_run_from_minilm(data_dir: Path, tmp_path: Path) -> N
     ], data_dir, tmp_path)
     rows = [m for m in metrics if "train/loss" in m]
     assert all(math.isfinite(m["train/loss"]) and math.isfinite(m["train/loss_mlm"]) for m in rows)
-    assert rows[0]["train_docs_skipped"] > 0  # most of the first 400 articles are shorter than 256 words
+    assert rows[0]["train/docs_skipped"] > 0  # most of the first 400 articles are shorter than 256 words

@@ -20,7 +20,9 @@ from cl_bench.config import catalog
 CONFIGURATION = '''
 """The spec of method=toy_cse: torch-free."""
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from annotated_types import Ge
 
 from cl_bench.specs import MethodSpec
 
@@ -32,11 +34,7 @@ class ToyCSESpec(MethodSpec):
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
     summary: ClassVar[str] = "toy_cse: each sentence against the next one"
 
-    shift: int
-
-    def check(self):
-        if self.shift < 1:
-            raise ValueError(f"method.shift: must be >= 1, got {self.shift}")
+    shift: Annotated[int, Ge(1)] = 1  # the neighbour each sentence is paired with (its rule declared here)
 '''
 MODELING = '''
 """Toy CSE: one view of each sentence against its neighbour in the batch (the docs' text of the method)."""

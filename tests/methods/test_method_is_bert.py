@@ -93,15 +93,16 @@ def test_cnn_shapes_activation_and_zero_padding() -> None:
     out = relu(states, mask)
     assert out.shape == (2, 6, 15) and relu.output_size == 15
     assert (out >= 0).all() and torch.equal(out[1, 3:], torch.zeros(3, 15))
-    linear = NGramCNN(8, channels=5, activation="none")
+    linear = NGramCNN(8, channels=5, kernel_sizes=[1, 3, 5], activation="none")
     assert (linear(states, mask) < 0).any()  # the official code's variant has no nonlinearity
     # The short sentence alone (no padding) gives the same features as inside the padded batch.
     alone = relu(states[1:, :3], mask[1:, :3])
     torch.testing.assert_close(alone[0], out[1, :3])
-    with pytest.raises(ValueError, match="method.kernel_sizes: need odd"):
-        NGramCNN(8, kernel_sizes=[2])
-    with pytest.raises(ValueError, match="method.activation: unknown activation 'tanh'"):
-        NGramCNN(8, activation="tanh")
+    # the window sizes' rule is the spec's, declared on its field
+    with pytest.raises(ValueError, match=r"method.kernel_sizes: must be odd positive window sizes \('same' padding\), got \[2\]"):
+        yaml_spec("method", "is_bert", kernel_sizes=[2])
+    with pytest.raises(ValueError, match="method.activation"):
+        yaml_spec("method", "is_bert", activation="tanh")
 
 
 def test_sentence_embedding_is_the_masked_mean_and_padding_free(tiny_bert: Path) -> None:

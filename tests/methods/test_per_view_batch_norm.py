@@ -80,7 +80,7 @@ def test_byol_heads_normalise_each_view_alone(tiny_bert: Path, data_dir: Path) -
 
 
 def test_per_view_is_the_default() -> None:
-    from cl_bench.config import catalog
+    from cl_bench.config import yaml_spec
 
     for method in ("barlow_twins", "byol"):
-        assert catalog.read_yaml(catalog.options("method")[method])["batch_norm"] == "per_view"
+        assert yaml_spec("method", method).batch_norm == "per_view"  # the spec's default, which the YAML keeps

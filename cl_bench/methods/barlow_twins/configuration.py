@@ -3,20 +3,16 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.barlow_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from cl_bench.methods.specs import (
-    BatchNormMode,
-    check_head,
-)
+from cl_bench.methods.specs import BatchNormMode, LayerSizes
 from cl_bench.specs import MethodSpec
 
 
 @dataclass(kw_only=True)
 class BarlowTwinsSpec(MethodSpec):
-    """Barlow Twins (:class:`cl_bench.methods.barlow_twins.modeling.BarlowTwins`; conf/method/barlow_twins.yaml explains each
-    key)."""
+    """Barlow Twins (:class:`cl_bench.methods.barlow_twins.modeling.BarlowTwins`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.barlow_twins.modeling.BarlowTwins"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -25,8 +21,7 @@ class BarlowTwinsSpec(MethodSpec):
     summary: ClassVar[str] = "Barlow Twins: two views through a projector, cross-correlation driven to the identity"
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
-    projector: list[int]
-    batch_norm: BatchNormMode
-
-    def check(self) -> None:
-        check_head(self.values(), "projector")
+    #: the projector's layer sizes, Linear-BN-ReLU blocks, bias-free (official ``--projector``); dropped after training
+    projector: LayerSizes = field(default_factory=lambda: [8192, 8192, 8192])
+    #: per_view: projector BN statistics per view (official, SCD) | joint: both views stacked
+    batch_norm: BatchNormMode = BatchNormMode.per_view

@@ -29,7 +29,7 @@ from cl_bench.methods.base import (
 class BarlowTwins(Method):
     """Redundancy reduction between two views' projections (its loss is ``barlow_twins``).
 
-    Keys: ``conf/method/barlow_twins.yaml`` (spec: :class:`cl_bench.methods.barlow_twins.configuration.BarlowTwinsSpec`).
+    Keys: declared on its spec (:class:`cl_bench.methods.barlow_twins.configuration.BarlowTwinsSpec`).
     """
 
     def __init__(self, context: MethodContext, spec: BarlowTwinsSpec) -> None:

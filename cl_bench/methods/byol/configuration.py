@@ -3,19 +3,18 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.byol.mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Annotated, ClassVar
 
-from cl_bench.methods.specs import (
-    BatchNormMode,
-    check_head,
-)
-from cl_bench.specs import MethodSpec, check_ranges
+from annotated_types import Interval
+
+from cl_bench.methods.specs import BatchNormMode, LayerSizes
+from cl_bench.specs import MethodSpec
 
 
 @dataclass(kw_only=True)
 class BYOLSpec(MethodSpec):
-    """BYOL (:class:`cl_bench.methods.byol.modeling.BYOL`; conf/method/byol.yaml explains each key)."""
+    """BYOL (:class:`cl_bench.methods.byol.modeling.BYOL`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.byol.modeling.BYOL"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -25,11 +24,9 @@ class BYOLSpec(MethodSpec):
                               "no negatives")
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
-    projection: list[int]
-    momentum: float
-    batch_norm: BatchNormMode
-
-    def check(self) -> None:
-        values = self.values()
-        check_head(values, "projection")
-        check_ranges("method", values, {"momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")})
+    #: projector and predictor: Linear(·,4096)-BN-ReLU-Linear(4096,256)
+    projection: LayerSizes = field(default_factory=lambda: [4096, 256])
+    #: τ_base of the momentum target; constant here (the paper raises it to 1 with a cosine schedule)
+    momentum: Annotated[float, Interval(ge=0, le=1)] = 0.996
+    #: per_view: BN statistics per view in projector/predictor/target (BYOL, BSL) | joint: stacked
+    batch_norm: BatchNormMode = BatchNormMode.per_view

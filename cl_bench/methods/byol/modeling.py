@@ -32,7 +32,7 @@ from cl_bench.methods.byol.configuration import BYOLSpec
 class BYOL(MomentumMethod):
     """Bootstrap Your Own Latent (its loss is ``byol``).
 
-    Keys: ``conf/method/byol.yaml`` (spec: :class:`cl_bench.methods.byol.configuration.BYOLSpec`).
+    Keys: declared on its spec (:class:`cl_bench.methods.byol.configuration.BYOLSpec`).
     """
 
     def __init__(self, context: MethodContext, spec: BYOLSpec) -> None:

@@ -4,9 +4,11 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.cert.mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from cl_bench.specs import MethodSpec, RunSetting, check_ranges
+from annotated_types import Ge, Interval
+
+from cl_bench.specs import MethodSpec, RunSetting
 
 #: MoCHi's N in the paper's main runs (Kalantidis et al. 2020)
 MOCHI_HARDEST = 1024
@@ -19,8 +21,7 @@ def mochi_on(values: dict[str, Any]) -> bool:
 
 @dataclass(kw_only=True)
 class CERTSpec(MethodSpec):
-    """CERT / MoCo with optional MoCHi (:class:`cl_bench.methods.cert.modeling.CERT`; conf/method/cert.yaml explains each
-    key)."""
+    """CERT / MoCo with optional MoCHi (:class:`cl_bench.methods.cert.modeling.CERT`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.cert.modeling.CERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -29,29 +30,24 @@ class CERTSpec(MethodSpec):
     summary: ClassVar[str] = ("CERT / MoCo: momentum key encoder, a FIFO queue of negative keys; the key is an augmented "
                               "sentence")
 
-    queue_size: int
-    momentum: float
-    projection_dim: int
-    mlp: bool
-    #: true: the query is augmented too (MoCo augments both views; CERT only the key)
-    augment_query: bool
-    mochi_hardest: int | None
-    mochi_synthetic: int
-    mochi_query_mixed: int
+    queue_size: Annotated[int, Ge(1)] = 6720  # K negative keys (CERT --moco-k)
+    momentum: Annotated[float, Interval(ge=0, le=1)] = 0.999  # m in θ_k ← m·θ_k + (1−m)·θ_q (--moco-m)
+    projection_dim: Annotated[int, Ge(1)] = 128  # output of the projection head (--moco-dim)
+    mlp: bool = True  # MoCo-v2 MLP head Linear-ReLU-Linear (--mlp); false: one Linear
+    #: true: the query is augmented too (MoCo augments both views); false: CERT's query = the original sentence,
+    #: key = its augmentation
+    augment_query: bool = False
+    #: MoCHi (Kalantidis et al., 2020) N: hardest queued keys mixed, at most method.queue_size (null: the paper's 1024)
+    mochi_hardest: Annotated[int, Ge(1)] | None = None
+    mochi_synthetic: Annotated[int, Ge(0)] = 0  # MoCHi s: negatives mixed from two hard keys (0 and s'=0: MoCHi off)
+    mochi_query_mixed: Annotated[int, Ge(0)] = 0  # MoCHi s': negatives mixed from the query and a hard key
 
-    def check(self) -> None:
-        values = self.values()
-        check_ranges("method", values, {
-            "queue_size": (lambda v: v >= 1, ">= 1"),
-            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-            "projection_dim": (lambda v: v >= 1, ">= 1"),
-            "mochi_synthetic": (lambda v: v >= 0, ">= 0"),
-            "mochi_query_mixed": (lambda v: v >= 0, ">= 0"),
-        })
+    def check_combination(self) -> None:
+        """``mochi_hardest`` (set, or its default N with MoCHi on) within the queue."""
         hardest, queue_size = self.mochi_hardest, self.queue_size
-        if hardest is not None and not 1 <= hardest <= queue_size:
+        if hardest is not None and hardest > queue_size:
             raise ValueError(f"method.mochi_hardest: must be between 1 and method.queue_size ({queue_size}), got {hardest}")
-        if mochi_on(values) and hardest is None and MOCHI_HARDEST > queue_size:
+        if mochi_on(self.values()) and hardest is None and MOCHI_HARDEST > queue_size:
             raise ValueError(
                 f"method.mochi_hardest: the default N = {MOCHI_HARDEST} exceeds method.queue_size ({queue_size}); set it"
             )

@@ -56,7 +56,7 @@ class ProjectionHead(nn.Module):
 class CERT(MomentumMethod):
     """MoCo with a momentum key encoder and a queue of negatives; the key is an augmented sentence.
 
-    Keys: ``conf/method/cert.yaml`` (spec: :class:`cl_bench.methods.cert.configuration.CERTSpec`); its loss is ``loss=moco``
+    Keys: declared on its spec (:class:`cl_bench.methods.cert.configuration.CERTSpec`); its loss is ``loss=moco``
     (queue InfoNCE, ``loss.tau``).
     """
 

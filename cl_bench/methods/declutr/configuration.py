@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from annotated_types import Ge
 
 from cl_bench.data.documents import DocumentFormat
-from cl_bench.methods.specs import (
-    check_mlm_config,
-    mlm_inert_keys,
-)
-from cl_bench.specs import MethodSpec, RunSetting, check_ranges
+from cl_bench.methods.specs import MlmProbability, MlmWeight, mlm_inert_keys
+from cl_bench.specs import MethodSpec, RunSetting
 
 #: ``method.sampling_strategy`` of DeCLUTR: how a positive span relates to its anchor
 SamplingStrategy = StrEnum("SamplingStrategy", "any adjacent subsuming")
@@ -20,7 +19,7 @@ SamplingStrategy = StrEnum("SamplingStrategy", "any adjacent subsuming")
 
 @dataclass(kw_only=True)
 class DeCLUTRSpec(MethodSpec):
-    """DeCLUTR (:class:`cl_bench.methods.declutr.modeling.DeCLUTR`; conf/method/declutr.yaml explains each key)."""
+    """DeCLUTR (:class:`cl_bench.methods.declutr.modeling.DeCLUTR`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.declutr.modeling.DeCLUTR"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -29,25 +28,22 @@ class DeCLUTRSpec(MethodSpec):
     summary: ClassVar[str] = ("DeCLUTR: anchor and positive spans sampled from documents, contrastive loss + MLM on "
                               "the anchors")
 
-    num_anchors: int
-    num_positives: int
-    #: DeCLUTR: 32 and 512
-    min_span_len: int
-    max_span_len: int
-    sampling_strategy: SamplingStrategy
-    mlm_weight: float
-    mlm_probability: float
-    doc_format: DocumentFormat
+    num_anchors: Annotated[int, Ge(1)] = 2  # anchors per document (their spans are each other's hard negatives)
+    num_positives: Annotated[int, Ge(1)] = 2  # positives per anchor, averaged into one embedding
+    #: shortest span, in whitespace tokens (DeCLUTR: 32; at most method.max_span_len)
+    min_span_len: Annotated[int, Ge(1)] = 32
+    #: longest span, in whitespace tokens (DeCLUTR: 512); keep model.max_length above its subword length
+    max_span_len: Annotated[int, Ge(1)] = 512
+    #: how a positive span relates to its anchor: any (overlap/adjacent/subsumed) | adjacent | subsuming
+    sampling_strategy: SamplingStrategy = SamplingStrategy.any
+    mlm_weight: MlmWeight = 1.0  # MLM loss on the masked anchors (0 disables MLM)
+    mlm_probability: MlmProbability = 0.15  # the fraction of the anchors' tokens masked for the MLM loss
+    doc_format: DocumentFormat = DocumentFormat.auto  # auto | wikiextractor | plain (cl_bench/data/documents.py)
 
-    def check(self) -> None:
-        check_ranges("method", self.values(), {
-            "num_anchors": (lambda v: v >= 1, ">= 1"),
-            "num_positives": (lambda v: v >= 1, ">= 1"),
-            "max_span_len": (lambda v: v >= 1, ">= 1"),
-        })
-        check_mlm_config(self.values())
+    def check_combination(self) -> None:
+        """A span's shortest length is at most its longest."""
         low, high = self.min_span_len, self.max_span_len
-        if not 1 <= low <= high:
+        if low > high:
             raise ValueError(f"method.min_span_len: must be in [1, max_span_len={high}], got {low}")
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:

@@ -31,7 +31,7 @@ from cl_bench.data.documents import Document, read_documents
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.similarity import cosine_logits
 from cl_bench.methods.base import Method, MethodContext, Prepared
-from cl_bench.methods.declutr.configuration import DeCLUTRSpec, SamplingStrategy
+from cl_bench.methods.declutr.configuration import DeCLUTRSpec
 from cl_bench.models.mlm import MLMHead
 
 log = logging.getLogger(__name__)
@@ -100,33 +100,33 @@ def _anchor_slots(rng: random.Random, num_slots: int, num_anchors: int) -> list[
 def sample_spans(
     num_tokens: int,
     rng: random.Random,
-    num_anchors: int = 2,
-    num_positives: int = 2,
-    min_span_len: int = 32,
-    max_span_len: int = 512,
-    sampling_strategy: str = "any",
+    *,
+    num_anchors: int,
+    num_positives: int,
+    min_span_len: int,
+    max_span_len: int,
+    sampling_strategy: str,
 ) -> SpanSample:
     """Sample anchor and positive spans of a document of ``num_tokens`` whitespace tokens.
+
+    The keys are :class:`~cl_bench.methods.declutr.configuration.DeCLUTRSpec`'s (their defaults and rules are
+    declared there; :meth:`~cl_bench.specs.Spec.check` checks them).
 
     Args:
         num_tokens: document length; must be >= :func:`min_document_tokens`.
         rng: the random source (the method's seeded ``random.Random``).
-        num_anchors: anchors per document (DeCLUTR: 2).
-        num_positives: positives per anchor (DeCLUTR: 2).
-        min_span_len: shortest span in tokens (DeCLUTR: 32).
-        max_span_len: longest span in tokens (DeCLUTR: 512).
+        num_anchors: anchors per document.
+        num_positives: positives per anchor.
+        min_span_len: shortest span in tokens.
+        max_span_len: longest span in tokens.
         sampling_strategy: ``any`` (overlapping, adjacent or subsumed), ``adjacent`` or ``subsuming``.
 
     Returns:
         The sampled spans; anchors lie in non-overlapping ``max_span_len`` slots.
 
     Raises:
-        ValueError: invalid lengths/strategy, or a document shorter than the minimum.
+        ValueError: a document shorter than the minimum.
     """
-    if sampling_strategy not in list(SamplingStrategy):
-        raise ValueError(f"method.sampling_strategy: '{sampling_strategy}' unknown; valid: {', '.join(SamplingStrategy)}")
-    if not 1 <= min_span_len <= max_span_len:
-        raise ValueError(f"method.min_span_len: must be in [1, max_span_len={max_span_len}], got {min_span_len}")
     needed = min_document_tokens(num_anchors, max_span_len)
     if num_tokens < needed:
         raise ValueError(f"document has {num_tokens} tokens, needs at least {needed} (num_anchors × max_span_len × 2)")
@@ -174,7 +174,7 @@ def same_document_mask(doc_index: torch.Tensor) -> torch.Tensor:
 class DeCLUTR(Method):
     """Anchor/positive spans from documents, the configured contrastive loss over them, plus MLM.
 
-    Keys: ``conf/method/declutr.yaml`` (spec: :class:`cl_bench.methods.declutr.configuration.DeCLUTRSpec`; ``doc_format``: see
+    Keys: declared on its spec (:class:`cl_bench.methods.declutr.configuration.DeCLUTRSpec`; ``doc_format``: see
     :mod:`cl_bench.data.documents`).
     """
 
@@ -231,9 +231,10 @@ class DeCLUTR(Method):
         anchor_texts, positive_texts, doc_index = [], [], []
         for position, document in enumerate(documents):
             tokens = document.text.split()
+            spec = self.spec
             sample = sample_spans(
-                len(tokens), rng, self.spec.num_anchors, self.spec.num_positives,
-                self.spec.min_span_len, self.spec.max_span_len, self.spec.sampling_strategy,
+                len(tokens), rng, num_anchors=spec.num_anchors, num_positives=spec.num_positives,
+                min_span_len=spec.min_span_len, max_span_len=spec.max_span_len, sampling_strategy=spec.sampling_strategy,
             )
             for anchor, positives in zip(sample.anchors, sample.positives, strict=True):
                 anchor_texts.append(" ".join(tokens[anchor.start : anchor.end]))

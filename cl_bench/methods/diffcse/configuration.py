@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from annotated_types import Ge, Interval
 
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
-from cl_bench.specs import MethodSpec, RunSetting, check_ranges
+from cl_bench.specs import MethodSpec, RunSetting
 
 #: ``method.projector`` of DiffCSE
 Projector = StrEnum("Projector", "batchnorm mlp")
@@ -21,7 +23,7 @@ def check_generator_reachable(name_or_path: str) -> None:
         check_model_reachable(name_or_path)
     except ModelLoadError as err:
         raise ValueError(
-            f"method.generator: cannot load '{name_or_path}' ({str(err).split(': ', 1)[-1].split(';')[0]}); "
+            f"method.generator: cannot load '{name_or_path}' ({err.reason}); "
             "point method.generator at a local masked-LM folder, or null for model.name_or_path (a variant, not the "
             "paper's DiffCSE; on a checkpoint without a masked-LM head, e.g. all-MiniLM-L6-v2, the generator's head is "
             "random and this is not DiffCSE's objective: docs/compare.md, DiffCSE's generator offline)"
@@ -30,7 +32,7 @@ def check_generator_reachable(name_or_path: str) -> None:
 
 @dataclass(kw_only=True)
 class DiffCSESpec(MethodSpec):
-    """DiffCSE (:class:`cl_bench.methods.diffcse.modeling.DiffCSE`; conf/method/diffcse.yaml explains each key)."""
+    """DiffCSE (:class:`cl_bench.methods.diffcse.modeling.DiffCSE`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.diffcse.modeling.DiffCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -45,16 +47,18 @@ class DiffCSESpec(MethodSpec):
     summary: ClassVar[str] = ("DiffCSE: SimCSE + conditional ELECTRA (frozen MLM generator edits, discriminator "
                               "conditioned on the embedding)")
 
-    generator: str | None
-    lambda_weight: float
-    mask_ratio: float
-    projector: Projector
+    #: the frozen generator: any masked LM with the encoder's vocabulary (hub id or local folder); null:
+    #: model.name_or_path
+    generator: str | None = "distilbert-base-uncased"
+    #: λ of the replaced-token-detection loss (run_diffcse.sh LAMBDA=0.005; 0: plain SimCSE + projector)
+    lambda_weight: Annotated[float, Ge(0)] = 0.005
+    #: tokens masked before the generator fills them (run_diffcse.sh MASK=0.30)
+    mask_ratio: Annotated[float, Interval(gt=0, lt=1)] = 0.30
+    #: batchnorm: DiffCSE's ProjectionMLP (--batchnorm) | mlp: SimCSE's Linear+tanh (pooler=cls only)
+    projector: Projector = Projector.batchnorm
 
-    def check(self) -> None:
-        check_ranges("method", self.values(), {
-            "lambda_weight": (lambda v: v >= 0, ">= 0"),
-            "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
-        })
+    def check_combination(self) -> None:
+        """The generator is reachable when the ELECTRA term uses it (``lambda_weight`` > 0)."""
         if float(self.lambda_weight or 0) > 0 and self.generator:
             check_generator_reachable(str(self.generator))
 

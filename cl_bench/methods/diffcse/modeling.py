@@ -40,6 +40,7 @@ from cl_bench.methods.base import (
 from cl_bench.methods.diffcse.configuration import DiffCSESpec, check_generator_reachable
 from cl_bench.models.encoder import special_tokens_mask
 from cl_bench.models.hub import ModelLoadError
+from cl_bench.specs import RunSetting
 
 
 class BatchNormProjector(nn.Module):
@@ -78,7 +79,7 @@ def replaced_token_loss(logits: torch.Tensor, replaced: torch.Tensor) -> torch.T
 class DiffCSE(Method):
     """SimCSE + a discriminator, conditioned on the sentence embedding, that detects a generator's edits.
 
-    Keys: ``conf/method/diffcse.yaml`` (spec: :class:`cl_bench.methods.diffcse.configuration.DiffCSESpec`); a pair loss (SimCSE's
+    Keys: declared on its spec (:class:`cl_bench.methods.diffcse.configuration.DiffCSESpec`); a pair loss (SimCSE's
     InfoNCE).
     """
 
@@ -87,9 +88,9 @@ class DiffCSE(Method):
         encoder, hidden = self.encoder, self.encoder.hidden_size
         self.projector: nn.Module | None = None
         if encoder.pooler == "cls" and spec.projector == "batchnorm":
-            if not encoder.mlp_only_train:  # the saved encoder cannot hold a BatchNorm projector
-                raise ValueError("pooler.mlp_only_train: method=diffcse's BatchNorm projector is used in training only "
-                                 "(official --mlp_only_train); set pooler.mlp_only_train=true or method.projector=mlp")
+            # the saved encoder cannot hold a BatchNorm projector: the spec's rule (the preflight ran it already; a
+            # method built from Python runs it here)
+            spec.check_setting(RunSetting(pooler=encoder.pooler, mlp_only_train=bool(encoder.mlp_only_train)))
             self.projector = BatchNormProjector(hidden)
         self.generator: nn.Module | None = None
         if spec.lambda_weight > 0:

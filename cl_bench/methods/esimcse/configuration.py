@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from cl_bench.specs import MethodSpec, RunSetting, check_ranges
+from annotated_types import Ge, Interval
+
+from cl_bench.specs import MethodSpec, RunSetting
 
 #: ``method.momentum_start`` of ESimCSE: where the momentum encoder starts (see :mod:`cl_bench.methods.esimcse`)
 MomentumStart = StrEnum("MomentumStart", "pretrained random")
@@ -15,7 +17,7 @@ MomentumStart = StrEnum("MomentumStart", "pretrained random")
 
 @dataclass(kw_only=True)
 class ESimCSESpec(MethodSpec):
-    """ESimCSE (:class:`cl_bench.methods.esimcse.modeling.ESimCSE`; conf/method/esimcse.yaml explains each key)."""
+    """ESimCSE (:class:`cl_bench.methods.esimcse.modeling.ESimCSE`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.esimcse.modeling.ESimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -25,15 +27,12 @@ class ESimCSESpec(MethodSpec):
                               "of extra negatives")
     takes_prompts: ClassVar[bool] = False  # word repetition edits token ids (the official bpe rule): no prompt layout
 
-    momentum: float
-    neg_size: int
-    momentum_start: MomentumStart
-
-    def check(self) -> None:
-        check_ranges("method", self.values(), {
-            "momentum": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-            "neg_size": (lambda v: v >= 0, ">= 0"),
-        })
+    momentum: Annotated[float, Interval(ge=0, le=1)] = 0.995  # m of the momentum encoder (run.sh momentum=0.995)
+    #: queued keys (run.sh: 160 for BERT-base/large and RoBERTa-base, 128 RoBERTa-large); 0: no queue
+    neg_size: Annotated[int, Ge(0)] = 160
+    #: pretrained: the momentum encoder starts as the backbone's copy (the paper's idea) | random: re-drawn as the
+    #: official run's (its log lists momentum_model.* as newly initialised)
+    momentum_start: MomentumStart = MomentumStart.pretrained
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         if int(self.neg_size or 0) == 0:

@@ -50,7 +50,7 @@ from cl_bench.utils import distributed
 class ESimCSE(MomentumMethod):
     """Word-repetition positives and a queue of momentum-encoded negatives.
 
-    Keys: ``conf/method/esimcse.yaml`` (spec: :class:`cl_bench.methods.esimcse.configuration.ESimCSESpec`; ``momentum_start``: see
+    Keys: declared on its spec (:class:`cl_bench.methods.esimcse.configuration.ESimCSESpec`; ``momentum_start``: see
     the module docstring); a pair loss, the queue is its ``hard_negatives`` argument.
     """
 

@@ -32,7 +32,7 @@ from torch import nn
 
 from cl_bench.data.nli import read_unlabelled_nli_sentences
 from cl_bench.methods.base import Method, MethodContext, Tokenized
-from cl_bench.methods.is_bert.configuration import Activation, ISBERTSpec
+from cl_bench.methods.is_bert.configuration import PAPER_KERNEL_SIZES, ISBERTSpec
 from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.models.poolers import masked_mean
 from cl_bench.utils.rundir import ENCODER_META_FILE
@@ -45,21 +45,15 @@ class NGramCNN(nn.Module):
 
     Args:
         input_size: width H of the token states.
-        channels: output channels per window size (paper: 256).
-        kernel_sizes: odd window sizes (paper: 1, 3, 5).
+        channels: output channels per window size.
+        kernel_sizes: odd window sizes.
         activation: ``relu`` (paper) or ``none`` (official code).
+
+    The keys are :class:`~cl_bench.methods.is_bert.configuration.ISBERTSpec`'s (defaults and rules declared there).
     """
 
-    def __init__(
-        self, input_size: int, channels: int = 256, kernel_sizes: Sequence[int] = (1, 3, 5), activation: str = "relu"
-    ) -> None:
+    def __init__(self, input_size: int, *, channels: int, kernel_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
-        if not kernel_sizes or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
-            raise ValueError(f"method.kernel_sizes: need odd positive window sizes for 'same' padding, got {list(kernel_sizes)}")
-        if channels < 1:
-            raise ValueError(f"method.channels: must be >= 1, got {channels}")
-        if activation not in list(Activation):
-            raise ValueError(f"method.activation: unknown activation '{activation}'; valid: {', '.join(Activation)}")
         self.kernel_sizes = [int(k) for k in kernel_sizes]
         self.channels = int(channels)
         self.activation = activation
@@ -124,7 +118,8 @@ class ISBERTEncoder(SentenceEncoder):
         """The saved CNN (configuration and weights) on top of ``base``'s backbone."""
         meta = json.loads((model_dir / ENCODER_META_FILE).read_text())
         cnn_meta = meta["is_bert_cnn"]
-        cnn = NGramCNN(base.hidden_size, cnn_meta["channels"], tuple(cnn_meta["kernel_sizes"]), cnn_meta["activation"])
+        cnn = NGramCNN(base.hidden_size, channels=cnn_meta["channels"], kernel_sizes=tuple(cnn_meta["kernel_sizes"]),
+                       activation=cnn_meta["activation"])
         cnn.load_state_dict(torch.load(model_dir / cnn_meta["weights"], map_location="cpu", weights_only=True))
         return cls(base.backbone, base.tokenizer, cnn, int(meta.get("max_length", base.max_length)))
 
@@ -142,7 +137,7 @@ class ISBERTEncoder(SentenceEncoder):
 class ISBERT(Method):
     """IS-BERT training: JSD MI between local n-gram features and the global sentence vector.
 
-    Keys: ``conf/method/is_bert.yaml`` (spec: :class:`cl_bench.methods.is_bert.configuration.ISBERTSpec`). The context's encoder
+    Keys: declared on its spec (:class:`cl_bench.methods.is_bert.configuration.ISBERTSpec`). The context's encoder
     gives its backbone and tokenizer (the configured pooler is not used: the sentence vector is the CNN mean); the
     loss is the JSD estimator (``loss=jsd``, :mod:`cl_bench.losses.jsd`).
     """
@@ -150,7 +145,8 @@ class ISBERT(Method):
     def __init__(self, context: MethodContext, spec: ISBERTSpec) -> None:
         super().__init__(context, spec)
         base = context.encoder
-        cnn = NGramCNN(base.hidden_size, spec.channels, spec.kernel_sizes or (1, 3, 5), spec.activation)
+        cnn = NGramCNN(base.hidden_size, channels=spec.channels, kernel_sizes=spec.kernel_sizes or PAPER_KERNEL_SIZES,
+                       activation=spec.activation)
         # Replaces the context encoder (and any pooler MLP it carries); the backbone is shared.
         self.encoder = ISBERTEncoder(base.backbone, base.tokenizer, cnn, base.max_length)
         critic = spec.discriminator == "mlp_dot"

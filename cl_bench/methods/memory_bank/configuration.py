@@ -4,15 +4,17 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.memory_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from cl_bench.specs import MethodSpec, check_ranges
+from annotated_types import Ge, Interval
+
+from cl_bench.specs import MethodSpec
 
 
 @dataclass(kw_only=True)
 class MemoryBankSpec(MethodSpec):
     """Instance discrimination with a memory bank (:class:`cl_bench.methods.memory_bank.modeling.MemoryBank`;
-    conf/method/memory_bank.yaml explains each key)."""
+    each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.memory_bank.modeling.MemoryBank"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -20,13 +22,6 @@ class MemoryBankSpec(MethodSpec):
     tiny_run: ClassVar[tuple[str, ...]] = ("method.feature_dim=8", "method.num_noise=4")
     summary: ClassVar[str] = "instance discrimination: one bank row per sentence, NCE over sampled rows, bank momentum"
 
-    feature_dim: int
-    num_noise: int
-    bank_momentum: float
-
-    def check(self) -> None:
-        check_ranges("method", self.values(), {
-            "feature_dim": (lambda v: v >= 1, ">= 1"),
-            "num_noise": (lambda v: v >= 1, ">= 1"),
-            "bank_momentum": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
-        })
+    feature_dim: Annotated[int, Ge(1)] = 128  # width of the normalised features (paper's --low-dim)
+    num_noise: Annotated[int, Ge(1)] = 4096  # M, the bank rows sampled as noise (paper's --nce-k)
+    bank_momentum: Annotated[float, Interval(ge=0, lt=1)] = 0.5  # a bank row's momentum (official --nce-m)

@@ -42,7 +42,7 @@ class IndexedTexts(Prepared):
 class MemoryBank(Method):
     """Non-parametric instance discrimination with a memory bank and NCE (its loss is ``memory_bank``).
 
-    Keys: ``conf/method/memory_bank.yaml`` (spec: :class:`cl_bench.methods.memory_bank.configuration.MemoryBankSpec`).
+    Keys: declared on its spec (:class:`cl_bench.methods.memory_bank.configuration.MemoryBankSpec`).
     """
 
     def __init__(self, context: MethodContext, spec: MemoryBankSpec) -> None:

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
 
-from cl_bench.methods.specs import (
-    check_templates,
-)
+from cl_bench.methods.specs import Template
 from cl_bench.specs import MethodSpec, RunSetting
 
 #: ``method.head``: SimCSE's fresh Linear+tanh in training only (unsup-bert), or the checkpoint's masked-LM
@@ -27,7 +25,7 @@ PromptBertPeriod = StrEnum("PromptBertPeriod", "promptbert none")
 
 @dataclass(kw_only=True)
 class PromptBERTSpec(MethodSpec):
-    """PromptBERT (:class:`cl_bench.methods.promptbert.modeling.PromptBERT`; conf/method/promptbert.yaml explains each key)."""
+    """PromptBERT (:class:`cl_bench.methods.promptbert.modeling.PromptBERT`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.promptbert.modeling.PromptBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss"})
@@ -36,18 +34,25 @@ class PromptBERTSpec(MethodSpec):
                               "denoising, in-batch negatives")
     own_prompts: ClassVar[bool] = True  # it sets pooler=mask and the templates as the encoder's prompts
 
-    template: str
-    second_template: str | None
-    denoise: bool
-    prompt_period: PromptBertPeriod
-    #: true: the contradictions are the premises' hard negatives
-    supervised: bool
-    head: PromptBertHead
-    denoise_eval: bool
-    dev_embedding: DevEmbedding
-
-    def check(self) -> None:
-        check_templates(self.values(), ("template", "second_template"))
+    #: the first view's template (--mask_embedding_sentence_template; also the evaluation prompt)
+    template: Template = 'This sentence of "[X]" means [MASK].'
+    #: the second view's template (--mask_embedding_sentence_different_template); null: template for every view
+    second_template: Template | None = 'This sentence : "[X]" means [MASK].'
+    #: --mask_embedding_sentence_delta: subtract the template's own [MASK] state in training
+    denoise: bool = True
+    #: evaluation.py appends "." unless the sentence ends in . ? " ' (none: never)
+    prompt_period: PromptBertPeriod = PromptBertPeriod.promptbert
+    #: true: NLI rows (sent0, sent1, hard_neg) as run.sh sup-bert, the contradictions the premises' hard negatives
+    #: (experiment=promptbert_sup_bert)
+    supervised: bool = False
+    #: mlp: fresh Linear+tanh, training only (--mlp_only_train) | mlm_transform: the checkpoint's BertForMaskedLM
+    #: cls.predictions.transform, kept at evaluation (--mask_embedding_sentence_org_mlp)
+    head: PromptBertHead = PromptBertHead.mlp
+    #: subtract the template's own [MASK] state at evaluation too (sup-bert's eargs --mask_embedding_sentence_delta)
+    denoise_eval: bool = False
+    #: the checkpoint-selecting dev embedding: test (the final test's) | trainer (the official trainer's: denoised,
+    #: no "." appended; experiment=promptbert_bert)
+    dev_embedding: DevEmbedding = DevEmbedding.test
 
     def check_setting(self, setting: RunSetting) -> None:
         """``head=mlm_transform`` takes BERT's masked-LM head transform: rejected before loading another model type."""

@@ -138,7 +138,7 @@ class PromptBERTEncoder(SentenceEncoder):
 class PromptBERT(PromptTemplateMethod):
     """Two templates as the two views, ``[MASK]`` pooling, template denoising, in-batch InfoNCE.
 
-    Keys: ``conf/method/promptbert.yaml`` (spec: :class:`cl_bench.methods.promptbert.configuration.PromptBERTSpec`; ``dev_embedding``:
+    Keys: declared on its spec (:class:`cl_bench.methods.promptbert.configuration.PromptBERTSpec`; ``dev_embedding``:
     :data:`cl_bench.methods.promptbert.configuration.DevEmbedding`).
     """
 

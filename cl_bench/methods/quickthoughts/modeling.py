@@ -32,15 +32,14 @@ CONTEXT_ENCODER_DIR = "context_encoder"
 _SHUFFLED_CORPORA = ("wiki1m", "wiki1m_head")
 
 
-def neighbour_targets(batch_size: int, context_size: int = 1, device: torch.device | None = None) -> torch.Tensor:
-    """(B, B) target distribution: row i spreads mass 1 evenly over rows i±1..i±context_size in the batch.
+def neighbour_targets(batch_size: int, context_size: int, device: torch.device | None = None) -> torch.Tensor:
+    """(B, B) target distribution: row i spreads mass 1 evenly over rows i±1..i±context_size in the batch
+    (``method.context_size``, its rule declared on :class:`~cl_bench.methods.quickthoughts.configuration.QuickThoughtsSpec`).
 
     Sentences at the edge of the run have fewer neighbours (S2V's ``np.eye(k=offset)`` sum).
     """
     if batch_size < 2:
         raise ValueError(f"a contiguous batch needs >= 2 sentences, got {batch_size}")
-    if context_size < 1:
-        raise ValueError(f"method.context_size: must be >= 1, got {context_size}")
     positions = torch.arange(batch_size, device=device)
     distance = (positions.unsqueeze(0) - positions.unsqueeze(1)).abs()
     marks = ((distance >= 1) & (distance <= context_size)).float()
@@ -88,7 +87,7 @@ class ConcatEncoder:
 class QuickThoughts(Method):
     """Neighbour classification over contiguous batches with encoders f (input) and g (candidates).
 
-    Keys: ``conf/method/quickthoughts.yaml`` (spec: :class:`cl_bench.methods.quickthoughts.configuration.QuickThoughtsSpec`).
+    Keys: declared on its spec (:class:`cl_bench.methods.quickthoughts.configuration.QuickThoughtsSpec`).
     """
 
     def __init__(self, context: MethodContext, spec: QuickThoughtsSpec) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from cl_bench.specs import MethodSpec, RunSetting
+from annotated_types import Ge, Gt
+
+from cl_bench.specs import Because, MethodSpec, RunSetting
 
 #: where a scored_pair loss's pairs come from (``method.scored_pairs`` of SBERT)
 ScoredPairs = StrEnum("ScoredPairs", "stsb nli")
@@ -17,7 +19,7 @@ SBERT_REGRESSION_TARGET = "cl_bench.losses.sbert.sbert_regression"
 
 @dataclass(kw_only=True)
 class SBERTSpec(MethodSpec):
-    """Sentence-BERT (:class:`cl_bench.methods.sbert.modeling.SBERT`; conf/method/sbert.yaml explains each key)."""
+    """Sentence-BERT (:class:`cl_bench.methods.sbert.modeling.SBERT`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.sbert.modeling.SBERT"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -27,20 +29,19 @@ class SBERTSpec(MethodSpec):
                               "(STS-B) or sbert_triplet/angle_nli (NLI triples)")
     encodes_views: ClassVar[bool] = True  # its columns go through tokenize_groups: model.view_prompts acts
 
-    nli_splits: list[str] | None
-    train_classifier: bool
-    scored_pairs: ScoredPairs
-    score_max: float
-    loss_block: int
-
-    def check(self) -> None:
-        """``method.score_max`` a number > 0, ``method.loss_block`` an integer >= 0."""
-        score_max = self.score_max
-        if isinstance(score_max, bool) or not isinstance(score_max, int | float) or not score_max > 0:
-            raise ValueError(f"method.score_max: must be a number > 0, got {score_max!r}")
-        loss_block = self.loss_block
-        if isinstance(loss_block, bool) or not isinstance(loss_block, int) or loss_block < 0:
-            raise ValueError(f"method.loss_block: must be an integer >= 0 (0: one loss over the batch), got {loss_block!r}")
+    #: SentEval SNLI splits read for sbert_softmax (null: the split data.train_file names)
+    nli_splits: list[str] | None = None
+    #: sbert_softmax: train the classifier (false: v0.2.0's fit, which never updated it; fixed in v0.2.2)
+    train_classifier: bool = True
+    #: a scored_pair loss's pairs: stsb (an STS-B split) | nli (the NLI triples file as AnglE's format A:
+    #: premise-entailment labelled 1, premise-contradiction 0)
+    scored_pairs: ScoredPairs = ScoredPairs.stsb
+    #: scored_pairs=stsb: STS-B's 0-5 gold score rescaled to [0, score_max]: 1 = score/5 (SBERT's regression
+    #: target); 5 = the raw score, as AnglE's STS-B example feeds loss=angle its labels
+    score_max: Annotated[float, Gt(0)] = 1.0
+    #: > 0: the loss is the mean of the losses of consecutive blocks of this many rows (GPUs x gradient
+    #: accumulation steps of that many rows each; AnglE's NLI command: 128); 0: one loss
+    loss_block: Annotated[int, Ge(0), Because("0: one loss over the batch")] = 0
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         inert = {}

@@ -69,7 +69,7 @@ class TargetedColumns(TextViews):
 class SBERT(Method):
     """Siamese fine-tuning with SBERT's classification, regression or triplet objective.
 
-    Keys: ``conf/method/sbert.yaml`` (spec: :class:`cl_bench.methods.sbert.configuration.SBERTSpec`; ``train_classifier``: see
+    Keys: declared on its spec (:class:`cl_bench.methods.sbert.configuration.SBERTSpec`; ``train_classifier``: see
     the module docstring); its loss is ``sbert_softmax``, ``sbert_regression`` or ``sbert_triplet`` (or another
     classifier, scored_pair or triplet loss).
     """

@@ -4,12 +4,14 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.sg_opt.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from cl_bench.specs import MethodSpec, RunSetting, check_ranges
+from annotated_types import Ge, MinLen
+
+from cl_bench.specs import Because, MethodSpec, RunSetting
 
 #: ``method.layer_pooling`` of SG-OPT: per-layer pooling over tokens
 LayerPooling = StrEnum("LayerPooling", "max mean")
@@ -19,7 +21,7 @@ STSB_FILE = re.compile(r"^sts-(?P<split>\w+)\.csv$")
 
 @dataclass(kw_only=True)
 class SelfGuidedSpec(MethodSpec):
-    """SG-BERT / SG-OPT (:class:`cl_bench.methods.sg_opt.modeling.SelfGuided`; conf/method/sg_opt.yaml explains each key)."""
+    """SG-BERT / SG-OPT (:class:`cl_bench.methods.sg_opt.modeling.SelfGuided`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.sg_opt.modeling.SelfGuided"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -28,18 +30,20 @@ class SelfGuidedSpec(MethodSpec):
     summary: ClassVar[str] = ("SG-BERT/SG-OPT: a frozen BERT_F's layer views guide the tuned BERT_T's [CLS] "
                               "(loss=sg_opt, or loss=sg for SG-BERT)")
 
-    reg_weight: float
-    layers: list[int] | None
-    layer_pooling: LayerPooling
-    projection_size: int
-    freeze_embeddings: bool
-    frozen_dropout: bool
-    #: null reads data.train_file only; a file that is not an STS-B sts-<split>.csv is read one sentence per line
-    stsb_splits: list[str] | None
-
-    def check(self) -> None:
-        check_ranges("method", self.values(), {"reg_weight": (lambda v: v >= 0, ">= 0"),
-                                               "projection_size": (lambda v: v >= 0, ">= 0 (0 = no head)")})
+    reg_weight: Annotated[float, Ge(0)] = 0.1  # λ of the regularizer λ·Σ‖θ_T−θ_F‖² (paper; code --lamb 0.1)
+    #: BERT_F hidden states used as views; null = all, 0 (embeddings)..num_layers (code lmin 0, lmax -1; the upper
+    #: bound is the model's, checked when it loads)
+    layers: Annotated[list[Annotated[int, Ge(0)]], MinLen(1)] | None = None
+    #: per-layer pooling over tokens: max = paper (authors' summary); mean = official code (--pooling2)
+    layer_pooling: LayerPooling = LayerPooling.max
+    #: width of head f: Linear(H,4096)-GELU-Linear(4096,4096)-GELU (paper, code); 0 = no head
+    projection_size: Annotated[int, Ge(0), Because("0 = no head")] = 4096
+    freeze_embeddings: bool = True  # BERT_T's embedding layer frozen (paper; code --freeze)
+    #: true: BERT_F runs with dropout in training, as the official code (fit() puts it in train mode)
+    frozen_dropout: bool = False
+    #: STS-B splits read when data.train_file is an sts-<split>.csv (paper: all); null reads data.train_file only;
+    #: a file that is not an STS-B sts-<split>.csv is read one sentence per line
+    stsb_splits: list[str] | None = field(default_factory=lambda: ["train", "dev", "test"])
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         inert = {}

@@ -83,7 +83,7 @@ def projection_head(hidden_size: int, size: int, init_std: float) -> nn.Module:
 class SelfGuided(Method):
     """SG-BERT (``loss=sg``) and SG-OPT (``loss=sg_opt``).
 
-    Keys: ``conf/method/sg_opt.yaml`` (spec: :class:`cl_bench.methods.sg_opt.configuration.SelfGuidedSpec`). The context's encoder
+    Keys: declared on its spec (:class:`cl_bench.methods.sg_opt.configuration.SelfGuidedSpec`). The context's encoder
     is BERT_T (use ``pooler=cls_before_pooler`` for the paper's last-layer [CLS]); its loss is the SG objective:
     ``loss=sg_opt`` (``opt3``, SG-OPT) or ``loss=sg`` (SG-BERT's base), with ``loss.objective`` and ``loss.tau``
     (:mod:`cl_bench.losses.sg_opt`). ``base``/``opt1``/``opt2`` sample one of ``method.layers`` uniformly per

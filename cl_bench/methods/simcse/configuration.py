@@ -6,16 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from cl_bench.methods.specs import (
-    check_mlm_config,
-    mlm_inert_keys,
-)
+from cl_bench.methods.specs import MlmProbability, MlmWeight, mlm_inert_keys
 from cl_bench.specs import MethodSpec, MlmMode, RunSetting
 
 
 @dataclass(kw_only=True)
 class SimCSESpec(MethodSpec):
-    """Unsupervised SimCSE (:class:`cl_bench.methods.simcse.modeling.SimCSE`; conf/method/simcse.yaml explains each key)."""
+    """Unsupervised SimCSE (:class:`cl_bench.methods.simcse.modeling.SimCSE`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.simcse.modeling.SimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -24,20 +21,20 @@ class SimCSESpec(MethodSpec):
                               "in-batch negatives, optional MLM")
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
-    #: 0: no MLM term, and no MLM head is loaded
-    mlm_weight: float
-    #: the fraction of tokens masked for the MLM loss
-    mlm_probability: float
-    mlm_mode: MlmMode
-    #: false: the text augmentation rewrites the second view only
-    augment_both_views: bool
-    fixed_dropout_mask: bool
-    #: MixCSE's official script trained and selected without ``--mlp_only_train`` and tested with
-    #: ``--pooler cls_before_pooler``
-    select_with_mlp: bool
-
-    def check(self) -> None:
-        check_mlm_config(self.values())
+    #: λ of the auxiliary MLM loss (paper: 0.1 in the "w/ MLM" rows); 0: no MLM term, and no MLM head is loaded
+    mlm_weight: MlmWeight = 0.0
+    mlm_probability: MlmProbability = 0.15  # the fraction of tokens masked for the MLM loss
+    #: clean: contrastive views unmasked, LM head tied | masked: SimCSE code before PR #121 (views = the MLM-masked
+    #: inputs, LM head untied); masked needs mlm_weight > 0 | untied: SimCSE's latest code (clean views, LM head
+    #: untied, copied from the checkpoint)
+    mlm_mode: MlmMode = MlmMode.clean
+    #: true: a text augmentation rewrites both views independently; false: the second view only
+    augment_both_views: bool = True
+    fixed_dropout_mask: bool = False  # true: both views share one dropout mask (SimCSE Table 3 "fixed 0.1")
+    #: true: the dev evaluation that selects the checkpoint applies pooler=cls's MLP, which pooler.mlp_only_train
+    #: drops at the final test (MixCSE's official script trained and selected without ``--mlp_only_train`` and
+    #: tested with ``--pooler cls_before_pooler``: experiment=mixcse_bert)
+    select_with_mlp: bool = False
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         inert = mlm_inert_keys(self.values())

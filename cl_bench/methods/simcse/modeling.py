@@ -21,7 +21,7 @@ from cl_bench.models.mlm import mlm_head, with_mlm_term
 class SimCSE(Method):
     """Two views of each sentence, InfoNCE over in-batch negatives.
 
-    Keys: ``conf/method/simcse.yaml`` (spec: :class:`cl_bench.methods.simcse.configuration.SimCSESpec`); ``mlm_mode`` is
+    Keys: declared on its spec (:class:`cl_bench.methods.simcse.configuration.SimCSESpec`); ``mlm_mode`` is
     implemented in :mod:`cl_bench.models.mlm`.
     """
 

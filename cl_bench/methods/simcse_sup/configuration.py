@@ -6,10 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from cl_bench.methods.specs import (
-    check_mlm_config,
-    mlm_inert_keys,
-)
+from cl_bench.methods.specs import MlmProbability, MlmWeight, mlm_inert_keys
 from cl_bench.models.hub import ModelLoadError, check_model_reachable
 from cl_bench.models.pooler_names import POOLERS
 from cl_bench.specs import MethodSpec, MlmMode, RunSetting
@@ -18,7 +15,7 @@ from cl_bench.specs import MethodSpec, MlmMode, RunSetting
 @dataclass(kw_only=True)
 class SupervisedSimCSESpec(MethodSpec):
     """Supervised SimCSE, optionally guided (GISTEmbed) (:class:`cl_bench.methods.simcse_sup.modeling.SupervisedSimCSE`;
-    conf/method/simcse_sup.yaml explains each key)."""
+    each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.simcse_sup.modeling.SupervisedSimCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
@@ -29,23 +26,29 @@ class SupervisedSimCSESpec(MethodSpec):
                               "hard negative")
     encodes_views: ClassVar[bool] = True  # its columns go through tokenize_groups: model.view_prompts acts
 
-    #: false also accepts 2-column (premise, entailment) files
-    use_hard_negatives: bool
-    #: 0: no MLM term, and no MLM head is loaded
-    mlm_weight: float
-    #: the fraction of tokens masked for the MLM loss
-    mlm_probability: float
-    mlm_mode: MlmMode
-    guide: str | None
-    guide_pooler: str
+    #: false: (premise, entailment) pairs only = Table 7 "w/o hard neg." (STS-B dev 84.9); it also accepts
+    #: 2-column (premise, entailment) files
+    use_hard_negatives: bool = True
+    #: λ of the auxiliary MLM loss on all sentences (paper's sup models: off); 0: no MLM term, and no MLM head is loaded
+    mlm_weight: MlmWeight = 0.0
+    mlm_probability: MlmProbability = 0.15  # the fraction of tokens masked for the MLM loss
+    #: clean: contrastive views unmasked, LM head tied | masked: SimCSE code before PR #121 (views = the MLM-masked
+    #: inputs, LM head untied); masked needs mlm_weight > 0 | untied: SimCSE's latest code (clean views, LM head
+    #: untied, copied from the checkpoint)
+    mlm_mode: MlmMode = MlmMode.clean
+    #: a frozen guide encoder (local folder or hub id) filtering in-batch negatives; null: off. loss=gist: GISTEmbed
+    #: (sentence-transformers' GISTEmbedLoss); loss=infonce: guided supervised SimCSE (candidates the guide scores >=
+    #: the positive leave the denominator)
+    guide: str | None = None
+    guide_pooler: str = "avg"  # the guide's pooling (sentence-transformers models: avg)
 
-    def check(self) -> None:
-        check_mlm_config(self.values())
+    def check_combination(self) -> None:
+        """A guide is reachable, and its pooler known (``guide_pooler`` acts only with a guide)."""
         if self.guide:
             try:
                 check_model_reachable(str(self.guide))
-            except ModelLoadError as err:  # its message names model.name_or_path: name the guide's key
-                raise ValueError(str(err).replace("model.name_or_path", "method.guide", 1)) from err
+            except ModelLoadError as err:  # the check names model.name_or_path: say its parts for the guide's key
+                raise ValueError(f"method.guide: {err.reason}" + (f"; {err.fix}" if err.fix else "")) from err
             if self.guide_pooler not in POOLERS:
                 raise ValueError(f"method.guide_pooler: unknown pooler '{self.guide_pooler}'; valid: {', '.join(POOLERS)}")
 

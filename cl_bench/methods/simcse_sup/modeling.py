@@ -50,7 +50,7 @@ class GuidedColumns(TextViews):
 class SupervisedSimCSE(Method):
     """Supervised SimCSE on (premise, entailment[, contradiction]) items.
 
-    Keys: ``conf/method/simcse_sup.yaml`` (spec: :class:`cl_bench.methods.simcse_sup.configuration.SupervisedSimCSESpec`; ``mlm_mode``:
+    Keys: declared on its spec (:class:`cl_bench.methods.simcse_sup.configuration.SupervisedSimCSESpec`; ``mlm_mode``:
     :mod:`cl_bench.models.mlm`); its ``loss`` is InfoNCE with ``hard_negative_alpha``, or GISTEmbed's (``loss=gist``).
     """
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from cl_bench.methods.specs import (
-    check_templates,
-)
+from cl_bench.methods.specs import Template
 from cl_bench.specs import MethodSpec, RunSetting
 
 
 @dataclass(kw_only=True)
 class SNCSESpec(MethodSpec):
-    """SNCSE (:class:`cl_bench.methods.sncse.modeling.SNCSE`; conf/method/sncse.yaml explains each key)."""
+    """SNCSE (:class:`cl_bench.methods.sncse.modeling.SNCSE`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.sncse.modeling.SNCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation"})
@@ -23,11 +21,9 @@ class SNCSESpec(MethodSpec):
                               "bidirectional margin loss")
     own_prompts: ClassVar[bool] = True  # it sets pooler=mask and the templates as the encoder's prompts
 
-    template: str
-    second_template: str
-
-    def check(self) -> None:
-        check_templates(self.values(), ("template", "second_template"))
+    #: s1 + s2 of train_SNCSE.py (view 1; the evaluation prompt)
+    template: Template = 'This sentence : "[X]" means [MASK].'
+    second_template: Template = 'This sentence of "[X]" means [MASK].'  # ss1 + s2 (view 2 and the soft negative)
 
     def check_setting(self, setting: RunSetting) -> None:
         """The augmentation makes the soft negatives, so it must rewrite text."""

@@ -23,6 +23,7 @@ from cl_bench.methods.base import MethodContext, Prepared
 from cl_bench.methods.prompt_base import PromptTemplateMethod
 from cl_bench.methods.sncse.configuration import SNCSESpec
 from cl_bench.models.prompts import tokenize_with_prompts, with_period
+from cl_bench.specs import RunSetting
 
 
 @dataclass
@@ -36,14 +37,14 @@ class SoftNegativeViews(Prepared):
 class SNCSE(PromptTemplateMethod):
     """Two template views + the negation as a soft negative under the bidirectional margin loss.
 
-    Keys: ``conf/method/sncse.yaml`` (spec: :class:`cl_bench.methods.sncse.configuration.SNCSESpec`); the context's augmentation
+    Keys: declared on its spec (:class:`cl_bench.methods.sncse.configuration.SNCSESpec`); the context's augmentation
     makes the soft negatives (``augmentation=negation``).
     """
 
     def __init__(self, context: MethodContext, spec: SNCSESpec) -> None:
         super().__init__(context, spec, [spec.template, spec.second_template], "sncse")
-        if self.augmentation is None or self.augmentation.embedding_level:
-            raise ValueError("method=sncse needs a text augmentation for its soft negatives (augmentation=negation)")
+        # the spec's rule (the preflight ran it already; a method built from Python runs it here)
+        spec.check_setting(RunSetting(augmentation=None if self.augmentation is None else self.augmentation.spec))
 
     def prepare(self, items: list[str], rng: random.Random) -> SoftNegativeViews:
         """Views 1, 2 and the soft negatives, each cut so the whole input fits ``model.max_length``."""

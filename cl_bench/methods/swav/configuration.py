@@ -3,18 +3,18 @@ torch loads; the ``nn.Module`` it describes is in :mod:`cl_bench.methods.swav.mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Annotated, ClassVar
 
-from cl_bench.methods.specs import (
-    check_head,
-)
-from cl_bench.specs import MethodSpec, check_ranges
+from annotated_types import Ge
+
+from cl_bench.methods.specs import LayerSizes
+from cl_bench.specs import MethodSpec
 
 
 @dataclass(kw_only=True)
 class SwAVSpec(MethodSpec):
-    """SwAV (:class:`cl_bench.methods.swav.modeling.SwAV`; conf/method/swav.yaml explains each key)."""
+    """SwAV (:class:`cl_bench.methods.swav.modeling.SwAV`; each key's doc is its comment)."""
 
     target: ClassVar[str] = "cl_bench.methods.swav.modeling.SwAV"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "augmentation", "pooler"})
@@ -23,14 +23,7 @@ class SwAVSpec(MethodSpec):
     summary: ClassVar[str] = "SwAV: projection head, K prototypes, Sinkhorn-Knopp codes, swapped prediction between two views"
     encodes_views: ClassVar[bool] = True  # its views go through tokenize_groups: model.view_prompts acts
 
-    projection: list[int]
-    num_prototypes: int
-    freeze_prototypes_steps: int
-
-    def check(self) -> None:
-        values = self.values()
-        check_head(values, "projection")
-        check_ranges("method", values, {
-            "num_prototypes": (lambda v: v >= 2, ">= 2"),
-            "freeze_prototypes_steps": (lambda v: v >= 0, ">= 0"),
-        })
+    projection: LayerSizes = field(default_factory=lambda: [2048, 128])  # official --hidden_mlp 2048 --feat_dim 128
+    num_prototypes: Annotated[int, Ge(2)] = 3000  # K normalised prototypes (official --nmb_prototypes, ImageNet)
+    #: steps during which the prototypes stay frozen (official --freeze_prototypes_niters)
+    freeze_prototypes_steps: Annotated[int, Ge(0)] = 313

@@ -32,7 +32,7 @@ from cl_bench.methods.swav.configuration import SwAVSpec
 class SwAV(Method):
     """Swapped prediction of prototype assignments between two views (its loss is ``swav``).
 
-    Keys: ``conf/method/swav.yaml`` (spec: :class:`cl_bench.methods.swav.configuration.SwAVSpec`).
+    Keys: declared on its spec (:class:`cl_bench.methods.swav.configuration.SwAVSpec`).
     """
 
     def __init__(self, context: MethodContext, spec: SwAVSpec) -> None:
