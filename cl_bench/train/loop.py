@@ -117,9 +117,9 @@ def build_method(cfg: DictConfig, device: torch.device) -> Method:
     return method.to(device)
 
 
-def make_optimizer(method: Method, train_cfg: DictConfig) -> torch.optim.Optimizer:
+def make_optimizer(method: Method, train_cfg: DictConfig, autocast_dtype: torch.dtype | None = None) -> torch.optim.Optimizer:
     """The ``train.*`` optimiser over the method's trainable parameters (cl_bench/train/optim.py)."""
-    return build_optimizer(method.named_parameters(), train_cfg)
+    return build_optimizer(method.named_parameters(), train_cfg, autocast_dtype=autocast_dtype)
 
 
 @dataclass
@@ -214,7 +214,7 @@ class Trainer:
             if setting == "auto":  # chosen for the user: an operator dynamo cannot trace runs eagerly instead
                 torch._dynamo.config.suppress_errors = True
             compile_encoder(self.method, compile_mode(self.device))
-        self.optimizer = make_optimizer(self.method, tcfg)
+        self.optimizer = make_optimizer(self.method, tcfg, self.amp_dtype)
         from transformers import get_linear_schedule_with_warmup
 
         self.scheduler = get_linear_schedule_with_warmup(
