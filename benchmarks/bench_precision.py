@@ -29,6 +29,8 @@ from cl_bench.methods.simcse.modeling import SimCSE
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.compile import PadToBucket, compile_encoder, length_buckets
 from cl_bench.train.precision import autocast, autocast_dtype
+from cl_bench.train.step import keep_freed_memory
+from cl_bench.utils.optim import implementation
 
 VARIANTS = {  # name: (train.precision, train.compile)
     "fp32 eager": ("fp32", False),
@@ -57,7 +59,8 @@ def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     device = torch.device("cpu")
     dtype = autocast_dtype(precision, device)
     params = [p for p in method.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=3e-5)
+    optimizer = torch.optim.AdamW(params, lr=3e-5, **implementation(device, dtype))  # the Trainer's choice
+    keep_freed_memory()  # as the Trainer's CPU step (cl_bench/train/step.py)
 
     def step(sentences: list[str]) -> float:
         method.train()

@@ -7,7 +7,8 @@ affects them alike:
 * **plain**: tokenise in the step, forward, [CLS] + fresh MLP, cosine/tau cross-entropy, backward, clip,
   ``torch.optim.AdamW`` (torch's default implementation), ``loss.item()`` (a plain loop's per-step log);
 * **cl-bench**: the Trainer's own step (``cl_bench.train.step.TrainStep``: the non-finite guard and loss on
-  the device, fused AdamW on CUDA, the 4D padding mask) on batches tokenised by ``--workers`` DataLoader workers
+  the device, fused AdamW on CUDA and under a CPU's bf16, the 4D padding mask; on a CPU glibc's malloc keeps freed
+  memory, for the whole process, so the other kinds run with it too) on batches tokenised by ``--workers`` DataLoader workers
   into pinned memory and copied non-blocking (``cl_bench.data.loader.BatchLoader``), eager;
 * **cl-bench, compiled**: the same with ``train.compile`` (the backbone compiled for static shapes on bucketed
   lengths; CUDA graphs on CUDA); ``--compile auto`` runs it on CUDA only (inductor on a CPU takes minutes);
@@ -117,7 +118,7 @@ def cl_bench_round(model_path: str, lr: float, device: torch.device, dtype: torc
                     DROPOUT_SIMCSE)
     method.to(device)
     params = [p for p in method.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, **implementation(device))
+    optimizer = torch.optim.AdamW(params, lr=lr, **implementation(device, dtype))  # the Trainer's choice
     prepare = method.prepare
     if compiled:
         compile_encoder(method, compile_mode(device))

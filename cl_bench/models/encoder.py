@@ -179,6 +179,22 @@ def load_backbone(
     return backbone, tokenizer
 
 
+#: The vectors of the latest iterating encodes (``eval.sample_pairs`` set) by sentence, for the one identity
+#: (:meth:`SentenceEncoder.cache_identity`: weights bit for bit, backend, precision, pooling) they were encoded with.
+_RECENT_VECTORS: dict[str, dict[str, np.ndarray]] = {}
+#: at most this many sentences kept (the dev sample and the final evaluation's: about 2,400 with eval=iterate)
+RECENT_VECTORS_MAX = 20_000
+
+
+def _remember_vectors(identity: str, sentences: Sequence[str], vectors: np.ndarray) -> None:
+    """Keep ``vectors`` (rows of ``sentences``) for ``identity``, forgetting those of any other identity."""
+    kept = _RECENT_VECTORS.get(identity, {})
+    _RECENT_VECTORS.clear()
+    if len(kept) + len(sentences) <= RECENT_VECTORS_MAX:
+        kept.update(zip(sentences, np.array(vectors, dtype=np.float32, copy=True), strict=True))
+        _RECENT_VECTORS[identity] = kept
+
+
 #: Tokenised sentence lists kept in the process (the dev sets of in-training evaluations and of a sweep's jobs, issue 37).
 TOKEN_MEMO_ENTRIES = 8
 _TOKEN_MEMO: OrderedDict[tuple, Any] = OrderedDict()
@@ -478,12 +494,18 @@ class SentenceEncoder(nn.Module):
                  " (auto)" if settings.precision == "auto" else "", "on" if settings.cache else "off")
         cache, key = self._cache_entry(unique, backend, settings)
         vectors = cache.load(key, len(unique)) if cache else None
+        # iterating: the vectors this process last encoded with the same weights and settings (the last dev
+        # evaluation's sample, which the final evaluation scores again) are taken as they are
+        identity = json.dumps(self.cache_identity(backend, precision), sort_keys=True, default=str) \
+            if settings.iterating and unique else None
         if vectors is not None:
             log.info("embedding cache hit: %d sentences (%s)", len(unique), key[:12])
         else:
-            vectors = self._encode_distinct(unique, batch_size, backend, settings)
+            vectors = self._encode_reusing(unique, batch_size, backend, settings, identity)
             if cache:
                 cache.store(key, vectors)
+        if identity is not None:
+            _remember_vectors(identity, unique, vectors)
         position = {s: i for i, s in enumerate(unique)}
         return vectors[[position[s] for s in sentences]]
 
@@ -606,6 +628,20 @@ class SentenceEncoder(nn.Module):
             for made_path in made:  # the probe's export is not kept when ONNX Runtime does not run
                 discard_export(made_path)
         return choice
+
+    def _encode_reusing(
+        self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings, identity: str | None
+    ) -> np.ndarray:
+        """:meth:`_encode_distinct` of the sentences :data:`_RECENT_VECTORS` does not hold for ``identity``."""
+        known = _RECENT_VECTORS.get(identity) if identity is not None else None
+        if not known:
+            return self._encode_distinct(unique, batch_size, backend, settings)
+        missing = [text for text in unique if text not in known]
+        log.info("reusing %d of %d sentences encoded earlier in this process with the same weights and settings "
+                 "(iterating)", len(unique) - len(missing), len(unique))
+        fresh = self._encode_distinct(missing, batch_size, backend, settings) if missing else None
+        rows = {text: row for row, text in enumerate(missing)}
+        return np.stack([known[text] if fresh is None or text not in rows else fresh[rows[text]] for text in unique])
 
     def _encode_distinct(
         self, unique: list[str], batch_size: int, backend: str, settings: EncodingSettings

@@ -130,9 +130,9 @@ def build_method(specs: RunSpecs, device: torch.device) -> Method:
     return method.to(device)
 
 
-def make_optimizer(method: Method, train: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(method: Method, train: TrainConfig, autocast_dtype: torch.dtype | None = None) -> torch.optim.Optimizer:
     """The ``train.*`` optimiser over the method's trainable parameters (cl_bench/train/optim.py)."""
-    return build_optimizer(method.named_parameters(), train)
+    return build_optimizer(method.named_parameters(), train, autocast_dtype=autocast_dtype)
 
 
 @dataclass
@@ -228,7 +228,7 @@ class Trainer:
             if setting == "auto":  # chosen for the user: an operator dynamo cannot trace runs eagerly instead
                 torch._dynamo.config.suppress_errors = True
             compile_encoder(self.method, compile_mode(self.device))
-        self.optimizer = make_optimizer(self.method, tspec)
+        self.optimizer = make_optimizer(self.method, tspec, self.amp_dtype)
         from transformers import get_linear_schedule_with_warmup
 
         self.scheduler = get_linear_schedule_with_warmup(

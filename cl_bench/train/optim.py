@@ -8,7 +8,8 @@ trained with: :class:`cl_bench.utils.optim.AdamWNoBiasCorrection` (shared with B
 
 torch's AdamW runs its fused kernel on CUDA (one launch per group of tensors instead of a dozen per
 parameter, and it honours the ``found_inf`` flag that the sync-free non-finite guard of
-:mod:`cl_bench.train.step` sets) and its ``foreach`` implementation elsewhere (``implementation``).
+:mod:`cl_bench.train.step` sets) and on a CPU under bf16 autocast, and its ``foreach`` implementation for fp32
+on a CPU (``implementation``: fused rounds fp32 differently by an ulp).
 """
 
 from __future__ import annotations
@@ -36,18 +37,19 @@ def parameter_groups(
 
 
 def build_optimizer(
-    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train: TrainConfig, fused: bool | None = None
+    named_parameters: Iterable[tuple[str, torch.nn.Parameter]], train: TrainConfig, fused: bool | None = None,
+    autocast_dtype: torch.dtype | None = None,
 ) -> torch.optim.Optimizer:
     """The optimiser the ``train`` spec asks for: lr, betas, eps, weight decay and ``adam_bias_correction``.
 
-    ``fused`` None: :func:`implementation` of the parameters' device; True/False force it (tests run the CUDA
-    path's fused kernel on the CPU, where torch has one too).
+    ``fused`` None: :func:`implementation` of the parameters' device and the run's ``autocast_dtype`` (None: fp32);
+    True/False force it (tests run the CUDA path's fused kernel on the CPU, where torch has one too).
     """
     groups = parameter_groups(named_parameters, train.weight_decay)
     betas = (train.adam_beta1, train.adam_beta2)
     if train.adam_bias_correction:
         params = [p for group in groups for p in group["params"]]
-        kind = implementation(params[0].device if params else torch.device("cpu"))
+        kind = implementation(params[0].device if params else torch.device("cpu"), autocast_dtype)
         if fused is not None:
             kind = {"fused": True} if fused else {"foreach": True}
         return torch.optim.AdamW(groups, lr=train.lr, betas=betas, eps=train.adam_eps, **kind)

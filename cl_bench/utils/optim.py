@@ -14,10 +14,20 @@ from collections.abc import Callable, Iterable
 import torch
 
 
-def implementation(device: torch.device) -> dict[str, bool]:
-    """torch AdamW's implementation switch for parameters on ``device``: fused on CUDA (one kernel for all
-    tensors; it honours ``found_inf``, which cl_bench/train/step.py's sync-free guard sets), foreach elsewhere."""
-    return {"fused": True} if device.type == "cuda" else {"foreach": True}
+def implementation(device: torch.device, autocast_dtype: torch.dtype | None = None) -> dict[str, bool]:
+    """torch AdamW's implementation switch for parameters on ``device`` trained under ``autocast_dtype``.
+
+    Fused on CUDA (one kernel for all tensors; it honours ``found_inf``, which cl_bench/train/step.py's sync-free
+    guard sets) and on a CPU under a reduced-precision autocast (bf16: ``train.precision=bf16``, or ``auto`` when
+    iterating): torch's CPU kernel (torch >= 2.4) reads and writes each parameter, gradient and moment once, where
+    foreach makes a pass over memory per operation and allocates the denominators (MiniLM's 11.7M-parameter word
+    embeddings: 47 MB a step); measured in docs/benchmarks.md (issue 50). Its fp32 arithmetic rounds differently
+    from foreach's (one ulp, far below bf16's rounding), so an fp32 run on a CPU keeps foreach: those runs stay
+    bit-for-bit what the exactness tests pin.
+    """
+    if device.type == "cuda" or (device.type == "cpu" and autocast_dtype in (torch.bfloat16, torch.float16)):
+        return {"fused": True}
+    return {"foreach": True}
 
 
 class AdamWNoBiasCorrection(torch.optim.Optimizer):

@@ -169,7 +169,7 @@ def cuda_step_path(monkeypatch: pytest.MonkeyPatch) -> None:
     import cl_bench.train.loop as loop
     import cl_bench.train.optim as optim
 
-    monkeypatch.setattr(optim, "implementation", lambda device: {"fused": True})
+    monkeypatch.setattr(optim, "implementation", lambda device, autocast_dtype=None: {"fused": True})
     monkeypatch.setattr(loop, "TrainStep", functools.partial(TrainStep, defer_guard=True))
 
 
@@ -232,3 +232,31 @@ def test_a_model_running_augmentation_keeps_auto_workers_at_zero(tiny_bert: Path
     assert augmentation.spec.runs_model_in_training()  # its spec decides
     trainer.method.augmentation = augmentation
     assert trainer.data_workers() == 0
+
+
+@pytest.mark.parametrize(("precision", "fused"), [("bf16", True), ("fp32", False)])
+def test_the_cpu_trainer_fuses_adamw_under_bf16_only(tiny_bert: Path, data_dir: Path, tmp_path: Path,
+                                                      precision: str, fused: bool) -> None:
+    """On a CPU the bf16 step runs torch's fused AdamW; fp32 keeps foreach (bit for bit what the references pin)."""
+    trainer = _trainer(tiny_bert, data_dir, tmp_path, f"train.precision={precision}", "train.max_steps=1")
+    assert bool(trainer.optimizer.defaults.get("fused")) is fused
+    assert bool(trainer.optimizer.defaults.get("foreach")) is not fused
+
+
+def test_a_cpu_step_keeps_freed_memory(tiny_bert: Path) -> None:
+    """After a CPU TrainStep is built, a freed 64 MB tensor's memory is reused: allocating it again faults in no
+    new pages (glibc's default maps and unmaps it each time: 16,384 faults of 4 KiB pages)."""
+    import resource
+
+    import cl_bench.train.step as step_module
+
+    _stepper(_simcse(tiny_bert), defer=False)
+    assert step_module._kept_freed_memory is True  # this suite runs on glibc Linux
+
+    def faults_of_an_allocation() -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        torch.empty(16 << 20, dtype=torch.float32).fill_(1.0)  # 64 MB, freed at once
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    faults_of_an_allocation()
+    assert faults_of_an_allocation() < 1000

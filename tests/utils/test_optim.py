@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from cl_bench.train.optim import AdamWNoBiasCorrection, build_optimizer
+from cl_bench.train.optim import AdamWNoBiasCorrection, build_optimizer, implementation
 
 
 def _train_cfg(bias_correction: bool, weight_decay: float = 0.0) -> OmegaConf:
@@ -103,3 +103,36 @@ def test_presets_reach_the_loop_optimiser(preset: str, eps: float, tiny_bert, da
         cfg = compose("config", overrides=[f"experiment={preset}", f"model.name_or_path={tiny_bert}"])
     optimizer = make_optimizer(torch.nn.Linear(3, 2), cfg.train)  # the loop's call, on a stand-in module
     assert type(optimizer) is AdamWNoBiasCorrection and optimizer.defaults["eps"] == eps
+
+
+@pytest.mark.parametrize(("device", "dtype", "kind"), [
+    ("cuda", None, "fused"), ("cuda", torch.bfloat16, "fused"),
+    ("cpu", torch.bfloat16, "fused"), ("cpu", None, "foreach"),
+])
+def test_the_adamw_implementation(device: str, dtype: torch.dtype | None, kind: str) -> None:
+    """Fused on CUDA and under a CPU's bf16 autocast; foreach for fp32 on a CPU (fused rounds fp32 differently)."""
+    assert implementation(torch.device(device), dtype) == {kind: True}
+
+
+def test_build_optimizer_takes_the_autocast_dtype() -> None:
+    param = torch.nn.Parameter(torch.ones(3))
+    bf16 = build_optimizer([("w", param)], _train_cfg(True), autocast_dtype=torch.bfloat16)
+    fp32 = build_optimizer([("w", param)], _train_cfg(True))
+    assert bf16.defaults["fused"] and not fp32.defaults.get("fused") and fp32.defaults["foreach"]
+
+
+def test_fused_and_foreach_differ_by_rounding_only() -> None:
+    """What the CPU's bf16 path changes: the same AdamW update within fp32 rounding, not bit for bit (why fp32
+    keeps foreach)."""
+    torch.manual_seed(0)
+    start = torch.randn(256, 64)
+    results = []
+    for kind in ({"foreach": True}, {"fused": True}):
+        param = torch.nn.Parameter(start.clone())
+        optimizer = torch.optim.AdamW([param], lr=3e-5, weight_decay=0.01, **kind)
+        generator = torch.Generator().manual_seed(1)
+        for _ in range(10):
+            param.grad = torch.randn(param.shape, generator=generator) * 1e-3
+            optimizer.step()
+        results.append(param.detach().clone())
+    torch.testing.assert_close(results[0], results[1], rtol=1e-6, atol=1e-7)
