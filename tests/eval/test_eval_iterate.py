@@ -30,7 +30,7 @@ def test_sample_is_fixed_ordered_and_only_cuts_sts_splits() -> None:
 
 def test_sample_pairs_is_checked(data_dir: Path) -> None:
     for bad in (5, True, "300"):
-        with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be null \(every pair\) or a number"):
+        with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be >= 10, got"):
             check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=bad), files=False)
     check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=300), files=False)
 

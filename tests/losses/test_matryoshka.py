@@ -99,7 +99,7 @@ def _compose(data_dir: Path, overrides: list[str]):
         (["method=simcse", "train.matryoshka_dims=[64,16]"], "64 exceeds the model's embedding width 32"),
         (["method=simcse", "train.matryoshka_weights=[1]"], "has no effect on this run: train.matryoshka_dims is null"),
         (["method=simcse", "eval.truncate_dim=64"], "eval.truncate_dim: 64 exceeds the model's embedding width 32"),
-        (["method=simcse", "eval.truncate_dim=0"], "eval.truncate_dim: must be null or a number"),
+        (["method=simcse", "eval.truncate_dim=0"], "eval.truncate_dim: must be >= 1, got 0"),
         (["method=simcse", "eval.tasks=[mteb:STSBenchmark]", "eval.truncate_dim=16"], "eval.truncate_dim: has no effect"),
     ],
 )

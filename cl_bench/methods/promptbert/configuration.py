@@ -35,6 +35,7 @@ class PromptBERTSpec(MethodSpec):
     summary: ClassVar[str] = ("PromptBERT: two templates as views, the [MASK] state as the embedding, template "
                               "denoising, in-batch negatives")
     own_prompts: ClassVar[bool] = True  # it sets pooler=mask and the templates as the encoder's prompts
+    needs_masked_lm: ClassVar[str] = "its templates are pooled at [MASK] (with a decoder: pooler=prompt_last, PromptEOL, with method=simcse)"
 
     template: str
     second_template: str | None
