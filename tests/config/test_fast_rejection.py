@@ -286,7 +286,7 @@ DECLARED_REJECTED += [
                                         "sts_dev_avg, transfer_dev_avg, stsb_dev_max_similarity, "
                                         "stsb_dev_max_similarity_no_dot"),
     (["eval.backend=tensorrt"], "cl-bench: error: eval.backend: unknown 'tensorrt'; valid: auto, torch, onnx"),
-    (["eval.postprocess=flow", "eval.flow.fit_mode=x"], "cl-bench: error: eval.flow.fit_mode: unknown 'x'; valid: train, eval"),
+    (["eval.postprocess=flow", "eval.flow.fit_mode=x"], "cl-bench: error: eval.flow.fit_mode: must be one of train, eval, got 'x'"),
     (["eval.pooler=nope"], "cl-bench: error: eval.pooler: unknown pooler 'nope'; valid: cls, cls_before_pooler, avg, "
                            "avg_top2, avg_first_last, cls_avg, mask, prompt_last, last_token (or null: pooler.name)"),
     (["eval.pooler=cls"], "cl-bench: error: eval.pooler: 'cls' needs an MLP head, which the trained encoder was not "

@@ -67,7 +67,7 @@ def test_from_config_types_the_flow_and_names_an_unknown_key() -> None:
     ({"sample_pairs": 5}, "eval.sample_pairs: must be >= 10, got 5"),
     ({"postprocess": "pca"}, "eval.postprocess: unknown 'pca'; valid: none, whitening, flow"),
     ({"whitening": 8}, "eval.whitening: the kept dimensions act only with eval.postprocess=whitening (got none)"),
-    ({"postprocess": "flow", "flow": {"levels": 0}}, "eval.flow.levels: must be an integer >= 1, got 0"),
+    ({"postprocess": "flow", "flow": {"levels": 0}}, "eval.flow.levels: must be >= 1, got 0"),
     ({"flow": {"levels": 2}}, "eval.flow.levels: acts only with eval.postprocess=flow (got none)"),
     ({"align_uniform_split": "val"}, "eval.align_uniform_split: must be one of all, train, dev, test, got 'val'"),
 ])
