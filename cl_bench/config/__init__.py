@@ -205,7 +205,8 @@ def preflight(cfg: DictConfig, overrides: Sequence[str] = (), *, before_torch: b
             spec.check()
         for check in RUN_CHECKS:
             check(run, before_torch)
-        check_overrides_act(run, overrides)
+        check_overrides_act(run, overrides)  # before the eval rules across keys: an inert eval.* key says so first
+        check_eval_options(run, before_torch)
         if files:
             for check in FILE_CHECKS:
                 check(run, overrides)
@@ -381,7 +382,7 @@ def _select_metric(run: RunSpecs) -> str | None:
 
 #: the checks across groups, after every spec's own rules, in this order (each ``check(run, before_torch)``)
 RUN_CHECKS = (check_prompt_options, check_eval_pooler, check_method_setting, check_loss_kind, check_workers_can_augment,
-              check_matryoshka, check_truncate_dim, check_eval_options)
+              check_matryoshka, check_truncate_dim)
 
 
 # --- the model and the files (each ``check(run, overrides)``) -------------------------------------

@@ -158,9 +158,6 @@ class _EvalNode(Checked):
 
     group: ClassVar[str] = "eval"
 
-    def check_combination(self) -> None:
-        _check_postprocess(self)
-
     def options(self) -> EvalOptions:
         """The node's :class:`EvalOptions` (without ``tasks`` and ``pooler``)."""
         return EvalOptions.from_config(self)  # type: ignore[arg-type]
