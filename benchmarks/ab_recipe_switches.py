@@ -28,7 +28,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
 from cl_bench.config import validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs
 from cl_bench.eval import evaluate_dev
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import train
@@ -131,7 +131,7 @@ def run_one(args: argparse.Namespace, overrides: list[str], seed: int) -> dict[s
             selected_by_step[step] = metrics[cfg.train.select_metric]
 
     with tempfile.TemporaryDirectory() as run_dir:
-        _, state = train(run_specs_from_config(cfg), Path(run_dir), log_metrics, dev_eval)
+        _, state = train(typed_specs(cfg), Path(run_dir), log_metrics, dev_eval)
     # The loop evaluates at the last step too, so the final weights' STS-B dev is already logged:
     # the best evaluation's (final_weights=best) or the last one's (final_weights=last).
     final_step = state.best_step if cfg.train.final_weights == "best" else max(dev_by_step)

@@ -23,7 +23,7 @@ from _common import print_machine
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs
 from cl_bench.data.loader import BatchLoader
 from cl_bench.train.loop import build_method, make_optimizer, seed_everything
 
@@ -39,7 +39,7 @@ def steps_per_second(args: argparse.Namespace, method_name: str, augmentation: s
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     seed_everything(cfg.seed)
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     items = method.read_corpus(cfg.data.train_file)[: args.batch_size * (args.steps + args.warmup + 2)]
     optimizer = make_optimizer(method, cfg.train)
     loader = BatchLoader(items, method.batches, method.prepare, args.batch_size, cfg.seed, num_workers=workers)

@@ -58,9 +58,34 @@ MlmMode = StrEnum("MlmMode", "clean masked untied")
 _REGISTRY: dict[str, type[Spec]] = {}
 
 
+class Checked:
+    """What every spec answers, an option's (:class:`Spec`) or a run group's (:mod:`cl_bench.run_specs`): its rules,
+    the ones declared on its fields (:func:`check_fields`), then the ones across its keys (:meth:`check_combination`)."""
+
+    #: the config group of the keys (``method``, ``train``, ``model.lora``; "" for the top-level keys)
+    group: ClassVar[str] = ""
+
+    def check(self) -> None:
+        """The spec's value rules, run before any model loads: the rules declared on each field
+        (:func:`check_fields`), then the rules across its keys (:meth:`check_combination`). Not overridden.
+
+        Raises:
+            ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1, got 0``.
+        """
+        check_fields(self, f"{self.group}." if self.group else "")
+        self.check_combination()
+
+    def check_combination(self) -> None:
+        """The rules that read several of the spec's keys together (a rule of one key is declared on its field).
+
+        Raises:
+            ValueError: one line starting with the key to change.
+        """
+
+
 @dataclass(kw_only=True)
-class Spec:
-    """Base of every spec: the option's config keys as typed fields, and its value rules."""
+class Spec(Checked):
+    """Base of every option's spec: the option's config keys as typed fields, and its value rules."""
 
     #: the dotted path of what the option builds (the YAML's ``_target_``); a subclass that sets it is registered
     target: ClassVar[str] = ""
@@ -101,22 +126,6 @@ class Spec:
         """The option's values by key (what its target is built with)."""
         return {name: getattr(self, name) for name in self.keys()}
 
-    def check(self) -> None:
-        """The option's own value rules, run before any model loads: the rules declared on each field
-        (:func:`check_fields`), then the rules across its keys (:meth:`check_combination`).
-
-        Raises:
-            ValueError: one line starting with the key, e.g. ``method.queue_size: must be >= 1, got 0``.
-        """
-        check_fields(self, f"{self.group}.")
-        self.check_combination()
-
-    def check_combination(self) -> None:
-        """The rules that read several of the option's keys together (a rule of one key is declared on its field).
-
-        Raises:
-            ValueError: one line starting with the key to change.
-        """
 
 
 @dataclass(frozen=True)
@@ -197,10 +206,19 @@ class MethodSpec(Spec):
     #: False when the method builds its views from token ids, where no prompt layout survives (ESimCSE):
     #: then ``model.prompt``/``view_prompts`` and the prompt poolers are rejected
     takes_prompts: ClassVar[bool] = True
+    #: what the method needs that only a BERT-shaped encoder has (a masked-LM form, a [MASK] token), said when a
+    #: decoder backbone is chosen (``""``: it trains decoders too; :func:`cl_bench.models.decoders.check_backbone_options`)
+    needs_masked_lm: ClassVar[str] = ""
 
     def supplied_inputs(self) -> frozenset[str]:
         """The loss inputs this configuration supplies (default: :attr:`supplies`)."""
         return self.supplies
+
+    def unused_groups(self) -> dict[str, str]:
+        """The config groups (:data:`METHOD_GROUPS`) whose choice cannot act on this method (:attr:`uses`), with why."""
+        uses = ", ".join(g for g in METHOD_GROUPS if g in self.uses) or "none of loss, augmentation, pooler"
+        return {group: f"method={self.name} does not use the {group} group (it uses: {uses})"
+                for group in METHOD_GROUPS if group not in self.uses}
 
     def inert_keys(self, setting: RunSetting) -> dict[str, str]:
         """Method keys that cannot act under these values and the run's other choices, each with the reason
@@ -229,6 +247,19 @@ class LossSpec(Spec):
     needs: ClassVar[Mapping[str, str]] = {}
     #: the keyword inputs a method may pass besides the views (``labels``, ``ignore``, ``guide``, ...)
     inputs: ClassVar[frozenset[str]] = frozenset()
+
+    def inert_keys(self, method: MethodSpec) -> dict[str, str]:
+        """The loss keys (``loss.<key>``) that cannot act under ``method``: each key of :attr:`needs` whose condition on
+        the loss's own values (``similarity=cosine``) fails, or whose input the method does not supply."""
+        inert = {}
+        for key, need in self.needs.items():
+            if "=" in need:  # a condition on the loss's own values (similarity=cosine)
+                condition_key, _, expected = need.partition("=")
+                if str(getattr(self, condition_key, None)) != expected:
+                    inert[f"loss.{key}"] = f"loss={self.name} uses {key} only with loss.{need}"
+            elif need not in method.supplied_inputs():
+                inert[f"loss.{key}"] = f"method={method.name} gives its loss no {need.replace('_', ' ')}"
+        return inert
 
 
 @dataclass(kw_only=True)

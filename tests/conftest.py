@@ -28,10 +28,10 @@ from transformers import BertConfig
 from cl_bench.config import (
     ConfigError,
     catalog,
+    typed_specs,
     validate,
 )
 from cl_bench.config.catalog import CONF_DIR
-from cl_bench.config.typed import run_specs_from_config
 from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS
 from cl_bench.utils.cache_dirs import data_dir_from_environment
 
@@ -371,7 +371,7 @@ def build_objective_method(tiny_bert: Path, data_dir: Path, overrides: list[str]
         cfg = compose("config", overrides=overrides)
     validate(cfg, overrides)
     torch.manual_seed(0)
-    return build_method(run_specs_from_config(cfg), torch.device("cpu")), cfg
+    return build_method(typed_specs(cfg), torch.device("cpu")), cfg
 
 
 # --- used by eval/test_eval_transfer.py, models/test_decoder_eval.py ---
@@ -486,7 +486,7 @@ def hooks_trainer(method: str, tiny_bert: Path, data_dir: Path, tmp_path: Path, 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     validate(cfg)
-    return Trainer(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
+    return Trainer(typed_specs(cfg), tmp_path, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
 
 
 # --- used by config/test_options_act.py, models/test_decoders.py, methods/test_method_prepare.py ---

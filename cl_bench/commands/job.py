@@ -39,7 +39,6 @@ from cl_bench.config import (
 )
 from cl_bench.config.early_checks import is_group
 from cl_bench.config.run_folder import FinishedRun, check_run_folder, segment_changes
-from cl_bench.config.typed import run_specs_from_config
 from cl_bench.eval.embed import NonFiniteEmbeddingError
 from cl_bench.eval.mteb import run_mteb
 from cl_bench.eval.options import EvalOptions
@@ -287,8 +286,7 @@ def run(cfg: DictConfig) -> float | None:
         try:
             if cfg.mode == "eval":
                 use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
-            preflight(cfg, list(hydra_cfg.overrides.task))
-            specs = run_specs_from_config(cfg)  # what the trainer and the evaluation read, typed, built once
+            specs = preflight(cfg, list(hydra_cfg.overrides.task))  # the trainer and the evaluation read these
             resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
         except ConfigError as err:
             print(f"cl-bench: error: {err}", file=sys.stderr)

@@ -4,9 +4,9 @@
   group option that does not exist, a key that does not exist (with the closest valid key), a
   ``+key`` already in the config, a value of the wrong type, a config-only value check (:func:`check_override_keys`),
   each swept value tried; every override string is read by Hydra's parser.
-* A single run's composed config: the job's own checks (:func:`cl_bench.config.check_values`,
-  :func:`~cl_bench.config.check_choices`, :func:`~cl_bench.config.check_eval_options`), which read the options'
-  torch-free specs (:mod:`cl_bench.specs`), then the model and data files where no network is asked
+* A single run's composed config: the job's own pass (:func:`cl_bench.config.preflight`, without its file checks and
+  what only torch tells), which reads the torch-free specs (:mod:`cl_bench.specs`, :mod:`cl_bench.run_specs`), then
+  the model and data files where no network is asked
   (:func:`check_model_and_data`: a local folder's ``config.json``, safetensors headers and recorded encoder class, the
   corpus's content). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
   model's width) is the job's to judge. A multirun's jobs are each checked by the sweep callback before any runs.
@@ -28,7 +28,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from cl_bench.config import ConfigError, catalog, check_values
+from cl_bench.config import ConfigError, RunSpecs, catalog, preflight
 from cl_bench.config.catalog import CONF_DIR, GROUPS
 from cl_bench.specs import registered
 from cl_bench.utils.overrides import is_override, override_parser, parsed_overrides
@@ -49,11 +49,12 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         if isinstance(cfg, Exception):
             raise_keyed_composition_error(cfg)
         return
-    check_values(cfg)
+    run = check_composed(cfg)
     from cl_bench.config.run_folder import check_run_folder
 
     check_run_folder(cfg, Path(str(cfg.hydra.run.dir)))  # before Hydra's job writes .hydra/ into it
-    check_composed(cfg)
+    if run is not None:
+        check_model_and_data(run, list(cfg.hydra.overrides.task))
 
 
 #: Hydra's override grammar, which the syntax errors point at
@@ -121,34 +122,29 @@ def _no_warnings() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def check_composed(cfg: DictConfig) -> None:
-    """The job's checks before its model loads, on a composed config (with its ``hydra`` node): ``mode=eval`` first takes
-    the pooling recorded with the encoder (as the job does), then :func:`~cl_bench.config.check_choices`,
-    :func:`~cl_bench.config.check_eval_options` and :func:`check_model_and_data`.
+def check_composed(cfg: DictConfig) -> RunSpecs | None:
+    """The job's pass before its model loads (:func:`cl_bench.config.preflight`, before torch and without the files) on
+    a composed config (with its ``hydra`` node); ``mode=eval`` first takes the pooling recorded with the encoder (as
+    the job does). Returns the run's typed specs, or None where the job must judge (an interpolation that does not
+    resolve, an unreadable ``cl_bench_encoder.json``: the job says it as it did).
 
     Raises:
-        ConfigError: the first rejection of those checks, in the job's words.
+        ConfigError: the first rejection, in the job's words.
     """
-    from cl_bench.config import check_choices, check_eval_options, use_recorded_pooling
+    from cl_bench.config import use_recorded_pooling
 
-    if cfg.mode == "eval":
-        try:
+    try:
+        if cfg.mode == "eval":
             with _no_warnings():  # the job gives them
                 use_recorded_pooling(cfg, list(cfg.hydra.overrides.task))
-        except Exception:  # noqa: BLE001 (e.g. an unreadable cl_bench_encoder.json: the job says it as it did)
-            return
-        check_values(cfg)
-    try:
-        check_choices(cfg, list(cfg.hydra.overrides.task), before_torch=True)
-        check_eval_options(cfg, before_torch=True)
+        return preflight(cfg, list(cfg.hydra.overrides.task), before_torch=True, files=False)
     except ConfigError:
         raise
-    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
-        return
-    check_model_and_data(cfg)
+    except Exception:  # noqa: BLE001 (the job says it as it did)
+        return None
 
 
-def check_model_and_data(cfg: DictConfig) -> None:
+def check_model_and_data(run: RunSpecs, overrides: Sequence[str]) -> None:
     """The job's next checks (:func:`cl_bench.config.check_model_and_files`): the local paths it names (a corpus outside
     the data root, a ``train.resume`` folder) exist; then, where the job would ask no network and fetch nothing (a local
     model folder, or a hub model under Hugging Face's offline mode, with the data either all there or its downloads
@@ -158,7 +154,7 @@ def check_model_and_data(cfg: DictConfig) -> None:
     Raises:
         ConfigError: the job's message.
     """
-    from cl_bench.config import _tried_data_options, check_local_paths, needed_files
+    from cl_bench.config import check_local_paths, needed_files, tried_data_options
     from cl_bench.models.hub import (
         ModelLoadError,
         check_model_reachable,
@@ -167,38 +163,35 @@ def check_model_and_data(cfg: DictConfig) -> None:
         wants_decoder,
     )
 
-    check_local_paths(cfg)
-    name = str(cfg.model.name_or_path)
+    check_local_paths(run)
+    name = str(run.model.name_or_path)
     if not (is_local_path(name) or offline()):
         return  # the job probes the hub
     problems = []
     try:
-        check_model_reachable(name, wants_decoder(cfg.pooler.get("name"), cfg.model.get("bidirectional")))
+        check_model_reachable(name, wants_decoder(run.pooler.name, run.model.bidirectional))
     except ModelLoadError as err:
         problems.append(str(err))
-    root = Path(cfg.paths.data_dir)
-    try:
-        wanted = needed_files(cfg)
-    except Exception:  # noqa: BLE001 (e.g. an interpolation that does not resolve: the job says it as it did)
-        return
+    root = Path(run.paths.data_dir)
+    wanted = needed_files(run)
     if not all((root / rel).is_file() for _, rel in wanted):
         from cl_bench.data.download import DataDownloadError, downloads_switched_off, ensure_data
 
         if not downloads_switched_off():
             return  # the job fetches what is missing (first use)
         try:
-            ensure_data(root, wanted, tried=_tried_data_options(cfg, list(cfg.hydra.overrides.task)))
+            ensure_data(root, wanted, tried=tried_data_options(run, overrides))
         except DataDownloadError as err:
             problems.append(str(err))
     if problems:
         raise ConfigError(" -- and ".join(problems))
     if not root.is_dir():
         return  # the job's message (cl_bench.config.check_model_and_files)
-    if cfg.mode == "train":  # the corpus's format and content, as the job checks it (no model needed)
+    if run.training:  # the corpus's format and content, as the job checks it (no model needed)
         from cl_bench.data.text import DataFileError, check_text_file
 
         try:
-            check_text_file(str(cfg.data.train_file), cfg.data.get("limit"))
+            check_text_file(str(run.data.train_file), run.data.limit)
         except DataFileError as err:
             raise ConfigError(str(err)) from err
 
@@ -378,19 +371,17 @@ def _check_override_types(argv: list[str], composed: list[DictConfig]) -> None:
             for value in values:
                 try:
                     OmegaConf.update(cfg, key, value, merge=True)
-                except OmegaConfBaseException as err:
-                    reason = str(err).splitlines()[0].rstrip(".")
-                    raise ConfigError(f"{key}: {reason}") from None
+                except OmegaConfBaseException as err:  # OmegaConf's sentence, without its key/type lines
+                    raise ConfigError(f"{key}: {str(err).splitlines()[0].rstrip('.')}") from None
                 except Exception:  # noqa: BLE001
                     break
 
 
 def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
-    """The config-only value checks (:func:`cl_bench.config.check_values`) on the config the job will
-    get, here before Hydra's job starts: ``train.eval_steps=-5`` answers before any of torch loads.
+    """The job's pass without its files (:func:`cl_bench.config.preflight`) on the config the job will get, here
+    before Hydra's job starts: ``train.eval_steps=-5`` answers before any of torch loads.
 
-    Each swept value is tried (every combination, for a small sweep). The checks that need a method's,
-    loss's or model's code run in the job (:func:`cl_bench.config.validate`).
+    Each swept value is tried (every combination, for a small sweep).
     """
     settings: list[tuple[str, list[Any]]] = []
     for parsed in _value_overrides(argv):
@@ -406,7 +397,7 @@ def _check_override_values(argv: list[str], composed: list[DictConfig]) -> None:
             try:
                 for (key, _), value in zip(settings, combination, strict=True):
                     OmegaConf.update(job, key, value, merge=True)
-                check_values(job)
+                preflight(job, before_torch=True, files=False)
             except ConfigError:
                 raise
             except Exception:  # noqa: BLE001 (what the value check cannot read, the job's validation judges)

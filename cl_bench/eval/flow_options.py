@@ -10,13 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt
+
+from cl_bench.specs import Must, check_fields
 
 POSTPROCESS_KINDS: tuple[str, ...] = ("none", "whitening", "flow")
 
 FIT_MODES: tuple[str, ...] = ("train", "eval")
 FLOW_POOLERS: tuple[str, ...] = ("official", "run")
 FLOW_LOSSES: tuple[str, ...] = ("bits_pair_sum", "nats_mean")
+
+# the rules Must states, named here: a field's annotation is evaluated apart from this module's names
+_FIT_MODE = Must(lambda v: v in FIT_MODES, f"be one of {', '.join(FIT_MODES)}")
+_FLOW_POOLER = Must(lambda v: v in FLOW_POOLERS, f"be one of {', '.join(FLOW_POOLERS)}")
+_FLOW_LOSS = Must(lambda v: v in FLOW_LOSSES, f"be one of {', '.join(FLOW_LOSSES)}")
+_BOOLEAN = Must(lambda v: isinstance(v, bool), "be true or false")
+_NON_EMPTY = Must(lambda v: isinstance(v, str) and bool(v), "be 'task' or a text file")
 
 
 @dataclass
@@ -42,19 +53,19 @@ class FlowOptions:
             32); 0: the first training batch.
     """
 
-    levels: int = 3
-    depth: int = 3
-    width: int = 32
-    epochs: float = 1.0
-    lr: float = 1e-3
-    batch_size: int = 64
-    corpus: str = "task"
-    seed: int = 1234
-    fit_mode: str = "train"
-    pooler: str = "official"
-    adam_bias_correction: bool = False
-    loss: str = "bits_pair_sum"
-    init_batch_size: int = 32
+    levels: Annotated[int, Ge(1)] = 3
+    depth: Annotated[int, Ge(1)] = 3
+    width: Annotated[int, Ge(1)] = 32
+    epochs: Annotated[float, Gt(0)] = 1.0
+    lr: Annotated[float, Gt(0)] = 1e-3
+    batch_size: Annotated[int, Ge(1)] = 64
+    corpus: Annotated[str, _NON_EMPTY] = "task"
+    seed: Annotated[int, Ge(0)] = 1234
+    fit_mode: Annotated[str, _FIT_MODE] = "train"
+    pooler: Annotated[str, _FLOW_POOLER] = "official"
+    adam_bias_correction: Annotated[bool, _BOOLEAN] = False
+    loss: Annotated[str, _FLOW_LOSS] = "bits_pair_sum"
+    init_batch_size: Annotated[int, Ge(0)] = 32
 
     @classmethod
     def from_mapping(cls, options: FlowOptions | Mapping[str, Any] | None) -> FlowOptions:
@@ -74,23 +85,8 @@ class FlowOptions:
         return cls(**options)
 
     def check(self) -> None:
-        """Raise a one-line error naming the first invalid ``eval.flow.*`` value."""
-        for key in ("levels", "depth", "width", "batch_size", "seed", "init_batch_size"):
-            value = getattr(self, key)
-            minimum = 0 if key in ("seed", "init_batch_size") else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"eval.flow.{key}: must be an integer >= {minimum}, got {value!r}")
-        for key in ("epochs", "lr"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"eval.flow.{key}: must be > 0, got {value!r}")
-        for key, valid in (("fit_mode", FIT_MODES), ("pooler", FLOW_POOLERS), ("loss", FLOW_LOSSES)):
-            if getattr(self, key) not in valid:
-                raise ValueError(f"eval.flow.{key}: unknown {getattr(self, key)!r}; valid: {', '.join(valid)}")
-        if not isinstance(self.adam_bias_correction, bool):
-            raise ValueError(f"eval.flow.adam_bias_correction: must be true or false, got {self.adam_bias_correction!r}")
-        if not isinstance(self.corpus, str) or not self.corpus:
-            raise ValueError(f"eval.flow.corpus: must be 'task' or a text file, got {self.corpus!r}")
+        """Raise a one-line error naming the first invalid ``eval.flow.*`` value (the rules declared on the fields)."""
+        check_fields(self, "eval.flow.")
 
 
 def check_postprocess(

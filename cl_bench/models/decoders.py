@@ -123,7 +123,7 @@ def check_backbone_options(model: Any, mode: str, pooler: str, method: Any = Non
             ``gradient_checkpointing``, ``lora``).
         mode: ``train`` or ``eval``.
         pooler: ``pooler.name``.
-        method: the ``method`` config node (its ``mlm_weight``), None in mode=eval.
+        method: the run's method spec (its ``mlm_weight``, :attr:`~cl_bench.specs.MethodSpec.needs_masked_lm`), None in mode=eval.
         augmentation: the augmentation class the method uses (None if none).
         eval_backend: ``eval.backend``.
         keeps_mlp: ``pooler=cls`` with its MLP kept at evaluation (``mlp_only_train=false``).
@@ -167,8 +167,6 @@ def check_backbone_options(model: Any, mode: str, pooler: str, method: Any = Non
         cls = backbone_class(config)
         if not getattr(cls, "supports_gradient_checkpointing", False):
             raise BackboneOptionError(f"model.gradient_checkpointing: {kind} does not support gradient checkpointing")
-    if lora_r < 0:
-        raise BackboneOptionError(f"model.lora.r: must be >= 0 (0 = off), got {lora_r}")
     if lora_r > 0:
         _check_lora(model.lora, config, kind)
         if keeps_mlp:
@@ -188,10 +186,6 @@ def _check_lora(lora: Any, config: Any, kind: str) -> None:
     """LoRA's values, and target modules peft can find for this family."""
     if importlib.util.find_spec("peft") is None:
         raise BackboneOptionError("model.lora.r: LoRA needs the peft package (pip install 'peft>=0.17,<1')")
-    if float(lora.alpha) <= 0:
-        raise BackboneOptionError(f"model.lora.alpha: must be > 0, got {lora.alpha}")
-    if not 0.0 <= float(lora.dropout) < 1.0:
-        raise BackboneOptionError(f"model.lora.dropout: must be in [0, 1), got {lora.dropout}")
     if lora.target_modules is None:
         from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as defaults
 
@@ -199,23 +193,16 @@ def _check_lora(lora: Any, config: Any, kind: str) -> None:
             raise BackboneOptionError(
                 f"model.lora.target_modules: peft has no default target modules for {kind}; name them, "
                 "e.g. model.lora.target_modules=[all-linear]")
-    elif len(lora.target_modules) == 0:
-        raise BackboneOptionError("model.lora.target_modules: empty list; null = peft's default for the family")
 
 
 def _check_method_on_decoder(method: Any, augmentation: Any, kind: str) -> None:
-    """Methods/augmentations that need what only BERT-shaped encoders have."""
-    if method is not None and float(method.get("mlm_weight", 0.0) or 0.0) > 0:
+    """Methods/augmentations that need what only BERT-shaped encoders have (``method``: the run's
+    :class:`cl_bench.specs.MethodSpec`, whose :attr:`~cl_bench.specs.MethodSpec.needs_masked_lm` says what)."""
+    if method is not None and float(getattr(method, "mlm_weight", 0.0) or 0.0) > 0:
         raise BackboneOptionError(
             f"method.mlm_weight: {kind} is a decoder and has no masked-LM head for the MLM term; set method.mlm_weight=0")
-    if method is not None and "generator" in method:  # DiffCSE: a masked-LM generator and a token-level discriminator
-        raise BackboneOptionError(
-            f"method={method.get('name', 'diffcse')}: its generator fills [MASK] tokens and its discriminator copies the "
-            f"encoder as a BERT-shaped token classifier; decoder {kind} has no masked-LM form")
-    if method is not None and "[MASK]" in str(method.get("template", "")):  # PromptBERT, SNCSE
-        raise BackboneOptionError(
-            f"method={method.get('name')}: its templates are pooled at [MASK], a token decoder {kind} has not; "
-            "use pooler=prompt_last (PromptEOL) with method=simcse instead")
+    if method is not None and method.needs_masked_lm:  # DiffCSE's generator, PromptBERT's and SNCSE's [MASK]
+        raise BackboneOptionError(f"method={method.name}: {method.needs_masked_lm}, which decoder {kind} has not")
     if augmentation is not None:
         aug_name = getattr(augmentation, "name", None) or augmentation.__name__
         if getattr(augmentation, "embedding_level", False):

@@ -172,7 +172,7 @@ class Trainer:
 
     Args:
         specs: the run's typed specs (:class:`cl_bench.run_specs.RunSpecs`; the entry point builds them once, after
-            the preflight: :func:`cl_bench.config.typed.run_specs_from_config`).
+            the preflight: :func:`cl_bench.config.typed_specs`).
         run_dir: the run directory (``best_model/`` and ``checkpoint.pt`` go here).
         log_metrics: ``(metrics, step)`` sink (the run tracker).
         dev_eval: scores an encoder on the dev metric; must return ``train.select_metric``.

@@ -227,12 +227,12 @@ def test_saved_view_is_what_the_ui_reads(tmp_path: Path) -> None:
 
 
 def test_bad_logger_values_are_named(data_dir: Path) -> None:
-    from cl_bench.config import ConfigError, check_values
+    from cl_bench.config import ConfigError, check_choices
 
     cfg, _ = _composed(["logger.system_metrics=sometimes"], data_dir)
     with pytest.raises(ConfigError, match=r"^logger\.system_metrics: must be one of auto, true, false, got 'sometimes'"):
-        check_values(cfg)
-    check_values(_composed(["logger.system_metrics=false"], data_dir)[0])  # a boolean from the command line is fine
+        check_choices(cfg, before_torch=True)
+    check_choices(_composed(["logger.system_metrics=false"], data_dir)[0], before_torch=True)  # a boolean from the command line is fine
     with pytest.raises(Exception, match=r"logger\.log_model=last") as err:
         _composed(["logger.log_model=last"], data_dir)
     assert "Invalid value 'last', expected one of [all, best, none]" in str(err.value.__cause__)

@@ -19,8 +19,15 @@ from conftest import CORPUS, cli_env, compose_config, method_config
 from omegaconf import OmegaConf, open_dict
 from transformers import BertConfig, BertForMaskedLM
 
-from cl_bench.config import ConfigError, acting_params, catalog, check_choices, inert_keys, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import (
+    ConfigError,
+    acting_params,
+    catalog,
+    check_choices,
+    inert_keys,
+    typed_specs,
+    validate,
+)
 
 METHODS = sorted(catalog.options("method"))
 LOSSES = sorted(catalog.options("loss"))
@@ -241,7 +248,7 @@ def test_each_accepted_option_acts_in_a_training_step(
         monkeypatch.setattr(encoder_module, "pool", lambda name_, *a, calls=calls, pool=pool, **k: (
             calls.append(f"pooler={name_}"), pool(name_, *a, **k))[1])
         torch.manual_seed(0)
-        built = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+        built = loop.build_method(typed_specs(cfg), torch.device("cpu"))
         if built.loss_fn is not None:
             built.loss_fn = _spy(calls, f"loss={cfg.loss.name}", built.loss_fn)
         if built.augmentation is not None:
@@ -615,7 +622,7 @@ def test_diffcse_projector_pooler_combinations(tiny_bert: Path, data_dir: Path, 
         if expected is None:
             accepted += 1
             torch.manual_seed(0)
-            built = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+            built = loop.build_method(typed_specs(cfg), torch.device("cpu"))
             assert isinstance(built.projector, BatchNormProjector) == (projector == "batchnorm"), (projector, mlp_only_train)
             built.train()
             items = built.read_corpus(cfg.data.train_file)

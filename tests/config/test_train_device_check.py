@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, check_device, check_values, validate
+from cl_bench.config import ConfigError, check_choices, check_device, validate
 
 
 def _config(tiny_bert: Path, data_dir: Path, *overrides: str):  # noqa: ANN202
@@ -60,11 +60,11 @@ def test_mps_and_unknown_devices_and_fp16_off_cuda_are_one_line(tiny_bert: Path,
     assert _rejection(_config(tiny_bert, data_dir, "train.precision=bf16", "train.device=cpu")) is None
     assert _rejection(_config(tiny_bert, data_dir, "mode=eval", "train.precision=fp16")) is None  # nothing trains
     # what the config alone decides is answered with the values (before torch, cl-bench's early checks)
-    for overrides, message in ((["train.device=cpu:0x"], "train.device: 'cpu:0x' is not a device; e.g. auto, cpu, "
-                                                         "cuda, cuda:1, mps"),
+    for overrides, message in ((["train.device=cpu:0x"], "train.device: must name a device, e.g. auto, cpu, "
+                                                         "cuda, cuda:1, mps, got 'cpu:0x'"),
                                (["train.precision=fp16", "train.device=cpu"],
                                 "train.precision: fp16 needs a CUDA device (loss scaling), got train.device=cpu; "
                                 "use bf16 or fp32")):
         with pytest.raises(ConfigError) as err:
-            check_values(_config(tiny_bert, data_dir, *overrides))
+            check_choices(_config(tiny_bert, data_dir, *overrides), before_torch=True)
         assert str(err.value) == message

@@ -11,8 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs, validate
 from cl_bench.data.loader import BatchLoader
 from cl_bench.methods.base import Method
 from cl_bench.train.loop import Trainer
@@ -57,7 +56,7 @@ def test_training_with_workers_equals_training_without(tiny_bert: Path, data_dir
     for workers in (0, 2):
         logged: list[float] = []
         trainer = Trainer(
-            run_specs_from_config(_config(tiny_bert, data_dir, f"train.num_workers={workers}", "train.log_steps=1")),
+            typed_specs(_config(tiny_bert, data_dir, f"train.num_workers={workers}", "train.log_steps=1")),
             tmp_path,
             lambda metrics, step, logged=logged: logged.append(metrics["train/loss"]) if "train/loss" in metrics else None,
             lambda encoder: {"stsb_dev": 0.0},

@@ -94,7 +94,7 @@ def test_flow_options_are_validated(tmp_path: Path) -> None:
         ({"postprocess": "pca"}, "eval.postprocess: unknown 'pca'"),
         ({"whitening": 8}, "eval.whitening: the kept dimensions act only with eval.postprocess=whitening"),
         ({"flow": {"levels": 2}}, "eval.flow.levels: acts only with eval.postprocess=flow"),
-        ({"postprocess": "flow", "flow": {"levels": 0}}, "eval.flow.levels: must be an integer >= 1"),
+        ({"postprocess": "flow", "flow": {"levels": 0}}, "eval.flow.levels: must be >= 1, got 0"),
         ({"postprocess": "flow", "flow": {"lr": -1.0}}, "eval.flow.lr: must be > 0"),
         ({"postprocess": "flow", "flow": {"levls": 2}}, "eval.flow.levls: unknown key"),
         ({"postprocess": "flow", "flow": {"corpus": str(tmp_path / "none.txt")}}, "eval.flow.corpus: .*no such file"),
@@ -294,8 +294,8 @@ def test_flow_official_pooling_is_avg_last_2(tiny_bert: Path, tmp_path: Path) ->
 
 
 def test_flow_new_keys_are_validated() -> None:
-    for options, message in [({"fit_mode": "test"}, "eval.flow.fit_mode: unknown"), ({"pooler": "cls"}, "eval.flow.pooler: unknown"),
-                             ({"loss": "bits"}, "eval.flow.loss: unknown"), ({"init_batch_size": -1}, "eval.flow.init_batch_size"),
+    for options, message in [({"fit_mode": "test"}, "eval.flow.fit_mode: must be one of train, eval"), ({"pooler": "cls"}, "eval.flow.pooler: must be one of official, run"),
+                             ({"loss": "bits"}, "eval.flow.loss: must be one of bits_pair_sum, nats_mean"), ({"init_batch_size": -1}, "eval.flow.init_batch_size"),
                              ({"adam_bias_correction": "no"}, "eval.flow.adam_bias_correction")]:
         with pytest.raises(ValueError, match=message):
             FlowOptions.from_mapping(options)

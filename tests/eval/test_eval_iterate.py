@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs
 from cl_bench.data.senteval import ScoredPairs
 from cl_bench.eval import EvalConfigError, EvalOptions, check_eval_config, evaluate
 from cl_bench.eval.suite import sampled_pairs
@@ -31,7 +31,7 @@ def test_sample_is_fixed_ordered_and_only_cuts_sts_splits() -> None:
 
 def test_sample_pairs_is_checked(data_dir: Path) -> None:
     for bad in (5, True, "300"):
-        with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be null \(every pair\) or a number"):
+        with pytest.raises(EvalConfigError, match=r"^eval\.sample_pairs: must be >= 10, got"):
             check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=bad), files=False)
     check_eval_config(data_dir, ["stsb"], EvalOptions(sample_pairs=300), files=False)
 
@@ -92,7 +92,7 @@ def test_iterate_runs_no_full_dev_set_encoding_in_training(
     monkeypatch.setattr(job, "train", fake_train)
     monkeypatch.setattr(suite, "_DEV_SAMPLES_SAID", set())  # said once per process: as if this were the first job
     with caplog.at_level(logging.INFO, logger="cl_bench.eval.suite"), pytest.raises(_StopAfterDevEval):
-        job._train_and_evaluate(cfg, run_specs_from_config(cfg), tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
+        job._train_and_evaluate(cfg, typed_specs(cfg), tmp_path, tracker=SimpleNamespace(log_metrics=None), stop_requested=lambda: False,
                                 resume=False)
     assert np.isfinite(scores[0]["stsb_dev"]) and "stsb_dev.sample300" not in scores[0]  # flat keys: D names them
     if preset == "iterate":

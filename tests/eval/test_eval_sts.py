@@ -270,7 +270,7 @@ def test_check_eval_config_before_model_load(sts_root: Path, tmp_path: Path) -> 
         check_eval_config(sts_root, ["mr"])
     with pytest.raises(EvalConfigError, match="missing data root"):
         check_eval_config(tmp_path / "absent", ["sts"])
-    with pytest.raises(EvalConfigError, match="eval.transfer_config: unknown 'slow'"):
+    with pytest.raises(EvalConfigError, match="eval.transfer_config: must be one of full, fast, got 'slow'"):
         check_eval_config(sts_root, ["sts"], options=EvalOptions(transfer_config="slow"))
     with pytest.raises(EvalConfigError, match="eval.whitening"):
         check_eval_config(sts_root, ["sts"], options=EvalOptions(whitening=0))

@@ -239,5 +239,5 @@ def test_sklearn_classifier_is_selectable_and_bad_names_are_rejected(transfer_ro
     senteval = run_transfer_task("trec", parts, encoder.encode, config="fast")
     sklearn = run_transfer_task("trec", parts, encoder.encode, config="fast", classifier="sklearn")
     assert set(sklearn) == set(senteval) == {"trec", "trec_dev"} and sklearn != senteval
-    with pytest.raises(EvalConfigError, match="^eval.transfer_classifier: unknown 'torch'; valid: senteval, sklearn$"):
+    with pytest.raises(EvalConfigError, match="^eval.transfer_classifier: must be one of senteval, sklearn, got 'torch'$"):
         check_eval_config(transfer_root, ["trec"], options=EvalOptions(transfer_classifier="torch"))

@@ -15,8 +15,7 @@ from conftest import as_built
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, acting_params, typed_specs, validate
 from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.losses.infonce import info_nce
 from cl_bench.train.gradcache import GradCache
@@ -82,7 +81,7 @@ def test_a_real_guide_masks_the_duplicate_and_gradcache_agrees(tiny_bert: Path, 
     cfg = _compose(data_dir, ["method=simcse_sup", "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}",
                               f"method.guide={MINILM}", "model.max_length=16", "dropout=0"])  # same masks chunked or not
     torch.manual_seed(0)
-    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = loop.build_method(typed_specs(cfg), torch.device("cpu"))
     method.train()
     assert not method.guide.training and not any(p.requires_grad for p in method.guide.parameters())
     views = method.prepare(BATCH, method.rng)
@@ -119,7 +118,7 @@ def test_loss_gist_gets_the_guides_embeddings_and_gradcache_agrees(tiny_bert: Pa
     cfg = _compose(data_dir, ["method=simcse_sup", "loss=gist", "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}",
                               f"method.guide={MINILM}", "model.max_length=16", "dropout=0"])
     torch.manual_seed(0)
-    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu")).to(torch.float64)  # at tau 0.01 float32's noise is 100x
+    method = loop.build_method(typed_specs(cfg), torch.device("cpu")).to(torch.float64)  # at tau 0.01 float32's noise is 100x
     method.train()
     views = method.prepare(BATCH, method.rng)
     with torch.no_grad():

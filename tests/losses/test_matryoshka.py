@@ -18,8 +18,7 @@ from conftest import as_built
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, acting_params, typed_specs, validate
 from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.suite import evaluate
 from cl_bench.losses.cosent import cosent
@@ -101,7 +100,7 @@ def _compose(data_dir: Path, overrides: list[str]):
         (["method=simcse", "train.matryoshka_dims=[64,16]"], "64 exceeds the model's embedding width 32"),
         (["method=simcse", "train.matryoshka_weights=[1]"], "has no effect on this run: train.matryoshka_dims is null"),
         (["method=simcse", "eval.truncate_dim=64"], "eval.truncate_dim: 64 exceeds the model's embedding width 32"),
-        (["method=simcse", "eval.truncate_dim=0"], "eval.truncate_dim: must be null or a number"),
+        (["method=simcse", "eval.truncate_dim=0"], "eval.truncate_dim: must be >= 1, got 0"),
         (["method=simcse", "eval.tasks=[mteb:STSBenchmark]", "eval.truncate_dim=16"], "eval.truncate_dim: has no effect"),
     ],
 )
@@ -128,7 +127,7 @@ def test_a_matryoshka_training_step(tiny_bert: Path, data_dir: Path) -> None:
     cfg = _compose(data_dir, ["method=simcse_sup", "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}",
                               "model.max_length=16", "train.matryoshka_dims=[32,8]", "data.limit=8"])
     torch.manual_seed(0)
-    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = loop.build_method(typed_specs(cfg), torch.device("cpu"))
     assert isinstance(method.loss_fn, MatryoshkaLoss)
     seen: list[int] = []
     inner = method.loss_fn.loss

@@ -13,8 +13,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, acting_params, typed_specs, validate
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses.angle import angle
 from cl_bench.train.loop import build_method
@@ -31,7 +30,7 @@ def test_score_max_rescales_the_stsb_gold_scores(score_max: float, tiny_bert: Pa
     overrides = ["method=sbert", "loss=angle", "data=stsb_train", "data.limit=64", f"method.score_max={score_max}"]
     cfg = compose_run(tiny_bert, data_dir, overrides)
     validate(cfg, overrides)
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     rows = method.read_corpus(cfg.data.train_file)
     gold = [float(g) for g in read_stsb_split(cfg.data.train_file).gold[:64]]
     if score_max == 5.0:  # AnglE's STS-B example: the raw gold scores, exactly
@@ -52,7 +51,7 @@ def test_the_stsb_preset_is_the_readmes_stsb_example(tiny_bert: Path, data_dir: 
     assert (cfg.loss.cosine_tau, cfg.loss.ibn_tau, cfg.loss.angle_tau) == (20.0, 20.0, 20.0)
     assert cfg.batch_size == 32 and cfg.train.lr == 2e-5 and cfg.train.epochs == 5 and cfg.train.warmup_ratio == 0.0
     assert cfg.pooler.name == "cls_before_pooler" and cfg.model.max_length == 128 and cfg.train.final_weights == "last"
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     rows = method.read_corpus(cfg.data.train_file)
     assert [row[2] for row in rows] == [float(g) for g in read_stsb_split(cfg.data.train_file).gold[:64]]
 
@@ -69,7 +68,7 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
     assert acting_params(cfg)["method.scored_pairs"] == "nli" and "method.score_max" not in acting_params(cfg)
     assert cfg.loss.name == "angle" and cfg.batch_size == 16384 and cfg.train.gradcache_chunk == 128
     assert cfg.method.loss_block == 128 and cfg.pooler.name == "avg"  # (the preset's cls_before_pooler: overridden here)
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     rows = method.read_corpus(cfg.data.train_file)
     from cl_bench.data.nli import read_nli_triples
 
@@ -96,7 +95,7 @@ def test_loss_block_is_the_mean_of_the_blocks_losses_and_gradcache_agrees(
     overrides += ["loss=angle", "method.scored_pairs=nli"] if kind == "scored_pair" else ["loss=angle_nli"]
     cfg = compose_run(tiny_bert, data_dir, overrides)
     validate(cfg, overrides)
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu")).to(torch.float64)
+    method = build_method(typed_specs(cfg), torch.device("cpu")).to(torch.float64)
     method.train()
     rows = method.read_corpus(cfg.data.train_file)  # 8 pairs or 4 triples: blocks of 3, 3, 2 or 3, 1
     terms = method.training_step(rows)

@@ -23,8 +23,7 @@ from cl_bench.augment.cutoff import TokenCutoff
 from cl_bench.augment.eda import RandomDeletion
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate, yaml_spec
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs, validate, yaml_spec
 from cl_bench.data.text import DataFileError
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.methods.base import MethodContext
@@ -232,7 +231,7 @@ def test_cert_bert_preset_is_the_paper_recipe(tiny_bert, data_dir) -> None:
     validate(cfg)
     # Offline, without a paraphrase file, the back-translation positives fail with a clear message.
     with pytest.raises(BackTranslationUnavailable, match="augmentation.paraphrase_file"):
-        build_method(run_specs_from_config(cfg), torch.device("cpu"))
+        build_method(typed_specs(cfg), torch.device("cpu"))
 
 
 @pytest.mark.slow

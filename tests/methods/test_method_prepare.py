@@ -17,8 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, catalog, check_choices, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, catalog, check_choices, typed_specs, validate
 from cl_bench.data.loader import BatchLoader, batch_seed
 from cl_bench.methods.base import Prepared
 from cl_bench.train.loop import build_method
@@ -75,7 +74,7 @@ def _first_step_terms(cfg: Any, workers: int | None) -> tuple[dict[str, float], 
     """The loss terms of one training step on the first batch of epoch 0, prepared by ``workers``
     DataLoader workers, or (None) by the training step itself from the batch's RNG."""
     torch.manual_seed(0)  # the same initial weights (heads, prototypes, queues) every time
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     items = method.read_corpus(cfg.data.train_file)
     if workers is None:
         generator = torch.Generator().manual_seed(SEED)  # epoch 0's batch order, as the loader draws it
@@ -115,7 +114,7 @@ def test_a_step_on_a_batch_prepared_in_workers_equals_the_in_step_preparation(
 def test_the_text_augmentation_runs_in_prepare_from_the_batch_rng(tiny_bert: Path, data_dir: Path, corpus: Path) -> None:
     """The augmented views leave ``prepare`` tokenized, drawn from the RNG it is given (the batch's)."""
     cfg = _config("cert", "corpus", CASES["cert"][2], tiny_bert, data_dir, corpus)
-    method = build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = build_method(typed_specs(cfg), torch.device("cpu"))
     first, again = (method.prepare(CORPUS[:4], random.Random(1)) for _ in range(2))
     other = method.prepare(CORPUS[:4], random.Random(2))
     assert torch.equal(first.query["input_ids"], method.encoder.tokenize(CORPUS[:4])["input_ids"])  # CERT: query as is

@@ -15,8 +15,7 @@ from omegaconf import open_dict
 from transformers import BertConfig, BertForMaskedLM
 
 from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
-from cl_bench.config import acting_params, check_choices
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import acting_params, check_choices, typed_specs
 from cl_bench.models.encoder import build_encoder
 from cl_bench.models.prompts import template_mask_states
 
@@ -68,7 +67,7 @@ def test_supervised_training_and_evaluation_as_sup_bert(tiny_mlm_bert: Path, dat
     check_choices(cfg, overrides)
     assert acting_params(cfg)["loss.hard_negative_alpha"] == 1.0  # the contradictions are supplied to the loss
     torch.manual_seed(0)
-    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = loop.build_method(typed_specs(cfg), torch.device("cpu"))
     # the head is the checkpoint's masked-LM transform, and the evaluation encoder keeps it
     official = BertForMaskedLM.from_pretrained(tiny_mlm_bert).cls.predictions.transform
     assert torch.equal(method.head.dense.weight, official.dense.weight)
@@ -115,7 +114,7 @@ def test_unsupervised_promptbert_is_unchanged_by_the_new_keys(tiny_bert: Path, d
 
     cfg = _compose(["method=promptbert", f"model.name_or_path={tiny_bert}", "data=wiki1m_head", "batch_size=4",
                     "model.max_length=16"], data_dir)
-    method = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+    method = loop.build_method(typed_specs(cfg), torch.device("cpu"))
     assert not isinstance(method.encoder, PromptBERTEncoder) and method.encoder.view_prompts == [
         'This sentence of "[X]" means [MASK].', 'This sentence : "[X]" means [MASK].']
     with open_dict(cfg):

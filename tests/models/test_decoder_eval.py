@@ -20,9 +20,8 @@ from hydra import compose, initialize_config_dir
 from tiny_decoders import build_tiny_decoder
 
 from cl_bench.commands.job import evaluate_encoder
-from cl_bench.config import preflight, use_recorded_pooling
+from cl_bench.config import preflight, typed_specs, use_recorded_pooling
 from cl_bench.config.catalog import CONF_DIR
-from cl_bench.config.typed import run_specs_from_config
 from cl_bench.models.decoders import BackboneOptions
 from cl_bench.models.encoder import SentenceEncoder, build_encoder
 
@@ -93,7 +92,7 @@ def _score(model: Path, root: Path, run_dir: Path, monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(SentenceEncoder, "_encode_distinct", spy)
     run_dir.mkdir(parents=True)  # the run directory Hydra makes
-    results = evaluate_encoder(encoder, run_specs_from_config(cfg), run_dir)
+    results = evaluate_encoder(encoder, typed_specs(cfg), run_dir)
     monkeypatch.undo()
     return results, set(backends), encoder
 

@@ -17,7 +17,7 @@ import torch
 from conftest import cli_env
 from tiny_decoders import FAMILIES, build_tiny_decoder
 
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs
 from cl_bench.models.decoders import BackboneOptions, is_decoder, is_peft
 from cl_bench.models.encoder import build_encoder
 from cl_bench.models.poolers import last_token_index, pool
@@ -260,7 +260,7 @@ def test_every_method_trains_a_step_on_a_decoder_or_is_rejected(tiny: dict[str, 
             rejected.append(method)
             continue
         torch.manual_seed(0)
-        built = loop.build_method(run_specs_from_config(cfg), torch.device("cpu"))
+        built = loop.build_method(typed_specs(cfg), torch.device("cpu"))
         items = built.read_corpus(cfg.data.train_file)
         batch = next(iter(built.batches(items, 4, torch.Generator().manual_seed(0))))
         built.train()

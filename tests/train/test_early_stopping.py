@@ -8,29 +8,28 @@ import pytest
 import torch
 from conftest import early_stopping_config, scripted_dev
 
-from cl_bench.config import ConfigError, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, typed_specs, validate
 from cl_bench.train.loop import train
 
 
 def test_stops_after_patience_evaluations_without_gain(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     cfg = early_stopping_config(tiny_bert, data_dir, "train.early_stopping_patience=2")
     # best at step 2; steps 3 and 4 bring no gain (a tie is no gain) -> stop after step 4
-    _, state = train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, scripted_dev([1.0, 2.0, 2.0, 1.5, 9.0]))
+    _, state = train(typed_specs(cfg), tmp_path, lambda metrics, step: None, scripted_dev([1.0, 2.0, 2.0, 1.5, 9.0]))
     assert (state.step, state.stopped_early, state.best_step, state.best_score) == (4, True, 2, 2.0)
 
 
 def test_a_new_best_resets_the_count(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     cfg = early_stopping_config(tiny_bert, data_dir, "train.early_stopping_patience=2")
     scores = [1.0, 0.5, 2.0, 1.0, 3.0, 2.0, 4.0, 1.0, 5.0, 1.0]  # never two evaluations in a row without gain
-    _, state = train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, scripted_dev(scores))
+    _, state = train(typed_specs(cfg), tmp_path, lambda metrics, step: None, scripted_dev(scores))
     assert (state.step, state.stopped_early, state.best_step) == (10, False, 9)
 
 
 def test_off_by_default(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     cfg = early_stopping_config(tiny_bert, data_dir)
     assert cfg.train.early_stopping_patience == 0
-    _, state = train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, scripted_dev([5.0, 1.0]))
+    _, state = train(typed_specs(cfg), tmp_path, lambda metrics, step: None, scripted_dev([5.0, 1.0]))
     assert (state.step, state.stopped_early, state.best_step) == (10, False, 1)
 
 
@@ -43,7 +42,7 @@ def test_best_weights_come_back_without_files_when_save_best_is_off(tiny_bert: P
         seen.append({k: v.clone() for k, v in encoder.state_dict().items()})
         return scripted(encoder)
 
-    method, state = train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, dev_eval)
+    method, state = train(typed_specs(cfg), tmp_path, lambda metrics, step: None, dev_eval)
     assert state.best_step == 1
     returned = method.eval_encoder().state_dict()
     assert all(torch.equal(returned[k], v) for k, v in seen[0].items())  # the step-1 weights, from memory
@@ -60,7 +59,7 @@ def test_without_dev_evaluations_patience_is_inert(tiny_bert: Path, data_dir: Pa
     # e.g. a short run of the SG-OPT preset with train.eval_steps=0: only the final evaluation, no stop
     cfg = early_stopping_config(tiny_bert, data_dir, "train.early_stopping_patience=1", "train.eval_steps=0")
     validate(cfg)
-    _, state = train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, scripted_dev([1.0]))
+    _, state = train(typed_specs(cfg), tmp_path, lambda metrics, step: None, scripted_dev([1.0]))
     assert (state.step, state.stopped_early) == (10, False)
 
 

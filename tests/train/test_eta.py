@@ -15,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schemas
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs
 from cl_bench.train.eta import JobClock, format_seconds, job_bar
 
 
@@ -100,7 +100,7 @@ def test_a_training_logs_the_job_left_after_each_dev_evaluation(tiny_bert: Path,
         return {"stsb_dev": 1.0}
 
     with caplog.at_level(logging.INFO, logger="cl_bench"):
-        train(run_specs_from_config(cfg), tmp_path, lambda metrics, step: None, dev_eval, final_eval_ratio=2.0)
+        train(typed_specs(cfg), tmp_path, lambda metrics, step: None, dev_eval, final_eval_ratio=2.0)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     assert len(lines) == 3
     assert all("left (training and evaluation)" in line for line in lines[:2]) and "left" not in lines[2]
@@ -135,7 +135,7 @@ def test_the_eta_is_within_30_percent_from_the_first_dev_evaluation_on(data_dir:
     dev, final = dev_encoder.encoded, final_encoder.encoded
     per_sentence, total, every = 0.02, 50, 25
     clock = FakeClock()
-    job = JobClock(total_steps=total, eval_steps=every, final_eval_ratio=_final_eval_ratio(run_specs_from_config(cfg)), clock=clock)
+    job = JobClock(total_steps=total, eval_steps=every, final_eval_ratio=_final_eval_ratio(typed_specs(cfg)), clock=clock)
     script: list[tuple[int, str, float]] = []  # (step after which, kind, seconds) of every piece of work
     for step in range(1, total + 1):
         script.append((step, "step", 20.0 if step == 1 else 9.0))

@@ -13,8 +13,7 @@ from hydra import compose, initialize_config_dir
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import yaml_spec
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs, yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.methods.base import MethodContext
 from cl_bench.methods.simcse.modeling import SimCSE
@@ -131,7 +130,7 @@ def test_training_loop_with_gradcache_matches_plain_loop(tiny_bert: Path, data_d
             cfg = compose("config", overrides=overrides)
         run_dir = tmp_path / f"chunk{chunk}"
         run_dir.mkdir()
-        method, state = train(run_specs_from_config(cfg), run_dir, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
+        method, state = train(typed_specs(cfg), run_dir, lambda metrics, step: None, lambda encoder: {"stsb_dev": 0.0})
         assert state.step == 2
         states.append({k: v.detach().clone() for k, v in method.state_dict().items()})
     plain, cached = states

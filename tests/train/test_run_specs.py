@@ -1,5 +1,5 @@
 """The trainer's inputs: :class:`cl_bench.run_specs.RunSpecs`, built once from the composed config
-(:func:`cl_bench.config.typed.run_specs_from_config`), and train/ reading nothing else of the config."""
+(:func:`cl_bench.config.typed_specs`), and train/ reading nothing else of the config."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cl_bench.config import register_schemas
+from cl_bench.config import register_schemas, typed_specs
 from cl_bench.config.catalog import CONF_DIR
-from cl_bench.config.typed import run_specs_from_config
 from cl_bench.eval.options import EvalConfig
 from cl_bench.run_specs import DataConfig, ModelConfig, RunSpecs, TrainConfig
 
@@ -22,7 +21,7 @@ TRAIN_DIR = Path(__file__).resolve().parents[2] / "cl_bench" / "train"
 def _specs(*overrides: str) -> RunSpecs:
     register_schemas()  # conf/config.yaml extends the schema (as importing the CLI does)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return run_specs_from_config(compose("config", overrides=list(overrides)))
+        return typed_specs(compose("config", overrides=list(overrides)))
 
 
 def test_the_specs_are_typed_objects_with_the_composed_values() -> None:

@@ -9,8 +9,7 @@ import torch
 from conftest import early_stopping_config as _config
 from conftest import scripted_dev as _scripted_dev
 
-from cl_bench.config import ConfigError, validate
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import ConfigError, typed_specs, validate
 from cl_bench.train.loop import train
 from cl_bench.train.selection import early_stopping_count
 
@@ -41,7 +40,7 @@ def test_drops_rule_stops_where_sg_bert_does(tiny_bert: Path, data_dir: Path, tm
     for rule in ("no_gain", "drops"):
         cfg = _config(tiny_bert, data_dir, "train.early_stopping_patience=3", f"train.early_stopping_rule={rule}")
         (tmp_path / rule).mkdir()
-        _, state = train(run_specs_from_config(cfg), tmp_path / rule, lambda metrics, step: None, _scripted_dev(SCORES))
+        _, state = train(typed_specs(cfg), tmp_path / rule, lambda metrics, step: None, _scripted_dev(SCORES))
         stops[rule] = (state.step, state.stopped_early)
     assert stops == {"no_gain": (5, True), "drops": (7, True)}
 
@@ -49,13 +48,13 @@ def test_drops_rule_stops_where_sg_bert_does(tiny_bert: Path, data_dir: Path, tm
 def test_final_weights_last_keeps_the_trained_weights(tiny_bert: Path, data_dir: Path, tmp_path: Path) -> None:
     """Best dev at step 1 of 4: `best` reloads step 1's weights, `last` keeps step 4's."""
     (tmp_path / "one").mkdir()
-    one_step, _ = train(run_specs_from_config(_config(tiny_bert, data_dir, "train.max_steps=1")), tmp_path / "one",
+    one_step, _ = train(typed_specs(_config(tiny_bert, data_dir, "train.max_steps=1")), tmp_path / "one",
                         lambda metrics, step: None, _scripted_dev([9.0]))
     step_one = {k: v.clone() for k, v in one_step.state_dict().items()}  # the same seed: step 1's weights
     for choice in ("best", "last"):
         cfg = _config(tiny_bert, data_dir, "train.max_steps=4", f"train.final_weights={choice}")
         (tmp_path / choice).mkdir()
-        method, state = train(run_specs_from_config(cfg), tmp_path / choice, lambda metrics, step: None, _scripted_dev([9.0, 1.0, 1.0, 1.0]))
+        method, state = train(typed_specs(cfg), tmp_path / choice, lambda metrics, step: None, _scripted_dev([9.0, 1.0, 1.0, 1.0]))
         assert state.best_step == 1
         final = method.state_dict()
         same = all(torch.equal(final[k], step_one[k]) for k in step_one)

@@ -21,8 +21,7 @@ from hydra import compose, initialize_config_dir
 
 from cl_bench.augment.base import Dropout
 from cl_bench.augment.specs import DropoutSpec
-from cl_bench.config import yaml_spec
-from cl_bench.config.typed import run_specs_from_config
+from cl_bench.config import typed_specs, yaml_spec
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.moco import queue_info_nce
 from cl_bench.losses.ntxent import ntxent
@@ -179,11 +178,11 @@ def _resume_worker(rank: int, init_file: str, tiny_bert: str, data_dir: str, out
         def dev_eval(encoder: object) -> dict[str, float]:
             return {"stsb_dev": float(next(scores))}
 
-        whole = Trainer(run_specs_from_config(cfg), out / "run", lambda m, s: None, dev_eval)
+        whole = Trainer(typed_specs(cfg), out / "run", lambda m, s: None, dev_eval)
         method, _ = whole.fit()  # writes checkpoint.pt at step 3 (dropout on: each rank its own masks)
         final = {k: v.clone() for k, v in method.state_dict().items()}
         dist.barrier()
-        resumed = Trainer(run_specs_from_config(cfg), out / "run", lambda m, s: None, dev_eval)
+        resumed = Trainer(typed_specs(cfg), out / "run", lambda m, s: None, dev_eval)
         assert resumed.resume() and resumed.state.step == 3
         method, state = resumed.fit()
         torch.save({"whole": final, "resumed": method.state_dict(), "step": state.step}, out / f"resume{rank}.pt")

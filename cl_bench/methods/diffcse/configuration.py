@@ -36,6 +36,7 @@ class DiffCSESpec(MethodSpec):
 
     target: ClassVar[str] = "cl_bench.methods.diffcse.modeling.DiffCSE"
     uses: ClassVar[frozenset[str]] = frozenset({"loss", "pooler"})
+    needs_masked_lm: ClassVar[str] = "its generator fills [MASK] tokens and its discriminator copies the encoder as a BERT-shaped token classifier"
     loss_kinds: ClassVar[tuple[str, ...]] = ("pair",)
     run_note: ClassVar[str] = (
         "Its generator, `distilbert-base-uncased`, is a second hub model: offline, put it in the Hugging "

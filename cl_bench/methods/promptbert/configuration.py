@@ -33,6 +33,7 @@ class PromptBERTSpec(MethodSpec):
     summary: ClassVar[str] = ("PromptBERT: two templates as views, the [MASK] state as the embedding, template "
                               "denoising, in-batch negatives")
     own_prompts: ClassVar[bool] = True  # it sets pooler=mask and the templates as the encoder's prompts
+    needs_masked_lm: ClassVar[str] = "its templates are pooled at [MASK] (with a decoder: pooler=prompt_last, PromptEOL, with method=simcse)"
 
     #: the first view's template (--mask_embedding_sentence_template; also the evaluation prompt)
     template: Template = 'This sentence of "[X]" means [MASK].'

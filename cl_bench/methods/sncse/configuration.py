@@ -20,6 +20,7 @@ class SNCSESpec(MethodSpec):
     summary: ClassVar[str] = ("SNCSE: PromptBERT's [MASK] views + the negated sentence as a soft negative, "
                               "bidirectional margin loss")
     own_prompts: ClassVar[bool] = True  # it sets pooler=mask and the templates as the encoder's prompts
+    needs_masked_lm: ClassVar[str] = "its templates are pooled at [MASK] (with a decoder: pooler=prompt_last, PromptEOL, with method=simcse)"
 
     #: s1 + s2 of train_SNCSE.py (view 1; the evaluation prompt)
     template: Template = 'This sentence : "[X]" means [MASK].'
