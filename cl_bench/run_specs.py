@@ -7,8 +7,8 @@ options' specs), and :class:`RunSpecs`, the typed specs of one run that the pref
 A rule of one key is declared on its field (``Annotated[int, Ge(1)]``, read by :func:`cl_bench.specs.check_fields`);
 a rule reading several keys of the group is its :meth:`RunGroup.check_combination`; what cannot act on a run
 ("acts only if") is its :meth:`RunGroup.inert_keys`. Torch-free and low in the package (stdlib, omegaconf,
-annotated_types, :mod:`cl_bench.specs` and the pooler registry :mod:`cl_bench.models.pooler_names`, itself
-stdlib-only), so that the trainer receives these typed objects and the preflight checks them before torch loads.
+annotated_types, :mod:`cl_bench.specs`, and the torch-free pooler registry :mod:`cl_bench.models.pooler_names` and
+prompt rules :mod:`cl_bench.models.prompts`: the layer just above them), so that the trainer receives these typed objects and the preflight checks them before torch loads.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from annotated_types import Ge, Gt, Interval, MinLen
 from omegaconf import II, MISSING
 
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
+from cl_bench.models.prompts import PeriodRule
 from cl_bench.specs import Because, Checked, Must
 
 if TYPE_CHECKING:
@@ -29,15 +30,6 @@ if TYPE_CHECKING:
 
 #: ``mode``: train (then evaluate) | eval (evaluate model.name_or_path)
 Mode = StrEnum("Mode", "train eval")
-#: ``model.prompt_period``: how a final period is added to the sentence inside the prompt
-#: * ``none``: never;
-#: * ``promptbert``: at evaluation only, ``.`` appended unless the sentence ends in . ? " '
-#:   (Prompt-BERT evaluation.py's batcher; its training appends nothing);
-#: * ``sncse``: in training and evaluation, `` .`` appended unless the sentence ends in any of
-#:   ``string.punctuation`` (SNCSE train_SNCSE.py and bert_prediction.py);
-#: * ``prompteol``: at evaluation only, as ``promptbert``, then ``"`` -> ``'`` and a final ``?`` -> ``.``
-#:   (kongds/scaling_sentemb evaluation.py l.197-200).
-PeriodRule = StrEnum("PeriodRule", "none promptbert sncse prompteol")
 #: ``train.precision`` (fp16_cuda: fp16 on CUDA, fp32 elsewhere)
 TrainPrecision = StrEnum("TrainPrecision", "auto fp32 bf16 fp16 fp16_cuda")
 #: ``train.nonfinite``: what a NaN/Inf loss or gradient does

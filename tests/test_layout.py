@@ -9,8 +9,6 @@ import re
 import textwrap
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "cl_bench"
 #: the layers, top first: a module imports only modules of its own layer or of a layer below (the packages are the
 #: layers: cl_bench/<package>/; ``specs`` and ``run_specs`` are the top-level modules: the options' and the run groups' specs, which every layer reads)
@@ -20,8 +18,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config"}),                 # schema, specs' checks, catalog, the checks before Hydra's job, seeds
     frozenset({"train"}),                  # the trainer
     frozenset({"methods"}),                # views, encoders, heads, hooks
+    frozenset({"run_specs"}),              # the run groups' specs (they read the pooler and prompt registries)
     frozenset({"losses", "augment", "models", "data", "eval", "tracking"}),
-    frozenset({"utils", "specs", "run_specs", "resources"}),
+    frozenset({"utils", "specs", "resources"}),
 )
 #: the command-line entry points and Hydra's sweep callback: the top layer, imported by no other module but __main__
 ENTRY = {"cl_bench.commands.cli", "cl_bench.commands.report_cli", "cl_bench.commands.export",
@@ -144,9 +143,6 @@ LAYOUT_PAGE = PACKAGE.parent / "docs" / "layout.md"
 #: the most function-level imports of cl_bench modules the package may hold (issue 49: 133 counted by the issue,
 #: 179 by :func:`function_level_imports` at main 7c09931)
 MOST_FUNCTION_LEVEL_IMPORTS = 50
-#: folders whose function-level imports other helpers of issue 49 are reducing (helper G: config/, helper T: train/);
-#: the merge lists what remains there in docs/layout.md and empties this
-PENDING: tuple[str, ...] = ("cl_bench/config/", "cl_bench/train/")
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -236,16 +232,14 @@ def test_the_counter_finds_imports_in_functions_only() -> None:
 def test_function_level_imports_are_listed_with_why_they_are_late() -> None:
     """Each function-level import of a cl_bench module is a row of docs/layout.md's table, with the reason it must
     wait (torch, transformers, MLflow or pandas kept out of a rejection's start-up, an optional extra, a plugin), and
-    each row is still an import of the package (folders in :data:`PENDING` aside)."""
-    found = [row for row in function_level_imports() if not row.startswith(PENDING)]
+    each row is still an import of the package."""
+    found = function_level_imports()
     listed = listed_imports()
     assert [row for row in found if row not in listed] == [], "not in docs/layout.md's table of function-level imports"
     assert sorted(row for row in listed if row not in found) == [], "listed in docs/layout.md, no longer in the code"
     assert all(listed[row] for row in found), "a row of the table without its reason"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 49: config/ (helper G) and train/ (helper T) still hold theirs; "
-                                       "the merge removes this mark with PENDING")
 def test_at_most_50_function_level_imports() -> None:
     found = function_level_imports()
     assert len(found) <= MOST_FUNCTION_LEVEL_IMPORTS, "\n".join(found)

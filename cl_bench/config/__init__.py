@@ -22,9 +22,17 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from cl_bench.eval.options import EvalConfig
+from cl_bench.config.catalog import losses_of_kinds, options, read_yaml
+from cl_bench.data.text import DataFileError, check_text_file
+from cl_bench.eval.flow_options import check_postprocess, fits_per_task
+from cl_bench.eval.options import EvalConfig, EvalConfigError
+from cl_bench.eval.registry import split_tasks
+from cl_bench.eval.tasks import check_eval_config, dev_required_files, required_files, resolve_tasks
+from cl_bench.losses.specs import EMBEDDING_KINDS
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
+from cl_bench.models.hub import ModelLoadError, check_model_reachable, wants_decoder
 from cl_bench.models.pooler_names import POOLERS, PROMPT_POOLERS, REGISTRY
+from cl_bench.models.prompts import check_prompt
 from cl_bench.run_specs import (  # noqa: F401  (the run groups' specs, re-exported for the schema's users)
     SYSTEM_METRICS_VALUES,
     DataConfig,
@@ -50,7 +58,9 @@ from cl_bench.specs import (
     registered,
     spec_for,
 )
+from cl_bench.utils.cache_dirs import default_data_dir
 from cl_bench.utils.overrides import override_key
+from cl_bench.utils.rundir import ENCODER_META_FILE, process_token
 
 log = logging.getLogger("cl_bench")
 
@@ -85,7 +95,6 @@ def register_schemas() -> None:
     for spec in registered().values():
         store.store(group=f"schema/{spec.group}", name=spec.__name__, node=spec.schema())
     OmegaConf.register_new_resolver("cl_bench.data_dir", _default_data_dir, replace=True)
-    from cl_bench.utils.rundir import process_token
 
     # the default run and sweep folders' suffix: one per process (cached too, so Hydra copies it to a sweep's jobs)
     OmegaConf.register_new_resolver("cl_bench.unique", process_token, replace=True, use_cache=True)
@@ -93,7 +102,6 @@ def register_schemas() -> None:
 
 def _default_data_dir() -> str:
     # imported when the path is resolved: a command rejected before that loads no download code
-    from cl_bench.utils.cache_dirs import default_data_dir
 
     return str(default_data_dir())
 
@@ -145,8 +153,6 @@ def yaml_spec(group: str, name: str, **changes: Any) -> Any:
     Raises:
         ValueError: one line naming the key whose value cannot work.
     """
-    from cl_bench.config.catalog import options, read_yaml
-
     spec = build_spec(OmegaConf.create({**read_yaml(options(group, internal=True)[name]), **changes}), group)
     spec.check()
     return spec
@@ -259,7 +265,6 @@ def check_loss_kind(run: RunSpecs, before_torch: bool = False) -> None:
     method, loss = run.method, run.loss
     if method is None or loss is None or loss.kind in method.loss_kinds:
         return
-    from cl_bench.config.catalog import losses_of_kinds
 
     fits = ", ".join(losses_of_kinds(method.loss_kinds)) or "none found"
     raise ConfigError(f"loss={loss.name}: method={method.name} calls {'/'.join(method.loss_kinds)} losses and this "
@@ -268,8 +273,6 @@ def check_loss_kind(run: RunSpecs, before_torch: bool = False) -> None:
 
 def check_prompt_options(run: RunSpecs, before_torch: bool = False) -> None:
     """``model.prompt``/``view_prompts``/``prompt_period`` and the prompt poolers (before any model loads)."""
-    from cl_bench.models.prompts import check_prompt
-
     model, method, pooler = run.model, run.method, str(run.pooler.name)
     if method is not None and method.own_prompts:
         pooler = ""  # the method sets its pooler and prompts (its pooler group is inert)
@@ -312,7 +315,6 @@ def check_matryoshka(run: RunSpecs, before_torch: bool = False) -> None:
     dims = run.train.matryoshka_dims
     if dims is None or run.method is None:
         return
-    from cl_bench.losses.specs import EMBEDDING_KINDS
 
     if run.loss is None:
         raise ConfigError(f"train.matryoshka_dims: method={run.method.name} has no loss to wrap")
@@ -359,13 +361,9 @@ def check_eval_options(run: RunSpecs, before_torch: bool = False) -> None:
     """``eval.tasks`` and ``train.select_metric`` with the ``eval.*`` options (:func:`cl_bench.eval.check_eval_config`
     without its data files, which :func:`check_eval_files` reads; for ``mteb:`` tasks alone, the encoding options
     they use); the hardware's part (``before_torch``: left to the job's pass)."""
-    from cl_bench.eval.registry import split_tasks
-
     own_tasks, mteb_tasks = split_tasks(run.eval.tasks)
     options = run.eval.options()
     if own_tasks or not mteb_tasks:
-        from cl_bench.eval.tasks import check_eval_config
-
         check_eval_config(run.paths.data_dir, own_tasks, options, _select_metric(run),
                           eval_device=str(run.train.device), files=False, device_checks=not before_torch)
         return
@@ -415,8 +413,6 @@ def check_model_and_files(run: RunSpecs, overrides: Sequence[str] = ()) -> None:
         ConfigError: one line naming the key(s).
     """
     from cl_bench.data.download import DataDownloadError, ensure_data
-    from cl_bench.data.text import DataFileError, check_text_file
-    from cl_bench.models.hub import ModelLoadError, check_model_reachable, wants_decoder
 
     check_local_paths(run)
     problems = []
@@ -510,7 +506,6 @@ def check_eval_files(run: RunSpecs, overrides: Sequence[str] = ()) -> None:
     and the ``mteb:`` task names."""
     from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks
-    from cl_bench.eval.registry import split_tasks
 
     own_tasks, mteb_tasks = split_tasks(run.eval.tasks)
     if own_tasks or not mteb_tasks:
@@ -539,11 +534,6 @@ def needed_files(run: RunSpecs | DictConfig) -> list[tuple[str, str]]:
     The training corpus (when it lies in the data root) and the evaluation's files: the final
     tasks' and, when training, the dev metric's (:func:`cl_bench.eval.tasks.required_files`).
     """
-    from cl_bench.eval.flow_options import check_postprocess, fits_per_task
-    from cl_bench.eval.options import EvalConfigError
-    from cl_bench.eval.registry import split_tasks
-    from cl_bench.eval.tasks import dev_required_files, required_files, resolve_tasks
-
     run = _as_run(run)
     root = Path(run.paths.data_dir).absolute()
     wanted: list[tuple[str, str]] = []
@@ -613,8 +603,6 @@ def use_recorded_pooling(cfg: DictConfig, overrides: Sequence[str]) -> None:
     the file (a hub id, a plain Hugging Face folder) is pooled as configured; its ``cls`` applies the
     model's own pooler layer (SimCSE's ``pooler_output``), so the MLP is kept there.
     """
-    from cl_bench.utils.rundir import ENCODER_META_FILE
-
     meta_path = Path(str(cfg.model.name_or_path)) / ENCODER_META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     given = {key for o in overrides if (key := override_key(o)) is not None}

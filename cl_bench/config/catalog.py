@@ -18,8 +18,10 @@ from typing import Any
 
 import yaml
 
+from cl_bench.eval.registry import TASKS, groups, register_folder
 from cl_bench.specs import spec_for
 from cl_bench.utils.conf_dir import CONF_DIR
+from cl_bench.utils.overrides import parsed_overrides
 
 #: groups a user chooses with ``group=option``
 GROUPS = ("model", "pooler", "method", "augmentation", "loss", "data", "train", "eval", "logger", "paths", "experiment")
@@ -49,15 +51,11 @@ def use_search_path(entries: Iterable[str]) -> None:
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-        from cl_bench.eval.registry import register_folder  # the evaluation code loads only for a user folder
-
         register_folder(folder)
 
 
 def search_path_from_argv(argv: Sequence[str]) -> list[str]:
     """The entries of a ``hydra.searchpath=[a,b]`` command-line override."""
-    from cl_bench.utils.overrides import parsed_overrides
-
     for _, override in parsed_overrides(argv):
         if override.key_or_group == "hydra.searchpath":
             value = override.value()
@@ -186,8 +184,6 @@ def method_rows() -> list[dict[str, str]]:
 
 def eval_task_lines() -> list[str]:
     """The ``cl-bench list`` section of the evaluation-task registry: groups, then one line per task."""
-    from cl_bench.eval.registry import TASKS, groups
-
     lines = ["EVALUATION TASKS  (eval.tasks=[NAME or group, ...]; groups: "
              + "; ".join(f"{group} = {', '.join(names)}" for group, names in groups().items()) + ")"]
     for task in TASKS.values():

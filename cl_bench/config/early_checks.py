@@ -28,10 +28,22 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from cl_bench.config import ConfigError, RunSpecs, catalog, preflight
+from cl_bench.config import (
+    ConfigError,
+    RunSpecs,
+    catalog,
+    check_local_paths,
+    needed_files,
+    preflight,
+    tried_data_options,
+    use_recorded_pooling,
+)
 from cl_bench.config.catalog import CONF_DIR, GROUPS
+from cl_bench.config.run_folder import check_run_folder
+from cl_bench.data.text import DataFileError, check_text_file
+from cl_bench.models.hub import ModelLoadError, check_model_reachable, is_local_path, offline, wants_decoder
 from cl_bench.specs import registered
-from cl_bench.utils.overrides import is_override, override_parser, parsed_overrides
+from cl_bench.utils.overrides import is_override, override_parser, parsed_overrides, syntax_error
 
 
 def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
@@ -50,7 +62,6 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
             raise_keyed_composition_error(cfg)
         return
     run = check_composed(cfg)
-    from cl_bench.config.run_folder import check_run_folder
 
     check_run_folder(cfg, Path(str(cfg.hydra.run.dir)))  # before Hydra's job writes .hydra/ into it
     if run is not None:
@@ -68,8 +79,6 @@ def check_override_syntax(argv: Sequence[str]) -> None:
     Raises:
         ConfigError: ``loss.tau=[0.05: not a valid override at column 15: no viable alternative at input '[0.05' ...``.
     """
-    from cl_bench.utils.overrides import syntax_error
-
     for arg in argv:
         if is_override(arg) and (why := syntax_error(arg)) is not None:
             raise ConfigError(f"{arg}: not a valid override at {why} (the grammar: {OVERRIDE_GRAMMAR})"
@@ -131,8 +140,6 @@ def check_composed(cfg: DictConfig) -> RunSpecs | None:
     Raises:
         ConfigError: the first rejection, in the job's words.
     """
-    from cl_bench.config import use_recorded_pooling
-
     try:
         if cfg.mode == "eval":
             with _no_warnings():  # the job gives them
@@ -154,15 +161,6 @@ def check_model_and_data(run: RunSpecs, overrides: Sequence[str]) -> None:
     Raises:
         ConfigError: the job's message.
     """
-    from cl_bench.config import check_local_paths, needed_files, tried_data_options
-    from cl_bench.models.hub import (
-        ModelLoadError,
-        check_model_reachable,
-        is_local_path,
-        offline,
-        wants_decoder,
-    )
-
     check_local_paths(run)
     name = str(run.model.name_or_path)
     if not (is_local_path(name) or offline()):
@@ -188,7 +186,6 @@ def check_model_and_data(run: RunSpecs, overrides: Sequence[str]) -> None:
     if not root.is_dir():
         return  # the job's message (cl_bench.config.check_model_and_files)
     if run.training:  # the corpus's format and content, as the job checks it (no model needed)
-        from cl_bench.data.text import DataFileError, check_text_file
 
         try:
             check_text_file(str(run.data.train_file), run.data.limit)

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.config import ConfigError
+from cl_bench.config import ConfigError, acting_params, knob_params
 from cl_bench.utils.rundir import INERT_VALUE, RunDir
 
 #: the option that lets a run replace the run already in its folder (Hugging Face Trainer's name for it)
@@ -91,7 +91,6 @@ def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from cl_bench.config import acting_params, knob_params
 
     choices = OmegaConf.select(cfg, "hydra.runtime.choices")  # composed before Hydra's job (early_checks)
     if choices is None and HydraConfig.initialized():  # in the job: Hydra's own record

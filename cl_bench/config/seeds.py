@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cl_bench.config import ConfigError
+from cl_bench.config import CLBenchConfig, ConfigError
+from cl_bench.config.catalog import CONF_DIR
 from cl_bench.utils.overrides import parsed_overrides
 
 KEY = "seeds"
@@ -41,7 +42,6 @@ def _base_seed(argv: Sequence[str]) -> int:
             raise ConfigError(f"seed: expected one whole number with seeds=N (seeds lists the seeds), got '{given}'") from None
     from hydra import compose, initialize_config_dir
 
-    from cl_bench.config.catalog import CONF_DIR
 
     groups = [arg for arg, override in parsed_overrides(argv) if override.key_or_group in ("experiment", "method", "train")
               and not override.is_delete() and not override.is_sweep_override()]
@@ -49,7 +49,6 @@ def _base_seed(argv: Sequence[str]) -> int:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return int(compose("config", overrides=groups).seed)
     except Exception:  # noqa: BLE001 (the schema default; Hydra judges a config that does not compose)
-        from cl_bench.config import CLBenchConfig
 
         return CLBenchConfig.seed
 

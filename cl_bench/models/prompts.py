@@ -36,9 +36,8 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
-
-from cl_bench.run_specs import PeriodRule  # noqa: F401  (model.prompt_period: the rules this module applies)
 
 if TYPE_CHECKING:  # torch loads with the model: the prompt checks run before it (cl-bench's early checks)
     import torch
@@ -51,6 +50,15 @@ PROMPTBERT_TEMPLATE = 'This sentence : "[X]" means [MASK].'
 PROMPTEOL_TEMPLATE = 'This sentence : "[X]" means in one word:"'
 #: the template a prompt pooler uses when no ``model.prompt`` is given
 DEFAULT_TEMPLATES = {"mask": PROMPTBERT_TEMPLATE, "prompt_last": PROMPTEOL_TEMPLATE}
+#: ``model.prompt_period``: how a final period is added to the sentence inside the prompt
+#: * ``none``: never;
+#: * ``promptbert``: at evaluation only, ``.`` appended unless the sentence ends in . ? " '
+#:   (Prompt-BERT evaluation.py's batcher; its training appends nothing);
+#: * ``sncse``: in training and evaluation, `` .`` appended unless the sentence ends in any of
+#:   ``string.punctuation`` (SNCSE train_SNCSE.py and bert_prediction.py);
+#: * ``prompteol``: at evaluation only, as ``promptbert``, then ``"`` -> ``'`` and a final ``?`` -> ``.``
+#:   (kongds/scaling_sentemb evaluation.py l.197-200).
+PeriodRule = StrEnum("PeriodRule", "none promptbert sncse prompteol")
 _LAYOUT_FIELDS = 6
 
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from cl_bench.models.encoder import SentenceEncoder
+
 log = logging.getLogger(__name__)
 
 COMPILE_SETTINGS = ("auto", "true", "false")
@@ -134,8 +136,6 @@ def compile_encoder(method: torch.nn.Module, mode: str = "default", backend: str
     ``backend="aot_eager"`` traces forward and backward as inductor does without generating code (the tests'
     quick check of the wiring).
     """
-    from cl_bench.models.encoder import SentenceEncoder
-
     encoders = [module for module in method.modules() if isinstance(module, SentenceEncoder)]
     options = {"mode": mode} if backend == "inductor" else {}
     for encoder in encoders:

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 
 from cl_bench.data.loader import BatchLoader, keep_items
+from cl_bench.eval.embed import NonFiniteEmbeddingError
+from cl_bench.losses.matryoshka import MatryoshkaLoss
 from cl_bench.methods.base import Method, MethodContext
 from cl_bench.models.encoder import encoder_from_config
 from cl_bench.run_specs import RunSpecs, TrainConfig
@@ -48,6 +50,7 @@ from cl_bench.train.compile import (
     length_buckets,
 )
 from cl_bench.train.eta import JobClock, job_bar
+from cl_bench.train.gradcache import GradCache
 from cl_bench.train.optim import build_optimizer
 from cl_bench.train.precision import autocast, autocast_dtype
 from cl_bench.train.selection import early_stopping_count
@@ -114,7 +117,6 @@ def build_method(specs: RunSpecs, device: torch.device) -> Method:
         loss = distributed.gather_loss(build_loss(specs.loss))  # global batch under torchrun
         dims, weights = specs.train.matryoshka_dims, specs.train.matryoshka_weights
         if dims is not None:  # validated: a loss that takes embeddings
-            from cl_bench.losses.matryoshka import MatryoshkaLoss
 
             loss = MatryoshkaLoss(loss, list(dims), None if weights is None else list(weights))
     context = MethodContext(
@@ -237,8 +239,6 @@ class Trainer:
         scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self.grad_cache = None
         if tspec.gradcache_chunk:
-            from cl_bench.train.gradcache import GradCache
-
             self.grad_cache = GradCache(self.method, tspec.gradcache_chunk, self.autocast, self.model)
         self.trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
         self.stepper = TrainStep(
@@ -444,7 +444,6 @@ class Trainer:
         if not self.is_main:  # the other ranks go on to the next step
             return
         tspec, state = self.train_spec, self.state
-        from cl_bench.eval.embed import NonFiniteEmbeddingError
 
         with self.clock.dev_evaluation():
             try:

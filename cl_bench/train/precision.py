@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from cl_bench.models.inference import resolve_precision
+
 
 def autocast_dtype(precision: str, device: torch.device, iterating: bool = False) -> torch.dtype | None:
     """The autocast dtype for ``train.precision`` (None = fp32).
@@ -26,8 +28,6 @@ def autocast_dtype(precision: str, device: torch.device, iterating: bool = False
         ValueError: ``fp16`` on a device other than CUDA (no loss scaling there).
     """
     if precision == "auto" and iterating and device.type == "cpu":
-        from cl_bench.models.inference import resolve_precision  # the one rule, shared with the evaluation
-
         return torch.bfloat16 if resolve_precision("auto", device, iterating=True) == "bf16" else None
     if precision == "fp32" or (precision in ("auto", "fp16_cuda") and device.type != "cuda"):
         return None

@@ -41,6 +41,8 @@ from typing import Any
 
 import torch
 
+from cl_bench.methods.base import Method
+from cl_bench.models.encoder import SentenceEncoder
 from cl_bench.utils import distributed
 
 log = logging.getLogger(__name__)
@@ -104,16 +106,12 @@ def optimizer_honours_found_inf(optimizer: torch.optim.Optimizer) -> bool:
 def method_needs_step_outcome(method: torch.nn.Module) -> bool:
     """True when the method has its own ``on_after_step`` (momentum updates, queues, banks, step counters): it
     runs only after steps the optimizer took, so whether the step happened must be known on the host at once."""
-    from cl_bench.methods.base import Method
-
     return getattr(type(method), "on_after_step", Method.on_after_step) is not Method.on_after_step
 
 
 def _host_free_masks(method: torch.nn.Module) -> None:
     """Every sentence encoder of the method passes its padding mask in 4D: transformers' 2D mask builder reads
     ``mask.all()`` on the host in every forward pass (:func:`cl_bench.models.encoder.attention_bias`)."""
-    from cl_bench.models.encoder import SentenceEncoder
-
     for module in method.modules():
         if isinstance(module, SentenceEncoder):
             module.host_free_mask = True
