@@ -27,8 +27,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import validate
-from cl_bench.config import typed_specs
+from cl_bench.config import typed_specs, validate
 from cl_bench.eval import evaluate_dev
 from cl_bench.models.encoder import build_encoder
 from cl_bench.train.loop import train

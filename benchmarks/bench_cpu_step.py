@@ -54,7 +54,7 @@ def main() -> None:
     device, dtype = torch.device("cpu"), torch.bfloat16 if args.precision == "bf16" else None
     torch.manual_seed(0)
     encoder = build_encoder(args.model, pooler="avg", dropout=0.1, max_length=32, mlp_only_train=False)
-    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05),
+    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05, hard_negative_alpha=1.0),
                                   augmentation=Dropout(DropoutSpec())), DROPOUT_SIMCSE)
     groups = parameter_groups(method.named_parameters(), 0.0)
     kind = implementation(device, dtype) if args.optimizer == "trainer" else {args.optimizer: True}

@@ -50,7 +50,7 @@ def step_fn(model_path: str, precision: str, compiled: bool):  # noqa: ANN201
     """cl-bench's SimCSE step under the given precision and compilation (the Trainer's own helpers)."""
     torch.manual_seed(0)
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=32, mlp_only_train=True)
-    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec())),
                     DROPOUT_SIMCSE)
     prepare = None
     if compiled:  # as the Trainer compiles: static shapes, batches padded to a few length buckets

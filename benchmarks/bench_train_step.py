@@ -114,7 +114,7 @@ def cl_bench_round(model_path: str, lr: float, device: torch.device, dtype: torc
                    batches: list[list[str]], compiled: bool, workers: int) -> tuple[Round, TrainStep]:
     """cl-bench's Trainer step (:class:`TrainStep`) over the batches as its DataLoader workers prepare them."""
     encoder = build_encoder(model_path, pooler="cls", dropout=0.1, max_length=max_length, mlp_only_train=True)
-    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05), augmentation=Dropout(DropoutSpec())),
+    method = SimCSE(MethodContext(encoder=encoder, loss=lambda a, b: info_nce(a, b, tau=0.05, hard_negative_alpha=1.0), augmentation=Dropout(DropoutSpec())),
                     DROPOUT_SIMCSE)
     method.to(device)
     params = [p for p in method.parameters() if p.requires_grad]

@@ -263,9 +263,11 @@ class TrainConfig(RunGroup):
         if self.precision == TrainPrecision.fp16 and device != "auto" and not device.startswith("cuda"):
             raise ValueError(f"train.precision: fp16 needs a CUDA device (loss scaling), got train.device={device}; "
                              "use bf16 or fp32")
-        if self.matryoshka_weights is not None and len(self.matryoshka_weights) != len(self.matryoshka_dims or ()):
+        # without sizes the weights cannot act: the preflight's inert-key check says so
+        if None not in (self.matryoshka_weights, self.matryoshka_dims) and \
+                len(self.matryoshka_weights) != len(self.matryoshka_dims):
             raise ValueError(f"train.matryoshka_weights: one weight per size of train.matryoshka_dims "
-                             f"({len(self.matryoshka_dims or ())}), got {len(self.matryoshka_weights)}")
+                             f"({len(self.matryoshka_dims)}), got {len(self.matryoshka_weights)}")
 
     def inert_keys(self, run: RunSpecs) -> dict[str, str]:
         if run.keys.mode == Mode.eval:

@@ -108,7 +108,9 @@ def test_it_is_documented_from_its_folder(in_process: Path) -> None:
     page = pages["methods/toy_cse.md"]
     assert "# Toy CSE (`method=toy_cse`)" in page and "each sentence against the next one" in page
     assert "one view of each sentence against its neighbour in the batch" in page  # modeling.py's docstring
-    assert "- its keys: method.shift" in page and "[`toy_cse`](../methods/toy_cse.md)" in pages["reference/methods.md"]
+    # its keys table, from the spec's declaration: type, default, rule and the field's comment
+    assert "| <code>method.<wbr>shift</code> | `int` | `1` | must be >= 1 | the neighbour each sentence is paired with" in page
+    assert "[`toy_cse`](../methods/toy_cse.md)" in pages["reference/methods.md"]
     assert '"Toy CSE": methods/toy_cse.md' in docs_gen.nav_block([r["method"] for r in catalog.method_rows()])
 
 
