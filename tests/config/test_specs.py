@@ -176,7 +176,7 @@ def test_every_choice_key_composes_its_values_and_rejects_any_other() -> None:
     checked = 0
     with initialize_config_dir(config_dir=str(catalog.CONF_DIR), version_base="1.3"):
         for group in ("method", "loss", "augmentation"):
-            for name, (target, values) in _options(group).items():
+            for name, (target, _) in _options(group).items():
                 spec = spec_for(target)
                 hints = typing.get_type_hints(spec)
                 for key in (k for k in spec.keys() if k != "name"):
