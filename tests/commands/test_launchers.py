@@ -71,7 +71,7 @@ def test_sweep_with_submitit_local_launcher(tiny_bert: Path, data_dir: Path, tmp
     assert list((tmp_path / "sweep" / ".submitit").iterdir())  # the jobs really went through submitit
     parent, children = _runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert sorted(r.data.params["dropout"] for r in children) == ["0.0", "0.1"]
-    assert all(r.info.status == "FINISHED" and "stsb" in r.data.metrics for r in children)
+    assert all(r.info.status == "FINISHED" and "sts/stsb" in r.data.metrics for r in children)
     assert parent.info.status == "FINISHED" and parent.data.tags["sweep.failed_children"] == "none"
 
 
@@ -90,7 +90,7 @@ def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: 
     assert (tmp_path / "sweep" / "0" / "results.json").is_file()  # the valid job ran to the end
     parent, children = _runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     by_tau = {r.data.params.get("loss.tau"): r for r in children}
-    assert by_tau["0.05"].info.status == "FINISHED" and "stsb" in by_tau["0.05"].data.metrics
+    assert by_tau["0.05"].info.status == "FINISHED" and "sts/stsb" in by_tau["0.05"].data.metrics
     failed = by_tau["1e-39"]
     assert failed.info.status == "FAILED" and "non-finite loss" in failed.data.tags["error"]
     # the sweep's summary names the failed job
