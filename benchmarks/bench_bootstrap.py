@@ -31,7 +31,7 @@ import numpy as np
 from _common import print_machine
 from scipy.stats import bootstrap
 
-from cl_bench.eval.sts import PairScores
+from cl_bench.eval.pair_scores import PairScores
 from cl_bench.reporting.significance import BOOTSTRAP_BATCH, _figures, _flatten, _ResampledSpearman
 
 #: the STS test tasks' sub-datasets and their pair counts (SentEval's files; STS-B and SICK-R test one part each)

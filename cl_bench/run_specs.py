@@ -13,17 +13,21 @@ prompt rules :mod:`cl_bench.models.prompts`: the layer just above them), so that
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from annotated_types import Ge, Gt, Interval, MinLen
 from omegaconf import II, MISSING
 
+from cl_bench.models.hub import local_model_type
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
 from cl_bench.models.prompts import PeriodRule
-from cl_bench.specs import Because, Checked, Must
+from cl_bench.specs import Because, Checked, Must, RunSetting
 
 if TYPE_CHECKING:
     from cl_bench.specs import AugmentationSpec, LossSpec, MethodSpec
@@ -336,3 +340,28 @@ class RunSpecs:
     def seed(self) -> int:
         """The run seed (python, numpy and torch RNGs, the data order)."""
         return int(self.keys.seed)
+
+    def setting(self) -> RunSetting:
+        """The choices besides the method's own keys that decide whether a method key can act (:class:`RunSetting`)."""
+        return RunSetting(self.augmentation, str(self.data.train_file or ""), self.loss, self.model.dropout,
+                          pooler=str(self.pooler.name), mlp_only_train=self.pooler.mlp_only_train,
+                          model_type=local_model_type(str(self.model.name_or_path)))
+
+    @functools.cached_property
+    def inert(self) -> Mapping[str, str]:
+        """Config keys (or whole groups) that cannot act on this run, each with the reason: what each spec's
+        ``inert_keys`` says, gathered once (a key's first reason stands; :func:`cl_bench.specs.covered` reads the
+        most specific). A key listed here may not be overridden (:func:`cl_bench.config.check_overrides_act`) and is
+        left out of the run's params and tags (:func:`cl_bench.tracking.params.flat_params`)."""
+        said: list[dict[str, str]] = [self.keys.inert_keys(self)]
+        if self.method is not None:
+            said.append(self.method.unused_groups())
+            said.append({f"method.{key}": why for key, why in self.method.inert_keys(self.setting()).items()})
+            if self.loss is not None:
+                said.append(self.loss.inert_keys(self.method))
+        said += [spec.inert_keys(self) for spec in (self.model, self.pooler, self.train, self.eval)]
+        inert: dict[str, str] = {}
+        for reasons in said:
+            for key, why in reasons.items():
+                inert.setdefault(key, why)  # a key's first reason; the most specific key's reason is the one said
+        return MappingProxyType(inert)

@@ -280,6 +280,17 @@ class AugmentationSpec(Spec):
         return False
 
 
+def covered(key: str, inert: Mapping[str, str]) -> str | None:
+    """The reason ``key`` (or a group or prefix it belongs to: ``model.lora`` covers ``model.lora.r``) cannot act, given
+    the run's inert keys with their reasons; None when it can act."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        reason = inert.get(".".join(parts[:end]))
+        if reason is not None:
+            return reason
+    return None
+
+
 def builtin_spec_modules() -> tuple[str, ...]:
     """The torch-free modules of cl-bench's own specs: each method folder's ``configuration``, then the losses' and
     the augmentations' (a new method folder is found here, listed nowhere)."""
@@ -464,8 +475,3 @@ def check_fields(obj: Any, prefix: str) -> None:
 # ------------------------------------------------------------------------------------------------
 # Helpers the specs' rules share
 # ------------------------------------------------------------------------------------------------
-def check_ranges(group: str, values: Mapping[str, Any], rules: Mapping[str, tuple[Callable[[Any], bool], str]]) -> None:
-    """Raise ``ValueError("<group>.<key>: must be <what>, got <value>")`` for the first broken rule."""
-    for key, (ok, what) in rules.items():
-        if key in values and values[key] is not None and not ok(values[key]):
-            raise ValueError(f"{group}.{key}: must be {what}, got {values[key]!r}")

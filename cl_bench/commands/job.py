@@ -16,7 +16,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,8 +31,6 @@ from cl_bench.config import (
     ConfigError,
     acting_params,
     catalog,
-    inert_keys,
-    knob_params,
     override_keys,
     preflight,
     use_recorded_pooling,
@@ -52,6 +50,7 @@ from cl_bench.tracking.metric_names import final_name, final_names, flat_view, h
 from cl_bench.tracking.metric_names import run_name as run_state_name
 from cl_bench.tracking.mlflow_logger import RunTracker
 from cl_bench.tracking.names import HOUSEKEEPING, RUN_NAME_CHARS, fit_run_name
+from cl_bench.tracking.params import knob_params
 from cl_bench.train.checkpoint import UnsafeCheckpointError, check_checkpoint, remove_checkpoint
 from cl_bench.train.loop import NonFiniteLossError, TrainingInterrupted, resolve_device, train
 from cl_bench.utils import distributed, interrupt
@@ -79,14 +78,13 @@ def discard_unused_run_dir(run_dir: Path) -> None:
                 break
 
 
-def run_tags(cfg: DictConfig, hydra_cfg: Any, device: str | None = None) -> dict[str, str]:
+def run_tags(cfg: DictConfig, hydra_cfg: Any, inert: Mapping[str, str], device: str | None = None) -> dict[str, str]:
     """MLflow tags: the choices that acted on the run, encoder, sweep, git commit, software.
 
-    A group the run does not use (the augmentation of a method without one, the method and loss of
-    ``mode=eval``) gets no tag; no tag holds the text "None".
+    A group the run does not use (``inert``, as the preflight found: the augmentation of a method without one, the
+    method and loss of ``mode=eval``) gets no tag; no tag holds the text "None".
     """
     choices = dict(hydra_cfg.runtime.choices)
-    inert = inert_keys(cfg)
     tags = {
         "mode": str(cfg.mode),
         "method": cfg.method.get("name", choices.get("method")),
@@ -240,14 +238,15 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     return path
 
 
-def record_segment(cfg: DictConfig, run_dir: Path) -> dict[str, str]:
+def record_segment(cfg: DictConfig, run_dir: Path, params: dict[str, Any]) -> dict[str, str]:
     """Append this resume's segment to the run's ``segments.jsonl`` (its number, when, the resumable keys it set to
     other values than the first segment, :data:`cl_bench.config.run_folder.RESUMABLE_KEYS`) and return it as the
-    MLflow tag ``segment.<N>`` (``train.max_steps=200 (was 100)``; "no change" when it changed nothing)."""
+    MLflow tag ``segment.<N>`` (``train.max_steps=200 (was 100)``; "no change" when it changed nothing).
+    ``params``: this command's params, as the job records them."""
     files = RunDir(run_dir)
     previous = files.segments.read_text() if files.segments.is_file() else ""
     number = 2 + sum(1 for line in previous.splitlines() if line.strip())  # segment 1: the run's start (params.json)
-    changed = segment_changes(cfg, run_dir)
+    changed = segment_changes(cfg, run_dir, now=json.loads(json.dumps(params, default=str)))  # as params.json holds them
     record = {"segment": number, "time": time.time(),
               "changed": {k: {"was": was, "now": now} for k, (was, now) in changed.items()}}
     write_text(files.segments, previous + json.dumps(record, default=str) + "\n")
@@ -314,11 +313,13 @@ def run(cfg: DictConfig) -> float | None:
             RunDir(run_dir).clear_run()
         tracker = make_tracker(cfg, run_dir, hydra_cfg)
 
-        params = knob_params(acting_params(cfg), dict(hydra_cfg.runtime.choices))
+        # the values that acted, with the inert keys the preflight found (the specs are not built again)
+        params = knob_params(acting_params(cfg, specs.inert), dict(hydra_cfg.runtime.choices))
+        segment = record_segment(cfg, run_dir, params) if resume_from is not None else None
         if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
             params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
-        segment = record_segment(cfg, run_dir) if resume_from is not None else None
-        tracker.start(params, run_tags(cfg, hydra_cfg), resume=resume_from is not None)
+        tags = run_tags(cfg, hydra_cfg, specs.inert, device=str(resolve_device(specs.train.device)))  # where it runs
+        tracker.start(params, tags, resume=resume_from is not None)
         sample = cfg.eval.get("sample_pairs")  # the recorded names say when a figure is on a sample (NAMES.md)
         if segment is not None:  # MLflow's params are the first segment's; each later one says what it changed
             tracker.set_tags(segment)

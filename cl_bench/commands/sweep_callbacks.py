@@ -18,13 +18,14 @@ import json
 import logging
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.config import KNOB_GROUPS, ConfigError, acting_params, knob_params, preflight
+from cl_bench.config import ConfigError, acting_params, preflight
 from cl_bench.config.run_folder import check_sweep_folder
 from cl_bench.reporting.report import ReportError, build_sweep_table, load_run_dirs, plot_sweep, sweep_summary
 from cl_bench.tracking import ui_views
@@ -33,11 +34,11 @@ from cl_bench.tracking.mlflow_logger import (
     absolute_tracking_uri,
     default_tracking_uri,
     ensure_experiment,
-    flatten,
     import_mlflow,
     ui_url,
 )
 from cl_bench.tracking.names import sweep_run_name
+from cl_bench.tracking.params import KNOB_GROUPS, flatten, knob_params
 from cl_bench.tracking.sync import close_parent_run
 from cl_bench.utils import interrupt
 from cl_bench.utils.overrides import override_parser
@@ -346,9 +347,9 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
             choices = dict(job_config.hydra.runtime.choices)
             with open_dict(job_config):
                 del job_config["hydra"]
-            preflight(job_config, job)
+            specs = preflight(job_config, job)
             if partly_inert is not None:
-                _collect_keys(job_config, choices, acting, everything)
+                _collect_keys(job_config, choices, specs.inert, acting, everything)
         except ConfigError as err:
             print(f"cl-bench: error: job {number} ({' '.join(job)}): {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -358,10 +359,11 @@ def check_sweep(config: DictConfig, partly_inert: list[str] | None = None) -> li
     return varied_keys(jobs)
 
 
-def _collect_keys(job_config: DictConfig, choices: dict[str, Any], acting: list[set[str]],
+def _collect_keys(job_config: DictConfig, choices: dict[str, Any], inert: Mapping[str, str], acting: list[set[str]],
                   everything: list[set[str]]) -> None:
     """Add one job's params and all its keys (for the partly inert keys of :func:`check_sweep`); ``choices``: the
-    job's config-group choices (Hydra's ``runtime.choices``), the params named after a group.
+    job's config-group choices (Hydra's ``runtime.choices``), the params named after a group; ``inert``: the keys its
+    preflight found inert.
 
     The launching process has no job's Hydra runtime: ``paths.output_dir`` (``${hydra:...}``) is
     replaced by a placeholder, which changes no key. A job that still does not resolve adds nothing.
@@ -371,7 +373,7 @@ def _collect_keys(job_config: DictConfig, choices: dict[str, Any], acting: list[
         if "paths" in resolvable and "output_dir" in resolvable.paths:
             resolvable.paths.output_dir = "<job dir>"
     try:
-        keys = set(knob_params(acting_params(resolvable), choices))
+        keys = set(knob_params(acting_params(resolvable, inert), choices))
         every = set(flatten(OmegaConf.to_container(resolvable, resolve=True)))
         every |= {g for g in KNOB_GROUPS if choices.get(g) is not None}  # a group's param, acting or not
     except Exception as err:  # noqa: BLE001 (a summary aid: the sweep goes on without it)

@@ -3,7 +3,7 @@
 Schemas make a misspelled key or a wrongly typed value fail at composition. :func:`preflight` then turns the
 composed config into typed specs once (:class:`cl_bench.run_specs.RunSpecs`: the options' specs and the run groups'),
 runs every spec's rules (the ones declared on its fields, then its ``check_combination``), the checks across groups
-(:data:`RUN_CHECKS`), that every override acts (each spec's ``inert_keys``, gathered by :func:`inert_keys`), then the
+(:data:`RUN_CHECKS`), that every override acts (each spec's ``inert_keys``, gathered once in :attr:`RunSpecs.inert`), then the
 model and the files (:data:`FILE_CHECKS`), raising :class:`ConfigError` with one line naming the key, and returns the
 typed specs for the trainer.
 """
@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,13 @@ from cl_bench.eval.registry import split_tasks
 from cl_bench.eval.tasks import check_eval_config, dev_required_files, required_files, resolve_tasks
 from cl_bench.losses.specs import EMBEDDING_KINDS
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
-from cl_bench.models.hub import ModelLoadError, check_model_reachable, wants_decoder
+from cl_bench.models.hub import (  # noqa: F401  (WIDTH_KEYS: re-exported for its test)
+    WIDTH_KEYS,
+    ModelLoadError,
+    check_model_reachable,
+    local_model_width,
+    wants_decoder,
+)
 from cl_bench.models.pooler_names import POOLERS, PROMPT_POOLERS, REGISTRY
 from cl_bench.models.prompts import check_prompt
 from cl_bench.run_specs import (  # noqa: F401  (the run groups' specs, re-exported for the schema's users)
@@ -53,11 +59,12 @@ from cl_bench.specs import (
     AugmentationSpec,
     LossSpec,
     MethodSpec,
-    RunSetting,
     Spec,
+    covered,
     registered,
     spec_for,
 )
+from cl_bench.tracking.params import flat_params, knob_params  # noqa: F401  (knob_params: re-exported for its tests)
 from cl_bench.utils.cache_dirs import default_data_dir
 from cl_bench.utils.overrides import override_key
 from cl_bench.utils.rundir import ENCODER_META_FILE, process_token
@@ -247,17 +254,10 @@ def _as_run(run: RunSpecs | DictConfig) -> RunSpecs:
 
 
 # --- the checks across groups (each ``check(run, before_torch)``) ---------------------------------
-def run_setting(run: RunSpecs) -> RunSetting:
-    """The choices besides the method's own keys that decide whether a method key can act (:class:`RunSetting`)."""
-    return RunSetting(run.augmentation, str(run.data.train_file or ""), run.loss, run.model.dropout,
-                      pooler=str(run.pooler.name), mlp_only_train=run.pooler.mlp_only_train,
-                      model_type=local_model_type(str(run.model.name_or_path)))
-
-
 def check_method_setting(run: RunSpecs, before_torch: bool = False) -> None:
     """The method's needs of the run's other choices (SNCSE: a text augmentation; DiffCSE: its projector's pooler)."""
     if run.method is not None:
-        run.method.check_setting(run_setting(run))
+        run.method.check_setting(run.setting())
 
 
 def check_loss_kind(run: RunSpecs, before_torch: bool = False) -> None:
@@ -556,26 +556,10 @@ def needed_files(run: RunSpecs | DictConfig) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------------
 # What acts on a run: every override must act, and only what acted is recorded
 # ------------------------------------------------------------------------------------------------
-def inert_keys(run: RunSpecs | DictConfig) -> dict[str, str]:
-    """Config keys (or whole groups) that cannot act on this run, each with the reason: what each spec's
-    ``inert_keys`` says, gathered (the first reason given for a key stands; :func:`_covered` reads the most specific).
-
-    A key listed here may not be overridden (:func:`check_overrides_act`) and is left out of the
-    run's params and tags (:func:`acting_params`).
-    """
-    run = _as_run(run)
-    said: list[dict[str, str]] = [run.keys.inert_keys(run)]
-    if run.method is not None:
-        said.append(run.method.unused_groups())
-        said.append({f"method.{key}": why for key, why in run.method.inert_keys(run_setting(run)).items()})
-        if run.loss is not None:
-            said.append(run.loss.inert_keys(run.method))
-    said += [spec.inert_keys(run) for spec in (run.model, run.pooler, run.train, run.eval)]
-    inert: dict[str, str] = {}
-    for reasons in said:
-        for key, why in reasons.items():
-            inert.setdefault(key, why)  # a key's first reason; the most specific key's reason is the one said
-    return inert
+def inert_keys(run: RunSpecs | DictConfig) -> Mapping[str, str]:
+    """The keys that cannot act on this run, with the reasons (:attr:`RunSpecs.inert`; a composed config is made
+    typed specs first)."""
+    return _as_run(run).inert
 
 
 def check_overrides_act(run: RunSpecs, overrides: Sequence[str]) -> None:
@@ -583,9 +567,9 @@ def check_overrides_act(run: RunSpecs, overrides: Sequence[str]) -> None:
     keys = override_keys(overrides)
     if not keys:
         return
-    inert = inert_keys(run)
+    inert = run.inert
     for key in keys:
-        reason = _covered(key, inert)
+        reason = covered(key, inert)
         if reason is not None:
             raise ConfigError(f"{key}: has no effect on this run: {reason}")
 
@@ -652,8 +636,6 @@ def _model_width(name_or_path: str, before_torch: bool = False) -> int | None:
 EVAL_POOLER_NEEDS = {"has_mlp": "an MLP head", "reads_prompt_token": "a prompt in the input",
                      "appends_eos": "an EOS token appended to the input"}
 
-#: keys whose value is the top-level shortcut they interpolate (logged once, as the shortcut)
-SHORTCUT_COPIES = {"model.dropout": "dropout", "train.batch_size": "batch_size"}
 #: override keys that choose presets or configure Hydra/paths/tracking: they act on every run
 _ALWAYS_ACTING = ("experiment", "hydra", "paths", "logger")
 
@@ -688,53 +670,6 @@ def _values(node: Any) -> dict[str, Any]:
     return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
             if not str(k).startswith("_") and k != "defaults"}  # a YAML read whole: its defaults list names its schema
 
-def _local_config(name_or_path: str) -> dict[str, Any] | None:
-    """A local checkpoint folder's config.json read as JSON (no model library imported); None for a hub id
-    or an unreadable file."""
-    try:
-        config = json.loads((Path(name_or_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return config if isinstance(config, dict) else None
-
-
-def local_model_type(name_or_path: str) -> str | None:
-    """``model_type`` from a local checkpoint folder's config.json; None for a hub id or an unreadable file
-    (the model's loader then says what is wrong)."""
-    config = _local_config(name_or_path)
-    return None if config is None or "model_type" not in config else str(config["model_type"])
-
-
-#: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
-#: ``model_type``; tests/config/test_early_checks.py checks each against transformers' own config classes
-WIDTH_KEYS = {**dict.fromkeys(("bert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta", "deberta-v2", "albert",
-                               "camembert", "modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
-                               "gpt_neox", "opt"), "hidden_size"),
-              "gpt2": "n_embd", "distilbert": "dim", "t5": "d_model", "mt5": "d_model", "bart": "d_model"}
-
-
-def local_model_width(name_or_path: str) -> int | None:
-    """A local checkpoint folder's embedding width from its config.json, read as JSON (no model library
-    imported): the key transformers reads as ``hidden_size`` for its ``model_type`` (:data:`WIDTH_KEYS`).
-    None for a hub id, another model type, a folder with its own config code (``auto_map``) or an unreadable
-    file: then transformers' ``AutoConfig`` answers (:func:`_model_width`)."""
-    config = _local_config(name_or_path)
-    try:
-        width = config[WIDTH_KEYS[config["model_type"]]]  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
-    if "auto_map" in config or isinstance(width, bool) or not isinstance(width, int):
-        return None
-    return width
-
-def _covered(key: str, inert: dict[str, str]) -> str | None:
-    """The reason ``key`` (or a group/prefix it belongs to) is inert, else None."""
-    parts = key.split(".")
-    for end in range(len(parts), 0, -1):
-        reason = inert.get(".".join(parts[:end]))
-        if reason is not None:
-            return reason
-    return None
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:
@@ -746,43 +681,8 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
             keys.append(key)
     return keys
 
-def acting_params(cfg: DictConfig) -> dict[str, Any]:
-    """The run's params for MLflow: the resolved config flattened, without inert keys, the shortcut
-    copies (``model.dropout``, ``train.batch_size``) and Hydra's ``_partial_`` markers."""
-    import pandas as pd
-
-    flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), sep=".").iloc[0].to_dict()
-    for copy, shortcut in SHORTCUT_COPIES.items():  # the value that acted: `train.batch_size=8` given directly
-        if copy in flat and shortcut in flat:      # (not through the shortcut) is logged as batch_size 8
-            flat[shortcut] = flat[copy]
-    inert = inert_keys(cfg)
-    return {
-        k: v for k, v in flat.items()
-        if _covered(k, inert) is None and k not in SHORTCUT_COPIES and not k.endswith("._partial_")
-    }
-
-
-#: config groups whose choice is a knob of the run, logged as a param under the group's name (``method=simcse``)
-KNOB_GROUPS = ("method", "loss", "augmentation", "model", "pooler", "data", "train", "eval", "experiment")
-#: param prefixes that say how a run is recorded, not what it trains or how it is scored (the logged config file
-#: ``config.yaml`` keeps them)
-_RECORDING_PREFIXES = ("logger.", "paths.")
-
-
-def knob_params(acting: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
-    """The MLflow params of a run: the knobs a researcher turns, named as on the command line.
-
-    From :func:`acting_params` (``acting``): each acting config group's choice under the group's name
-    (``method: simcse``, ``loss: infonce``, ``model: bert_base_uncased``, from Hydra's ``runtime.choices``), then
-    the scalar keys (``loss.tau``, ``train.lr``, ``dropout``). Left out (the run's ``config.yaml`` artifact keeps
-    them): import paths and other Hydra internals (a key part starting with ``_``: ``loss._target_``), a group's
-    ``name`` key (its choice stands for it), and the recording keys (``logger.*``, ``paths.*``). A group acts when
-    one of its keys does (an augmentation a method does not use is inert and gets no param).
-    """
-    groups = {g: str(choices[g]) for g in KNOB_GROUPS
-              if choices.get(g) is not None and any(k.startswith(f"{g}.") for k in acting)}
-    scalars = {k: v for k, v in acting.items()
-               if not any(part.startswith("_") for part in k.split("."))
-               and not k.startswith(_RECORDING_PREFIXES)
-               and not (k.endswith(".name") and k.count(".") == 1 and k.split(".")[0] in groups)}
-    return {**groups, **scalars}
+def acting_params(cfg: DictConfig, inert: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A composed config's params for MLflow (:func:`cl_bench.tracking.params.flat_params` of its resolved values,
+    less the keys that cannot act on it: ``inert``, the preflight's :attr:`RunSpecs.inert`, else found here)."""
+    inert = inert_keys(cfg) if inert is None else inert
+    return flat_params(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), inert)

@@ -16,7 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.config import ConfigError, acting_params, knob_params
+from cl_bench.config import ConfigError, acting_params
+from cl_bench.tracking.params import knob_params
 from cl_bench.utils.rundir import INERT_VALUE, RunDir
 
 #: the option that lets a run replace the run already in its folder (Hugging Face Trainer's name for it)
@@ -87,7 +88,7 @@ def recorded_params(run_dir: Path) -> dict[str, Any] | None:
 
 
 def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """This command's params, as ``params.json`` records them (:func:`cl_bench.config.knob_params` of the acting
+    """This command's params, as ``params.json`` records them (:func:`cl_bench.tracking.params.knob_params` of the acting
     params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip)."""
     from hydra.core.hydra_config import HydraConfig
 
@@ -103,13 +104,14 @@ def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return json.loads(json.dumps(params, default=str))
 
 
-def resume_changes(cfg: DictConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:
+def resume_changes(cfg: DictConfig, run_dir: Path, now: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
     """Every param whose value in this command differs from the run's ``params.json``: key -> (was, now), a key
-    absent on one side as None (``n/a`` of a sweep's partly-inert key counts as absent)."""
+    absent on one side as None (``n/a`` of a sweep's partly-inert key counts as absent). ``now``: this command's
+    params as :func:`current_params` gives them, when the caller has them already."""
     before = recorded_params(run_dir)
     if before is None:
         return {}
-    now = current_params(cfg, run_dir)
+    now = current_params(cfg, run_dir) if now is None else now
     changes = {}
     for key in sorted(set(before) | set(now)):
         was, new = before.get(key), now.get(key)
@@ -170,10 +172,11 @@ def check_run_folder(cfg: DictConfig, run_dir: Path) -> None:
                           "with its own values, or start a new run (what a resume may change: docs/faults-data.md)")
 
 
-def segment_changes(cfg: DictConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:
+def segment_changes(cfg: DictConfig, run_dir: Path, now: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
     """The resumable keys this resume sets to other values than the run's first segment (what its segment record
-    and MLflow's ``segment.N`` tag show), without those that differ at every resume (``train.resume``...)."""
-    return {k: v for k, v in resume_changes(cfg, run_dir).items() if k not in _ALWAYS_DIFFERENT}
+    and MLflow's ``segment.N`` tag show), without those that differ at every resume (``train.resume``...);
+    ``now`` as :func:`resume_changes` takes it."""
+    return {k: v for k, v in resume_changes(cfg, run_dir, now).items() if k not in _ALWAYS_DIFFERENT}
 
 
 def _shown(value: Any) -> str:

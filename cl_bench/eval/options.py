@@ -139,8 +139,8 @@ class EvalOptions:
         """The value rules that need no file of the data root and no hardware (``eval.flow.corpus``, a file the
         user names, must exist): each field's declared rule, then the post-processing's rule across keys. The
         encoding options (``backend``, ``precision``, ``cache*``) depend on the device and the installed packages:
-        :func:`cl_bench.models.inference.check_encoding_options` judges them
-        (:func:`cl_bench.eval.tasks.check_eval_config` runs both).
+        :func:`cl_bench.eval.tasks.check_eval_config` judges them after these rules
+        (:mod:`cl_bench.models.encoding_options`, :func:`cl_bench.models.inference.check_inference_options`).
 
         Raises:
             EvalConfigError: one line naming the key (``eval.batch_size: must be >= 1, got 0``).

@@ -126,7 +126,8 @@ def check_eval_config(
         data_dir: the data root (with ``sts/`` and ``transfer/``).
         tasks: ``eval.tasks``: groups and/or task names.
         options: the ``eval.*`` options (None: the defaults): :meth:`EvalOptions.check`'s rules, then the
-            encoding options' for ``eval_device`` (:func:`cl_bench.models.inference.check_encoding_options`).
+            encoding options' for ``eval_device`` (:mod:`cl_bench.models.encoding_options`, and with ``device_checks``
+            :func:`cl_bench.models.inference.check_inference_options`).
         select_metric: ``train.select_metric`` to check as well (None skips it).
         eval_device: ``train.device``, where evaluation encodes (bf16 is checked there); None or ``auto``: CUDA
             when present, else the CPU.

@@ -17,7 +17,7 @@ from a list of names:
 
 The backbone options (``model.bidirectional``, ``model.attn_implementation``,
 ``model.gradient_checkpointing``, ``model.lora.*``) are checked by :func:`check_backbone_options`
-from the model's config alone, before any weights load, and applied by :func:`load_backbone_with`.
+from the model's config alone, before any weights load, and applied by :func:`cl_bench.models.encoder.load_backbone`.
 """
 
 from __future__ import annotations

@@ -102,12 +102,7 @@ def wants_decoder(pooler: str | None, bidirectional: object = False) -> bool:
 def local_model_is_decoder(folder: Path) -> bool | None:
     """From a local folder's config.json alone (torch-free): True for a decoder language model (an architecture
     ``…ForCausalLM`` / ``…LMHeadModel``), False for an encoder, None when its config names no architecture."""
-    import json
-
-    try:
-        architectures = json.loads((folder / "config.json").read_text()).get("architectures") or []
-    except (OSError, ValueError, AttributeError):
-        return None
+    architectures = (local_config(str(folder)) or {}).get("architectures") or []
     if not architectures:
         return None
     return any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
@@ -264,3 +259,43 @@ def recorded_encoder_class(folder: Path) -> str | None:
         raise ModelLoadError(reason=f"{meta_path}: not a JSON object")
     recorded = meta.get("encoder_class")
     return None if not recorded else encoder_class_name(recorded, f"model.name_or_path: {meta_path}")
+
+
+def local_config(name_or_path: str) -> dict[str, Any] | None:
+    """A local checkpoint folder's config.json read as JSON (no model library imported); None for a hub id
+    or an unreadable file."""
+    try:
+        config = json.loads((Path(name_or_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def local_model_type(name_or_path: str) -> str | None:
+    """``model_type`` from a local checkpoint folder's config.json; None for a hub id or an unreadable file
+    (the model's loader then says what is wrong)."""
+    config = local_config(name_or_path)
+    return None if config is None or "model_type" not in config else str(config["model_type"])
+
+
+#: the config.json key that transformers reads as ``hidden_size`` (its config class's ``attribute_map``), per
+#: ``model_type``; tests/config/test_early_checks.py checks each against transformers' own config classes
+WIDTH_KEYS = {**dict.fromkeys(("bert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta", "deberta-v2", "albert",
+                               "camembert", "modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
+                               "gpt_neox", "opt"), "hidden_size"),
+              "gpt2": "n_embd", "distilbert": "dim", "t5": "d_model", "mt5": "d_model", "bart": "d_model"}
+
+
+def local_model_width(name_or_path: str) -> int | None:
+    """A local checkpoint folder's embedding width from its config.json, read as JSON (no model library
+    imported): the key transformers reads as ``hidden_size`` for its ``model_type`` (:data:`WIDTH_KEYS`).
+    None for a hub id, another model type, a folder with its own config code (``auto_map``) or an unreadable
+    file: then transformers' ``AutoConfig`` answers (:func:`cl_bench.config._model_width`)."""
+    config = local_config(name_or_path)
+    try:
+        width = config[WIDTH_KEYS[config["model_type"]]]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+    if "auto_map" in config or isinstance(width, bool) or not isinstance(width, int):
+        return None
+    return width

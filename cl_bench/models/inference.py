@@ -30,7 +30,6 @@ from cl_bench.models.embedding_cache import atomic_write
 from cl_bench.models.encoding_options import (
     InferenceConfigError,
     check_backend_and_precision,
-    check_cache_options,
 )
 from cl_bench.utils.cache_dirs import cache_root
 
@@ -235,20 +234,6 @@ def check_inference_options(backend: str, precision: str, device: torch.device |
         check_bf16(eval_device(device))
     elif precision == "tf32":
         check_tf32(eval_device(device))
-
-
-def check_encoding_options(
-    backend: str, precision: str, cache: object, cache_dir: str | None, cache_size_gb: object,
-    device: torch.device | str | None = None,
-) -> None:
-    """Validate the ``eval.backend/precision/cache/cache_dir/cache_size_gb`` options (every task encodes with
-    them) for evaluation on ``device`` (``train.device``; None: the probable eval device).
-
-    Raises:
-        InferenceConfigError: one line naming the key.
-    """
-    check_inference_options(backend, precision, device)
-    check_cache_options(cache, cache_dir, cache_size_gb)
 
 
 def encoding_settings(

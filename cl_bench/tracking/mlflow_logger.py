@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from cl_bench.tracking.mlflow_objects import dataset_records, inputs_of, log_sentence_transformer
 from cl_bench.tracking.names import PROVENANCE_TAG_PREFIX
+from cl_bench.tracking.params import flatten
 from cl_bench.utils.atomic import write_text
 from cl_bench.utils.rundir import RunDir
 
@@ -90,11 +89,6 @@ def ui_url(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> 
     base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     page = f"runs/{run_id}" if run_id else "runs"
     return f"{base}/#/experiments/{experiment_id}/{page}?workflowType=machine_learning"
-
-
-def flatten(config: dict[str, Any]) -> dict[str, Any]:
-    """Flatten a nested config into ``a.b.c`` keys (lists stay values), for MLflow params."""
-    return pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
 
 
 def ensure_experiment(tracking_uri: str, experiment_name: str, artifact_root: str | None = None) -> str:

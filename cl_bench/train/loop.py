@@ -173,8 +173,8 @@ class Trainer:
     (:func:`cl_bench.utils.distributed.data_parallel`); only rank 0 evaluates, logs and writes files.
 
     Args:
-        specs: the run's typed specs (:class:`cl_bench.run_specs.RunSpecs`; the entry point builds them once, after
-            the preflight: :func:`cl_bench.config.typed_specs`).
+        specs: the run's typed specs (:class:`cl_bench.run_specs.RunSpecs`, as the entry point's preflight returns
+            them: :func:`cl_bench.config.preflight`).
         run_dir: the run directory (``best_model/`` and ``checkpoint.pt`` go here).
         log_metrics: ``(metrics, step)`` sink (the run tracker).
         dev_eval: scores an encoder on the dev metric; must return ``train.select_metric``.

@@ -1,7 +1,7 @@
 """One quick answer to "can this machine reach that host?", before anything waits on the network.
 
 Used before a hub model loads (:func:`cl_bench.models.hub.check_model_reachable`) and before
-the main job fetches missing data (:func:`cl_bench.data.download.ensure_sources`): without it an
+the main job fetches missing data (:func:`cl_bench.data.download.ensure_data`): without it an
 unreachable host costs the HTTP clients' retries (tens of seconds) before any message.
 """
 

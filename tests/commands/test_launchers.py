@@ -97,7 +97,7 @@ def test_one_failed_job_does_not_stop_a_joblib_sweep(tiny_bert: Path, data_dir: 
     assert parent.info.status == "FAILED"
     assert parent.data.tags["sweep.failed_children"] == failed.data.tags["mlflow.runName"]
     invalid = _cl_bench(["-m", *_tiny(tiny_bert), "loss.tau=0.05,0", "hydra.sweep.dir=sweep2"], tmp_path, data_dir, ok=False)
-    # a config-only value is checked on every grid point before Hydra starts (cl_bench.commands.cli._check_override_values)
+    # a config-only value is checked on every grid point before Hydra starts (cl_bench.config.early_checks._check_override_values)
     # loss.tau is a float (its spec's type, given by composition): 0 reads 0.0
     assert invalid.returncode == 2 and invalid.stderr == "cl-bench: error: loss.tau: must be > 0, got 0.0\n"
     assert not (tmp_path / "sweep2" / "0").exists()

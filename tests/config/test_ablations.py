@@ -135,7 +135,7 @@ def _as_run_row(cfg: DictConfig, experiment: str, job: list[str]) -> dict[str, s
     """What cl-bench logs to MLflow for this config: flattened resolved params and the tags the report reads."""
     from omegaconf import OmegaConf
 
-    from cl_bench.tracking.mlflow_logger import flatten
+    from cl_bench.tracking.params import flatten
 
     # paths.output_dir needs a running Hydra job to resolve; the report never reads it
     resolvable = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "paths"])

@@ -53,3 +53,25 @@ def test_train_imports_no_config_library_and_no_preflight() -> None:
             for name in names:
                 assert name.split(".")[0] not in ("omegaconf", "hydra") and not name.startswith("cl_bench.config"), (
                     f"{path.name} imports {name}")
+
+
+def test_the_inert_keys_are_gathered_once_and_are_what_the_records_leave_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job records its params with the inert keys its preflight found (RunSpecs.inert, gathered once): the
+    same params as from the composed config alone, without building the specs again."""
+    import cl_bench.config as config
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["method=is_bert", "paths.output_dir=run"])  # no Hydra job: a folder named
+    specs = typed_specs(cfg)
+    inert = specs.inert
+    assert specs.inert is inert and "augmentation" in inert  # IS-BERT uses no augmentation
+    expected = config.acting_params(cfg)
+    assert expected and not any(key.startswith("augmentation.") for key in expected)
+
+    def built_again(*args: object) -> None:
+        raise AssertionError("the specs were built again")
+
+    monkeypatch.setattr(config, "typed_specs", built_again)
+    assert config.acting_params(cfg, specs.inert) == expected
+    assert dict(config.inert_keys(specs)) == dict(inert)
