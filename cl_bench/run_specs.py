@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from annotated_types import Ge, Gt, Interval, MinLen
@@ -348,11 +346,12 @@ class RunSpecs:
                           model_type=local_model_type(str(self.model.name_or_path)))
 
     @functools.cached_property
-    def inert(self) -> Mapping[str, str]:
+    def inert(self) -> dict[str, str]:
         """Config keys (or whole groups) that cannot act on this run, each with the reason: what each spec's
         ``inert_keys`` says, gathered once (a key's first reason stands; :func:`cl_bench.specs.covered` reads the
         most specific). A key listed here may not be overridden (:func:`cl_bench.config.check_overrides_act`) and is
-        left out of the run's params and tags (:func:`cl_bench.tracking.params.flat_params`)."""
+        left out of the run's params and tags (:func:`cl_bench.tracking.params.flat_params`). Read it, do not change
+        it: every later reader gets this dict."""
         said: list[dict[str, str]] = [self.keys.inert_keys(self)]
         if self.method is not None:
             said.append(self.method.unused_groups())
@@ -364,4 +363,4 @@ class RunSpecs:
         for reasons in said:
             for key, why in reasons.items():
                 inert.setdefault(key, why)  # a key's first reason; the most specific key's reason is the one said
-        return MappingProxyType(inert)
+        return inert

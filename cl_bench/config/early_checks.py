@@ -11,7 +11,8 @@
   corpus's content). What only torch or transformers can tell (a GPU behind ``train.device=auto``, a hub
   model's width) is the job's to judge. A multirun's jobs are each checked by the sweep callback before any runs.
 
-The config is composed once for a single run (twice when an override does not compose: the second names the key).
+The overrides' keys are checked on one composition per swept option (:func:`check_override_keys`), then a single
+run's config is composed once more and checked whole.
 """
 
 from __future__ import annotations
@@ -54,10 +55,9 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     """
     argv = list(argv)
     check_override_syntax(argv)
-    check_group_choices(argv)
+    check_group_choices(argv, conf_dir)  # with every override's key, type and value (each swept value tried)
     cfg = None if any(arg.startswith("-") for arg in argv) else _composed(argv, conf_dir)
     if not isinstance(cfg, DictConfig) or "MULTIRUN" in str(cfg.hydra.get("mode")):
-        check_override_keys(argv, conf_dir)  # names the key Hydra could not compose; tries each swept value
         if isinstance(cfg, Exception):
             raise_keyed_composition_error(cfg)
         return
@@ -205,8 +205,9 @@ def _choices(override: Any) -> list[str] | None:
     return None if value is None or value == "" else [override.get_value_element_as_str()]
 
 
-def check_group_choices(argv: list[str]) -> None:
-    """Fail with one line when a ``group=option`` override names an option that does not exist.
+def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Fail with one line when a ``group=option`` override names an option that does not exist, then check every
+    override's key, type and value (:func:`check_override_keys`).
 
     Hydra would also fail, but with a multi-line message after composing; this names the key and
     the valid options first.
@@ -219,7 +220,7 @@ def check_group_choices(argv: list[str]) -> None:
         for choice in _choices(override) or []:
             if choice not in options:
                 raise ConfigError(f"{key}: unknown {key} '{choice}'; valid: {', '.join(options)}")
-    check_override_keys(argv)
+    check_override_keys(argv, conf_dir)
 
 
 def is_group(key: str) -> bool:
