@@ -27,7 +27,13 @@ from cl_bench.data.text import DataFileError, check_text_file
 from cl_bench.eval.flow_options import check_postprocess, fits_per_task
 from cl_bench.eval.options import EvalConfig, EvalConfigError
 from cl_bench.eval.registry import split_tasks
-from cl_bench.eval.tasks import check_eval_config, dev_required_files, required_files, resolve_tasks
+from cl_bench.eval.tasks import (
+    check_eval_config,
+    check_eval_data,
+    dev_required_files,
+    required_files,
+    resolve_tasks,
+)
 from cl_bench.losses.specs import EMBEDDING_KINDS
 from cl_bench.models.encoding_options import check_backend_and_precision, check_cache_options
 from cl_bench.models.hub import (  # noqa: F401  (WIDTH_KEYS: re-exported for its test)
@@ -504,13 +510,11 @@ def check_device(run: RunSpecs | DictConfig, overrides: Sequence[str] = ()) -> N
 def check_eval_files(run: RunSpecs, overrides: Sequence[str] = ()) -> None:
     """The data files of the evaluation and of ``train.select_metric``'s dev figures (nothing fails after training),
     and the ``mteb:`` task names."""
-    from cl_bench.eval import check_eval_config
     from cl_bench.eval.mteb import check_mteb_tasks
 
     own_tasks, mteb_tasks = split_tasks(run.eval.tasks)
-    if own_tasks or not mteb_tasks:
-        check_eval_config(run.paths.data_dir, own_tasks, run.eval.options(), _select_metric(run),
-                          eval_device=str(run.train.device))
+    if own_tasks or not mteb_tasks:  # their values were checked before (check_eval_options, in the same pass)
+        check_eval_data(run.paths.data_dir, own_tasks, run.eval.options(), _select_metric(run))
     if mteb_tasks:
         check_mteb_tasks(mteb_tasks)
 

@@ -158,8 +158,20 @@ def check_eval_config(
         raise EvalConfigError(
             f"train.select_metric: unknown '{select_metric}'; valid: {', '.join(SELECT_METRICS)}"
         )
-    if not files:
-        return resolved
+    if files:
+        check_eval_data(data_dir, resolved, options, select_metric)
+    return resolved
+
+
+def check_eval_data(data_dir: str | Path, tasks: str | Iterable[str], options: EvalOptions,
+                    select_metric: str | None = None) -> None:
+    """The data files half of :func:`check_eval_config`: the data root and every file the evaluation of ``tasks``
+    with ``options`` reads, and those of ``select_metric``'s dev figures (their values already checked).
+
+    Raises:
+        EvalConfigError: one line naming the missing path.
+    """
+    resolved = resolve_tasks(tasks)
     root = Path(data_dir).expanduser()
     if not root.is_dir():
         raise EvalConfigError(f"{root}: missing data root (a folder with sts/ and transfer/); {DATA_HINT}")
@@ -175,4 +187,3 @@ def check_eval_config(
                 raise EvalConfigError(f"{path}: missing data file of evaluation task '{owner}' (not a built-in "
                                       "task: put its files in the data root)")
             raise EvalConfigError(f"{path}: missing data file; {DATA_HINT}")
-    return resolved
