@@ -36,7 +36,7 @@ from cl_bench.config import (
     use_recorded_pooling,
 )
 from cl_bench.config.early_checks import is_group
-from cl_bench.config.run_folder import FinishedRun, check_run_folder, segment_changes
+from cl_bench.config.run_folder import FinishedRun, as_recorded, check_run_folder, segment_changes
 from cl_bench.eval.embed import NonFiniteEmbeddingError
 from cl_bench.eval.mteb import run_mteb
 from cl_bench.eval.options import EvalOptions
@@ -246,7 +246,7 @@ def record_segment(cfg: DictConfig, run_dir: Path, params: dict[str, Any]) -> di
     files = RunDir(run_dir)
     previous = files.segments.read_text() if files.segments.is_file() else ""
     number = 2 + sum(1 for line in previous.splitlines() if line.strip())  # segment 1: the run's start (params.json)
-    changed = segment_changes(cfg, run_dir, now=json.loads(json.dumps(params, default=str)))  # as params.json holds them
+    changed = segment_changes(cfg, run_dir, now=as_recorded(params))
     record = {"segment": number, "time": time.time(),
               "changed": {k: {"was": was, "now": now} for k, (was, now) in changed.items()}}
     write_text(files.segments, previous + json.dumps(record, default=str) + "\n")

@@ -87,6 +87,11 @@ def recorded_params(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def as_recorded(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as ``params.json`` holds them (the same JSON round trip: a value JSON cannot hold as its text)."""
+    return json.loads(json.dumps(params, default=str))
+
+
 def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """This command's params, as ``params.json`` records them (:func:`cl_bench.tracking.params.knob_params` of the acting
     params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip)."""
@@ -101,7 +106,7 @@ def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         node.pop("hydra", None)
         node.paths.output_dir = str(run_dir)  # Hydra's interpolation: resolvable before its job too
     params = knob_params(acting_params(node), dict(choices or {}))
-    return json.loads(json.dumps(params, default=str))
+    return as_recorded(params)
 
 
 def resume_changes(cfg: DictConfig, run_dir: Path, now: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
