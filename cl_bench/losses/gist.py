@@ -64,9 +64,9 @@ def gist_embed(
 
     ``loss = mean_i CE([cos(a_i, P) | cos(a_i, A) | cos(p_i, P) | cos(a_i, H)] / tau, i)`` where every candidate
     whose guide similarity to the row's sentence exceeds the guide similarity ``g(a_i, p_i)`` is set to −∞
-    (anchor i's own positive never is). The anchor–anchor and positive–positive blocks are not cleared on their
-    diagonal: ``a_i`` against itself is dropped by the rule itself (guide self-similarity 1 > g(a_i, p_i)), and
-    stays, as in the reference, when the guide scores the positive exactly as the anchor itself.
+    (anchor i's own positive never is). The diagonals of the anchor–anchor and positive–positive blocks (a sentence
+    against itself) are always −∞, as in sentence-transformers ≥ 6.3 (before, a self pair stayed when the guide
+    scored the positive exactly as the anchor itself).
 
     Args:
         anchors, positives: (N, D); row i of each is a pair.
@@ -97,9 +97,9 @@ def gist_embed(
         own = torch.eye(n, dtype=torch.bool, device=anchors.device)
         masks = [false_negatives(guide_a, guide_p).to(anchors.device) & ~own]
         if contrast_anchors:
-            masks.append(false_negatives(guide_a, guide_a).to(anchors.device))
+            masks.append(false_negatives(guide_a, guide_a).to(anchors.device) | own)
         if contrast_positives:
-            masks.append(false_negatives(guide_p, guide_p).to(anchors.device))
+            masks.append(false_negatives(guide_p, guide_p).to(anchors.device) | own)
         if hard_negatives is not None:
             masks.append(false_negatives(guide_a, guide[2]).to(anchors.device))
     blocks = [cosine_similarity_matrix(anchors, positives)]

@@ -38,6 +38,9 @@ class TableModel(nn.Module):
     def get_embedding_dimension(self) -> int:
         return int(self.table.shape[1])
 
+    def _get_untruncated_embedding_dimension(self) -> int:  # what MatryoshkaLoss reads from sentence-transformers 6.3
+        return self.get_embedding_dimension()
+
 
 def table(rows: int, width: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
@@ -123,13 +126,15 @@ def word_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 def guide_table(n: int, columns_count: int, width: int = 6) -> torch.Tensor:
-    """Guide embeddings with false negatives (a planted near-duplicate of a positive), ties (a hard negative equal
-    to its positive; an anchor equal to its positive) and clear negatives."""
+    """Guide embeddings with false negatives (a planted near-duplicate of a positive), ties (another anchor equal to
+    a positive; a hard negative equal to its positive; an anchor equal to its positive, which ties with the anchor
+    itself) and clear negatives."""
     g = torch.Generator().manual_seed(7)
     anchors = torch.randn(n, width, generator=g, dtype=torch.float64)
     positives = anchors + 0.3 * torch.randn(n, width, generator=g, dtype=torch.float64)
     positives[0] = anchors[0]                        # the guide scores positive 0 as anchor 0 itself (a tie with a_0)
     positives[3] = positives[2] + 1e-3               # a near-duplicate: a false negative of row 2 (and row 3)
+    anchors[5] = positives[4]                        # row 4's anchor-anchor block: a_5 ties with p_4
     parts = [anchors, positives]
     if columns_count == 3:
         negatives = torch.randn(n, width, generator=g, dtype=torch.float64)
@@ -161,14 +166,16 @@ def test_gist_is_gistembedloss(word_tokenizer: object, hard_negatives: bool, con
         return loss(columns(n, count), None)
 
     assert_same_loss_and_gradients(ours, reference, weights_table)
-    # the guide acted; and the tie rule matters: anchor 0 ties with itself (the guide scores positive 0 as anchor 0),
-    # the reference keeps it in the anchor-anchor block, >= drops it
+    # the guide acted; and the tie rule matters: a_5 ties with p_4 in row 4's anchor-anchor block, the reference
+    # keeps it (>), >= drops it (seen on a table where a_5 is a_4, so the kept candidate weighs in the softmax)
     kwargs = {"tau": tau, "contrast_anchors": contrast_anchors, "contrast_positives": contrast_positives}
     unguided = gist_embed(*weights_table.split(n), guide=weights_table.detach().split(n), drop_ties=False, **kwargs)
     assert not torch.isclose(ours(weights_table), unguided)
     if contrast_anchors:
-        dropped = gist_embed(*weights_table.split(n), guide=guide.split(n), drop_ties=True, **kwargs)
-        assert not torch.isclose(ours(weights_table), dropped)
+        tied = weights_table.detach().clone()
+        tied[5] = tied[4]
+        kept, dropped = (gist_embed(*tied.split(n), guide=guide.split(n), drop_ties=drop, **kwargs) for drop in (False, True))
+        assert not torch.isclose(kept, dropped)
 
 
 def test_gist_defaults_are_the_references() -> None:
