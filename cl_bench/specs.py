@@ -299,7 +299,9 @@ def builtin_spec_modules() -> tuple[str, ...]:
     return (*methods, *BUILTIN_SPEC_MODULES)
 
 
+@functools.cache
 def _import_builtin() -> None:
+    """Import cl-bench's own specs, once per process (the package's folders do not change while it runs)."""
     for module in builtin_spec_modules():
         importlib.import_module(module)
 

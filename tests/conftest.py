@@ -28,10 +28,12 @@ from transformers import BertConfig
 from cl_bench.config import (
     ConfigError,
     catalog,
+    inert_keys,
     typed_specs,
     validate,
 )
 from cl_bench.config.catalog import CONF_DIR
+from cl_bench.config.params import acting_params
 from cl_bench.eval.registry import STS_SUBSETS, STS_YEAR_FOLDERS
 from cl_bench.utils.cache_dirs import data_dir_from_environment
 
@@ -494,6 +496,11 @@ CORPUS = [
     "a man plays the guitar in the park", "the dog runs in the street", "two children read a book",
     "a woman eats food at the table", "the cat sits on the chair", "people walk in the park",
 ]
+
+
+def params_of(cfg: DictConfig) -> dict[str, Any]:
+    """A composed config's MLflow params, its inert keys found from it (the job passes its preflight's)."""
+    return acting_params(cfg, inert_keys(cfg))
 
 
 def compose_config(data_dir: Path, overrides: list[str]) -> Any:

@@ -29,13 +29,13 @@ from cl_bench.commands import mlflow_records
 from cl_bench.commands.provenance import eval_settings_line, run_provenance
 from cl_bench.config import (
     ConfigError,
-    acting_params,
     catalog,
     override_keys,
     preflight,
     use_recorded_pooling,
 )
 from cl_bench.config.early_checks import is_group
+from cl_bench.config.params import acting_params
 from cl_bench.config.run_folder import FinishedRun, as_recorded, check_run_folder, segment_changes
 from cl_bench.eval.embed import NonFiniteEmbeddingError
 from cl_bench.eval.mteb import run_mteb
@@ -145,6 +145,7 @@ def _parent_run_id(hydra_cfg: Any) -> str | None:
 def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
     """The run tracker for this job (child of the sweep's parent run in a multirun)."""
     name = cfg.logger.run_name or run_name(cfg, hydra_cfg)
+    system_metrics = mlflow_records.system_metrics_on(cfg.logger.system_metrics) if cfg.logger.enabled else False
     return RunTracker(
         run_dir,
         enabled=cfg.logger.enabled,
@@ -152,7 +153,7 @@ def make_tracker(cfg: DictConfig, run_dir: Path, hydra_cfg: Any):
         experiment_name=cfg.logger.experiment_name,
         run_name=name,
         parent_run_id=_parent_run_id(hydra_cfg),
-        system_metrics=mlflow_records.system_metrics_on(cfg.logger.system_metrics) if cfg.logger.enabled else False,
+        system_metrics=system_metrics,
     )
 
 
@@ -238,7 +239,7 @@ def resume_dir(cfg: DictConfig, hydra_run_dir: Path) -> Path | None:
     return path
 
 
-def record_segment(cfg: DictConfig, run_dir: Path, params: dict[str, Any]) -> dict[str, str]:
+def record_segment(run_dir: Path, params: dict[str, Any]) -> dict[str, str]:
     """Append this resume's segment to the run's ``segments.jsonl`` (its number, when, the resumable keys it set to
     other values than the first segment, :data:`cl_bench.config.run_folder.RESUMABLE_KEYS`) and return it as the
     MLflow tag ``segment.<N>`` (``train.max_steps=200 (was 100)``; "no change" when it changed nothing).
@@ -246,7 +247,7 @@ def record_segment(cfg: DictConfig, run_dir: Path, params: dict[str, Any]) -> di
     files = RunDir(run_dir)
     previous = files.segments.read_text() if files.segments.is_file() else ""
     number = 2 + sum(1 for line in previous.splitlines() if line.strip())  # segment 1: the run's start (params.json)
-    changed = segment_changes(cfg, run_dir, now=as_recorded(params))
+    changed = segment_changes(run_dir, as_recorded(params))
     record = {"segment": number, "time": time.time(),
               "changed": {k: {"was": was, "now": now} for k, (was, now) in changed.items()}}
     write_text(files.segments, previous + json.dumps(record, default=str) + "\n")
@@ -267,25 +268,34 @@ def run(cfg: DictConfig) -> float | None:
         print(f"cl-bench: error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    try:
-        # checked before Hydra's job too (check_command); again here for a sweep's job and a command it did not compose
-        # (not on torchrun's ranks > 0: rank 0 may have begun writing in the folder they share)
-        if distributed.is_main_process():
-            check_run_folder(cfg, run_dir)
-    except FinishedRun as done:
-        print(f"cl-bench: {done}")
-        discard_unused_run_dir(run_dir)  # train.resume=<dir>: the folder Hydra made for this command
-        return None
-    except ConfigError as err:
-        print(f"cl-bench: error: {err}", file=sys.stderr)
-        discard_unused_run_dir(run_dir)  # only Hydra's own files: a folder holding a run is never touched
-        sys.exit(2)
     tracker = None
+    folder_checked = False  # until then a folder holding a run may be another's: no KILLED is written into it
     try:  # start-up: a signal here ends the job as KILLED, with 128+signal
+        preflight_error = None
         try:
             if cfg.mode == "eval":
                 use_recorded_pooling(cfg, list(hydra_cfg.overrides.task))
             specs = preflight(cfg, list(hydra_cfg.overrides.task))  # the trainer and the evaluation read these
+        except ConfigError as err:
+            preflight_error, specs = err, None
+        try:
+            # checked before Hydra's job too (check_command); again here for a sweep's job and a command it did not
+            # compose (not on torchrun's ranks > 0: rank 0 may have begun writing in the folder they share); a resume
+            # is compared with the inert keys the preflight found
+            if distributed.is_main_process():
+                check_run_folder(cfg, run_dir, None if specs is None else specs.inert)
+            folder_checked = True
+        except FinishedRun as done:
+            print(f"cl-bench: {done}")
+            discard_unused_run_dir(run_dir)  # train.resume=<dir>: the folder Hydra made for this command
+            return None
+        except ConfigError as err:
+            print(f"cl-bench: error: {err}", file=sys.stderr)
+            discard_unused_run_dir(run_dir)  # only Hydra's own files: a folder holding a run is never touched
+            sys.exit(2)
+        try:
+            if preflight_error is not None:
+                raise preflight_error
             resume_from = resume_dir(cfg, run_dir) if cfg.mode == "train" else None
         except ConfigError as err:
             print(f"cl-bench: error: {err}", file=sys.stderr)
@@ -315,7 +325,7 @@ def run(cfg: DictConfig) -> float | None:
 
         # the values that acted, with the inert keys the preflight found (the specs are not built again)
         params = knob_params(acting_params(cfg, specs.inert), dict(hydra_cfg.runtime.choices))
-        segment = record_segment(cfg, run_dir, params) if resume_from is not None else None
+        segment = record_segment(run_dir, params) if resume_from is not None else None
         if multirun:  # a key acting in some jobs only is n/a where it cannot act, not absent: absent would look swept
             params.update({k: INERT_VALUE for k in SweepDir(hydra_cfg.sweep.dir).partly_inert() if k not in params})
         tags = run_tags(cfg, hydra_cfg, specs.inert, device=str(resolve_device(specs.train.device)))  # where it runs
@@ -325,8 +335,9 @@ def run(cfg: DictConfig) -> float | None:
             tracker.set_tags(segment)
         tracker.log_artifact(RunDir(run_dir).config if RunDir(run_dir).config.is_file() else RunDir(hydra_cfg.runtime.output_dir).config)
     except interrupt.Stopped as stopped:
-        (tracker or RunTracker(run_dir, enabled=False)).finish("KILLED", error=str(stopped))
-        log.error("%s: the run in %s is marked KILLED", stopped, run_dir)
+        if folder_checked or not RunDir(run_dir).run_files():
+            (tracker or RunTracker(run_dir, enabled=False)).finish("KILLED", error=str(stopped))
+            log.error("%s: the run in %s is marked KILLED", stopped, run_dir)
         _end_job(128 + stopped.signum)
 
     with StopSignal() as stop:

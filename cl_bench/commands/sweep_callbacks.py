@@ -25,7 +25,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.config import ConfigError, acting_params, preflight
+from cl_bench.config import ConfigError, preflight
+from cl_bench.config.params import acting_params
 from cl_bench.config.run_folder import check_sweep_folder
 from cl_bench.reporting.report import ReportError, build_sweep_table, load_run_dirs, plot_sweep, sweep_summary
 from cl_bench.tracking import ui_views

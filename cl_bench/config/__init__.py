@@ -685,8 +685,3 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
             keys.append(key)
     return keys
 
-def acting_params(cfg: DictConfig, inert: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A composed config's params for MLflow (:func:`cl_bench.tracking.params.flat_params` of its resolved values,
-    less the keys that cannot act on it: ``inert``, the preflight's :attr:`RunSpecs.inert`, else found here)."""
-    inert = inert_keys(cfg) if inert is None else inert
-    return flat_params(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), inert)

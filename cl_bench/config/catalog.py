@@ -7,6 +7,8 @@ validation messages and ``cl-bench list`` all ask it.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import os
 import re
@@ -83,7 +85,16 @@ def options(group: str, internal: bool = False) -> dict[str, Path]:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A YAML option file as a dict (empty for an empty file)."""
+    """A YAML option file as a dict (empty for an empty file; a fresh copy: the caller may change it).
+
+    Parsed once per file version: a sweep's preflight and the rejection messages read the same option files for
+    every job (an edited file has a new modification time and is parsed again)."""
+    stat = path.stat()
+    return copy.deepcopy(_parsed_yaml(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_yaml(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 

@@ -63,7 +63,8 @@ def check_command(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         return
     run = check_composed(cfg)
 
-    check_run_folder(cfg, Path(str(cfg.hydra.run.dir)))  # before Hydra's job writes .hydra/ into it
+    # before Hydra's job writes .hydra/ into it (a resume's comparison with the inert keys the pass found)
+    check_run_folder(cfg, Path(str(cfg.hydra.run.dir)), None if run is None else run.inert)
     if run is not None:
         check_model_and_data(run, list(cfg.hydra.overrides.task))
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from cl_bench.config import ConfigError, acting_params
+from cl_bench.config import ConfigError
+from cl_bench.config.params import acting_params
 from cl_bench.tracking.params import knob_params
 from cl_bench.utils.rundir import INERT_VALUE, RunDir
 
@@ -92,11 +94,11 @@ def as_recorded(params: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(params, default=str))
 
 
-def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def current_params(cfg: DictConfig, run_dir: Path, inert: Mapping[str, str]) -> dict[str, Any]:
     """This command's params, as ``params.json`` records them (:func:`cl_bench.tracking.params.knob_params` of the acting
-    params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip)."""
+    params, the group choices from Hydra's ``runtime.choices``; the same JSON round trip). ``inert``: the preflight's
+    :attr:`~cl_bench.run_specs.RunSpecs.inert` (the specs are not built again)."""
     from hydra.core.hydra_config import HydraConfig
-
 
     choices = OmegaConf.select(cfg, "hydra.runtime.choices")  # composed before Hydra's job (early_checks)
     if choices is None and HydraConfig.initialized():  # in the job: Hydra's own record
@@ -105,18 +107,17 @@ def current_params(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     with open_dict(node):
         node.pop("hydra", None)
         node.paths.output_dir = str(run_dir)  # Hydra's interpolation: resolvable before its job too
-    params = knob_params(acting_params(node), dict(choices or {}))
-    return as_recorded(params)
+    acting = acting_params(node, inert)
+    return as_recorded(knob_params(acting, dict(choices or {})))
 
 
-def resume_changes(cfg: DictConfig, run_dir: Path, now: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
-    """Every param whose value in this command differs from the run's ``params.json``: key -> (was, now), a key
-    absent on one side as None (``n/a`` of a sweep's partly-inert key counts as absent). ``now``: this command's
-    params as :func:`current_params` gives them, when the caller has them already."""
+def resume_changes(run_dir: Path, now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Every param whose value in this command (``now``, as :func:`current_params` gives them) differs from the run's
+    ``params.json``: key -> (was, now), a key absent on one side as None (``n/a`` of a sweep's partly-inert key counts
+    as absent)."""
     before = recorded_params(run_dir)
     if before is None:
         return {}
-    now = current_params(cfg, run_dir) if now is None else now
     changes = {}
     for key in sorted(set(before) | set(now)):
         was, new = before.get(key), now.get(key)
@@ -135,10 +136,11 @@ def _finished(run_dir: Path) -> bool:
         return False
 
 
-def check_run_folder(cfg: DictConfig, run_dir: Path) -> None:
+def check_run_folder(cfg: DictConfig, run_dir: Path, inert: Mapping[str, str] | None) -> None:
     """The folder a single run or a sweep's job writes, before it writes: writable; holding no run unless this
     one resumes it or ``train.overwrite_output_dir=true``; a resumed run unfinished and computed as this command
-    would compute it (only :data:`RESUMABLE_KEYS` may differ).
+    would compute it (only :data:`RESUMABLE_KEYS` may differ). ``inert``: the preflight's inert keys; None where the
+    preflight gave no specs (the run is refused for that anyway): the settings are then not compared.
 
     Raises:
         FinishedRun: ``train.resume`` names a finished run (one line; nothing to do).
@@ -170,18 +172,21 @@ def check_run_folder(cfg: DictConfig, run_dir: Path) -> None:
         raise FinishedRun(f"train.resume: {target} is a finished run (status.json: FINISHED; its checkpoint was "
                           f"removed); nothing to do. Score it again with mode=eval "
                           f"model.name_or_path={RunDir(target).best_model}")
-    refused = {k: v for k, v in resume_changes(cfg, target).items() if not may_change_on_resume(k)}
+    if inert is None:
+        return
+    changes = resume_changes(target, current_params(cfg, target, inert))
+    refused = {k: v for k, v in changes.items() if not may_change_on_resume(k)}
     if refused:
         listed = "; ".join(f"{k}: was {_shown(was)}, now {_shown(new)}" for k, (was, new) in refused.items())
         raise ConfigError(f"train.resume: the run in {target} was started with other settings ({listed}); resume "
                           "with its own values, or start a new run (what a resume may change: docs/faults-data.md)")
 
 
-def segment_changes(cfg: DictConfig, run_dir: Path, now: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+def segment_changes(run_dir: Path, now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The resumable keys this resume sets to other values than the run's first segment (what its segment record
     and MLflow's ``segment.N`` tag show), without those that differ at every resume (``train.resume``...);
     ``now`` as :func:`resume_changes` takes it."""
-    return {k: v for k, v in resume_changes(cfg, run_dir, now).items() if k not in _ALWAYS_DIFFERENT}
+    return {k: v for k, v in resume_changes(run_dir, now).items() if k not in _ALWAYS_DIFFERENT}
 
 
 def _shown(value: Any) -> str:

@@ -13,11 +13,12 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pytest
+from conftest import params_of
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
-from cl_bench.config import acting_params, knob_params
+from cl_bench.config import knob_params
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.tracking import ui_views
 from cl_bench.tracking.mlflow_logger import (
@@ -57,7 +58,7 @@ def test_experiment_is_tagged_as_model_training(tmp_path: Path) -> None:
 
 def test_params_are_the_knobs_named_as_on_the_command_line(data_dir: Path) -> None:
     cfg, choices = _composed(["method=simcse", "loss.tau=0.07", "train.lr=1e-5"], data_dir)
-    params = knob_params(acting_params(cfg), choices)
+    params = knob_params(params_of(cfg), choices)
     assert params["method"] == "simcse" and params["loss"] == "infonce" and params["pooler"] == "cls"
     assert params["model"] == choices["model"] and params["augmentation"] == "dropout"
     assert params["loss.tau"] == 0.07 and params["train.lr"] == 1e-5 and params["dropout"] == 0.1
@@ -66,7 +67,7 @@ def test_params_are_the_knobs_named_as_on_the_command_line(data_dir: Path) -> No
     assert "method.name" not in params and "loss.name" not in params
     # a group the method does not use gets no param (SimCSE-sup reads NLI triplets: no augmentation)
     sup, sup_choices = _composed(["method=simcse_sup"], data_dir)
-    assert "augmentation" not in knob_params(acting_params(sup), sup_choices)
+    assert "augmentation" not in knob_params(params_of(sup), sup_choices)
 
 
 def test_datasets_logged_with_provenance_digests(tmp_path: Path, data_dir: Path) -> None:

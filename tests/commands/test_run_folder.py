@@ -156,12 +156,13 @@ def _first_segment_params(tmp_path: Path, run_dir: Path, overrides: list[str]) -
     from hydra import compose, initialize_config_dir
 
     import cl_bench.commands.cli  # noqa: F401 (registers the schemas and resolvers)
+    from cl_bench.config import inert_keys
     from cl_bench.config.catalog import CONF_DIR
     from cl_bench.config.run_folder import current_params
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    return current_params(cfg, run_dir)
+    return current_params(cfg, run_dir, inert_keys(cfg))
 
 
 def test_resuming_with_settings_that_change_the_run_is_refused_naming_each_key(tmp_path: Path) -> None:
@@ -183,9 +184,11 @@ def test_the_keys_a_resume_may_change_are_one_declared_set(tmp_path: Path) -> No
     """Training longer, logging, threads and the final evaluation may change; what it computes may not."""
     from omegaconf import OmegaConf
 
+    from cl_bench.config import inert_keys
     from cl_bench.config.run_folder import (
         RESUMABLE_KEYS,
         check_run_folder,
+        current_params,
         may_change_on_resume,
         segment_changes,
     )
@@ -203,8 +206,10 @@ def test_the_keys_a_resume_may_change_are_one_declared_set(tmp_path: Path) -> No
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         longer = compose("config", overrides=[*first, "train.max_steps=80", "train.log_steps=5",
                                               f"train.resume={run_dir}"], return_hydra_config=True)
-    check_run_folder(longer, run_dir)  # passes
-    assert segment_changes(longer, run_dir) == {"train.log_steps": (10, 5), "train.max_steps": (40, 80)}
+    inert = inert_keys(longer)
+    check_run_folder(longer, run_dir, inert)  # passes
+    now = current_params(longer, run_dir, inert)
+    assert segment_changes(run_dir, now) == {"train.log_steps": (10, 5), "train.max_steps": (40, 80)}
     assert OmegaConf.select(longer, "train.overwrite_output_dir") is False  # declared in the schema, off by default
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import as_built
+from conftest import as_built, params_of
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, typed_specs, validate
+from cl_bench.config import ConfigError, typed_specs, validate
 from cl_bench.losses.gist import guided_ignore_mask
 from cl_bench.losses.infonce import info_nce
 from cl_bench.train.gradcache import GradCache
@@ -160,7 +160,7 @@ def test_guide_keys_act_or_are_rejected_before_model_load(
     cfg = _compose(data_dir, [*overrides, "data=nli_snli_devtest", f"model.name_or_path={tiny_bert}"])
     if error is None:
         validate(cfg, overrides)
-        assert acting_params(cfg)["method.guide"] == str(MINILM)
+        assert params_of(cfg)["method.guide"] == str(MINILM)
     else:
         with pytest.raises(ConfigError, match=error) as err:
             validate(cfg, overrides)

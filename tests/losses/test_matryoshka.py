@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import as_built
+from conftest import as_built, params_of
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, typed_specs, validate
+from cl_bench.config import ConfigError, typed_specs, validate
 from cl_bench.eval.options import EvalOptions
 from cl_bench.eval.suite import evaluate
 from cl_bench.losses.cosent import cosent
@@ -111,7 +111,7 @@ def test_matryoshka_and_truncation_keys_act_or_are_rejected_before_model_load(
     cfg = _compose(data_dir, [*overrides, *data, f"model.name_or_path={tiny_bert}"])
     if error is None:
         validate(cfg, overrides)
-        assert "train.matryoshka_dims" in acting_params(cfg)
+        assert "train.matryoshka_dims" in params_of(cfg)
     else:
         with pytest.raises((ConfigError, Exception), match=error) as err:
             validate(cfg, overrides)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import params_of
 from hydra import compose, initialize_config_dir
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, typed_specs, validate
+from cl_bench.config import ConfigError, typed_specs, validate
 from cl_bench.data.senteval import read_stsb_split
 from cl_bench.losses.angle import angle
 from cl_bench.train.loop import build_method
@@ -65,7 +66,7 @@ def test_scored_pairs_nli_reads_format_a_pairs_and_the_preset_is_the_official_ob
                  "dropout=0"]
     cfg = compose_run(tiny_bert, data_dir, overrides)
     validate(cfg, overrides)
-    assert acting_params(cfg)["method.scored_pairs"] == "nli" and "method.score_max" not in acting_params(cfg)
+    assert params_of(cfg)["method.scored_pairs"] == "nli" and "method.score_max" not in params_of(cfg)
     assert cfg.loss.name == "angle" and cfg.batch_size == 16384 and cfg.train.gradcache_chunk == 128
     assert cfg.method.loss_block == 128 and cfg.pooler.name == "avg"  # (the preset's cls_before_pooler: overridden here)
     method = build_method(typed_specs(cfg), torch.device("cpu"))
@@ -141,7 +142,7 @@ def test_angle_keys_act_or_are_rejected_before_model_load(
     cfg = compose_run(tiny_bert, data_dir, overrides)
     if error is None:
         validate(cfg, overrides)
-        assert acting_params(cfg)["method.score_max"] == 5
+        assert params_of(cfg)["method.score_max"] == 5
     else:
         with pytest.raises(ConfigError, match=error) as err:
             validate(cfg, overrides)

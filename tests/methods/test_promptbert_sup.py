@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import params_of
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from transformers import BertConfig, BertForMaskedLM
 
 from cl_bench.commands.cli import CONF_DIR  # importing the CLI registers the config schema
-from cl_bench.config import acting_params, check_choices, typed_specs
+from cl_bench.config import check_choices, typed_specs
 from cl_bench.models.encoder import build_encoder
 from cl_bench.models.prompts import template_mask_states
 
@@ -65,7 +66,7 @@ def test_supervised_training_and_evaluation_as_sup_bert(tiny_mlm_bert: Path, dat
                  "model.max_length=16", "batch_size=4", "logger=none"]
     cfg = _compose(overrides, data_dir)
     check_choices(cfg, overrides)
-    assert acting_params(cfg)["loss.hard_negative_alpha"] == 1.0  # the contradictions are supplied to the loss
+    assert params_of(cfg)["loss.hard_negative_alpha"] == 1.0  # the contradictions are supplied to the loss
     torch.manual_seed(0)
     method = loop.build_method(typed_specs(cfg), torch.device("cpu"))
     # the head is the checkpoint's masked-LM transform, and the evaluation encoder keeps it

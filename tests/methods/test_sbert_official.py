@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import build_objective_method as build
+from conftest import params_of
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from cl_bench.commands.cli import CONF_DIR
-from cl_bench.config import ConfigError, acting_params, validate
+from cl_bench.config import ConfigError, validate
 from cl_bench.train.loop import make_optimizer
 from cl_bench.utils.optim import AdamWNoBiasCorrection
 
@@ -86,7 +87,7 @@ def test_train_classifier_switch(train_classifier: bool, tiny_bert: Path, data_d
 
 def test_train_classifier_acts_only_with_a_classifier(tiny_bert: Path, data_dir: Path) -> None:
     acting = _preset(data_dir, tiny_bert, ["method=sbert", "data=snli_labeled", "method.train_classifier=false"])
-    assert acting_params(acting)["method.train_classifier"] is False
+    assert params_of(acting)["method.train_classifier"] is False
     overrides = ["method=sbert", "loss=sbert_regression", "data=stsb_train", "method.train_classifier=false"]
     with pytest.raises(ConfigError, match=r"^method.train_classifier: has no effect on this run: .+") as err:
         _preset(data_dir, tiny_bert, overrides)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import cli_env
+from conftest import cli_env, params_of
 from tiny_decoders import FAMILIES, build_tiny_decoder
 
 from cl_bench.config import typed_specs
@@ -119,17 +119,17 @@ def test_bidirectional_is_rejected_on_an_encoder(tiny_bert: Path, data_dir: Path
 def test_decoder_options_are_accepted_and_recorded(tiny: dict[str, Path], data_dir: Path) -> None:
     from conftest import compose_config as _compose
 
-    from cl_bench.config import acting_params, validate
+    from cl_bench.config import validate
 
     overrides = [f"model.name_or_path={tiny['qwen2']}", "pooler=last_token", "model.bidirectional=true",
                  "model.attn_implementation=sdpa", "model.gradient_checkpointing=true", "model.lora.r=4",
                  "model.lora.alpha=8", "model.lora.target_modules=[q_proj,k_proj]", "data=wiki1m_head"]
     cfg = _compose(data_dir, overrides)
     validate(cfg, overrides)
-    params = acting_params(cfg)
+    params = params_of(cfg)
     assert params["model.lora.r"] == 4 and params["model.lora.target_modules"] == ["q_proj", "k_proj"]
     assert params["model.bidirectional"] is True and params["model.attn_implementation"] == "sdpa"
-    assert "model.lora.alpha" not in acting_params(_compose(data_dir, [f"model.name_or_path={tiny['qwen2']}",
+    assert "model.lora.alpha" not in params_of(_compose(data_dir, [f"model.name_or_path={tiny['qwen2']}",
                                                                        "pooler=last_token"]))
 
 

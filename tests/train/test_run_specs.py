@@ -66,12 +66,40 @@ def test_the_inert_keys_are_gathered_once_and_are_what_the_records_leave_out(mon
     specs = typed_specs(cfg)
     inert = specs.inert
     assert specs.inert is inert and "augmentation" in inert  # IS-BERT uses no augmentation
-    expected = config.acting_params(cfg)
+    from cl_bench.config.params import acting_params
+
+    expected = acting_params(cfg, config.inert_keys(cfg))
     assert expected and not any(key.startswith("augmentation.") for key in expected)
 
     def built_again(*args: object) -> None:
         raise AssertionError("the specs were built again")
 
     monkeypatch.setattr(config, "typed_specs", built_again)
-    assert config.acting_params(cfg, specs.inert) == expected
+    assert acting_params(cfg, specs.inert) == expected
     assert dict(config.inert_keys(specs)) == dict(inert)
+
+
+def test_a_resume_is_compared_with_the_preflights_inert_keys(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The resume comparison (check_run_folder) takes the preflight's inert keys and builds no specs: the job and
+    cl-bench's early checks pass them (None: no preflight result, nothing compared; the run is refused for that)."""
+    import json
+
+    import cl_bench.config as config
+    from cl_bench.config.run_folder import check_run_folder, current_params
+    from cl_bench.utils.rundir import RunDir
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["method=simcse", f"train.resume={tmp_path}"])
+    specs = typed_specs(cfg)
+    recorded = current_params(cfg, tmp_path, specs.inert)
+    recorded["loss.tau"] = 0.5  # the run was started with another temperature
+    RunDir(tmp_path).params.write_text(json.dumps(recorded))
+
+    def built_again(*args: object) -> None:
+        raise AssertionError("the specs were built again")
+
+    monkeypatch.setattr(config, "typed_specs", built_again)
+    with pytest.raises(config.ConfigError, match=r"^train.resume: .* \(loss.tau: was 0.5, now 0.05\)"):
+        check_run_folder(cfg, tmp_path, specs.inert)
+    check_run_folder(cfg, tmp_path, None)  # nothing to compare with
