@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from annotated_types import Ge, Gt, Interval, MinLen
 from omegaconf import II, MISSING
 
+from cl_bench.losses.specs import MatryoshkaKeys
 from cl_bench.models.hub import local_model_type
 from cl_bench.models.pooler_names import AVERAGING_POOLERS, POOLERS, PROMPT_POOLERS, REGISTRY, Pooler
 from cl_bench.models.prompts import PeriodRule
@@ -65,7 +66,6 @@ _MAX_STEPS = Must(lambda v: v > 0 or v == -1, "be > 0 (stop after that many opti
 _DEVICE = Must(lambda v: re.fullmatch(r"auto|[a-z]+(:\d+)?", str(v)) is not None,
                "name a device, e.g. auto, cpu, cuda, cuda:1, mps")
 _NUM_WORKERS = Must(lambda v: v >= -1, "be >= 0 (0 = prepare batches in the main process) or -1 (auto)")
-_DISTINCT = Must(lambda v: len(set(v)) == len(v), "be distinct sizes")
 
 
 class RunGroup(Checked):
@@ -204,7 +204,7 @@ class DataConfig(RunGroup):
 
 
 @dataclass
-class TrainConfig(RunGroup):
+class TrainConfig(MatryoshkaKeys, RunGroup):
     """The optimiser, the schedule, the evaluation cadence and where training runs."""
 
     group: ClassVar[str] = "train"
@@ -250,10 +250,7 @@ class TrainConfig(RunGroup):
     early_stopping_rule: EarlyStoppingRule = EarlyStoppingRule.no_gain  # no_gain (reset by a new best) | drops (SG-BERT: falls below the previous evaluation, never reset)
     final_weights: FinalWeights = FinalWeights.best  # weights of the final evaluation: best (dev) | last (SG-BERT's training.py)
     gradcache_chunk: Annotated[int, Ge(0), Because("0 = off")] = 0  # GradCache chunk size (0 = off); cl_bench/train/gradcache.py
-    #: Matryoshka: the loss summed over these embedding prefix sizes (cl_bench/losses/matryoshka.py)
-    matryoshka_dims: Annotated[list[Annotated[int, Ge(1)]], MinLen(1), _DISTINCT] | None = None
-    #: one weight per size (null: 1 each)
-    matryoshka_weights: list[Annotated[float, Ge(0)]] | None = None
+    # matryoshka_dims, matryoshka_weights: declared with their rules in MatryoshkaKeys (cl_bench/losses/specs.py)
 
     def check_combination(self) -> None:
         if self.epochs < 1 and self.max_steps <= 0:
@@ -265,11 +262,7 @@ class TrainConfig(RunGroup):
         if self.precision == TrainPrecision.fp16 and device != "auto" and not device.startswith("cuda"):
             raise ValueError(f"train.precision: fp16 needs a CUDA device (loss scaling), got train.device={device}; "
                              "use bf16 or fp32")
-        # without sizes the weights cannot act: the preflight's inert-key check says so
-        if None not in (self.matryoshka_weights, self.matryoshka_dims) and \
-                len(self.matryoshka_weights) != len(self.matryoshka_dims):
-            raise ValueError(f"train.matryoshka_weights: one weight per size of train.matryoshka_dims "
-                             f"({len(self.matryoshka_dims)}), got {len(self.matryoshka_weights)}")
+        super().check_combination()  # the Matryoshka keys' (MatryoshkaKeys)
 
     def inert_keys(self, run: RunSpecs) -> dict[str, str]:
         if run.keys.mode == Mode.eval:

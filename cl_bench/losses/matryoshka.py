@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from cl_bench.losses.specs import check_dims
+from cl_bench.losses.specs import MatryoshkaKeys
 
 
 def _truncate(value: Any, width: int, dim: int) -> Any:
@@ -46,7 +46,7 @@ class MatryoshkaLoss:
     """
 
     def __init__(self, loss: Callable[..., torch.Tensor], dims: Sequence[int], weights: Sequence[float] | None = None):
-        check_dims(dims, weights)
+        MatryoshkaKeys(matryoshka_dims=list(dims), matryoshka_weights=None if weights is None else list(weights)).check()
         self.loss = loss
         self.dims = [int(d) for d in dims]
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.dims)

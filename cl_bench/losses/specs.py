@@ -11,14 +11,14 @@ anchor, an even width) stays in the function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from annotated_types import Ge, Gt, Interval
+from annotated_types import Ge, Gt, Interval, MinLen
 
-from cl_bench.specs import LossSpec
+from cl_bench.specs import Checked, LossSpec, Must
 
 #: a temperature: similarities are divided by it
 Temperature = Annotated[float, Gt(0)]
@@ -397,15 +397,25 @@ class SGContrastiveSpec(LossSpec):
 EMBEDDING_KINDS = ("pair", "guided_pair", "scored_pair", "triplet")
 
 
-def check_dims(dims: Sequence[int], weights: Sequence[float] | None) -> None:
-    """One-line errors naming ``train.matryoshka_dims`` / ``train.matryoshka_weights``."""
-    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise ValueError(f"train.matryoshka_dims: must be a non-empty list of sizes >= 1, got {list(dims)}")
-    if len(set(dims)) != len(dims):
-        raise ValueError(f"train.matryoshka_dims: sizes must be distinct, got {list(dims)}")
-    if weights is not None:
-        if len(weights) != len(dims):
+#: a module-level rule: the annotations are read in this module's namespace (get_type_hints), as run_specs' are
+_DISTINCT = Must(lambda v: len(set(v)) == len(v), "be distinct sizes")
+
+
+@dataclass(kw_only=True)
+class MatryoshkaKeys(Checked):
+    """The Matryoshka keys, ``train.matryoshka_dims`` and ``train.matryoshka_weights``, declared here once: the run's
+    ``train`` group has them (:class:`cl_bench.run_specs.TrainConfig` extends this), and
+    :class:`cl_bench.losses.matryoshka.MatryoshkaLoss`, built from Python, runs their rules (``check()``)."""
+
+    group: ClassVar[str] = "train"
+    #: Matryoshka: the loss summed over these embedding prefix sizes (cl_bench/losses/matryoshka.py)
+    matryoshka_dims: Annotated[list[Annotated[int, Ge(1)]], MinLen(1), _DISTINCT] | None = None
+    #: one weight per size (null: 1 each)
+    matryoshka_weights: list[Annotated[float, Ge(0)]] | None = None
+
+    def check_combination(self) -> None:
+        # without sizes the weights cannot act: the preflight's inert-key check says so
+        if None not in (self.matryoshka_weights, self.matryoshka_dims) and \
+                len(self.matryoshka_weights) != len(self.matryoshka_dims):
             raise ValueError(f"train.matryoshka_weights: one weight per size of train.matryoshka_dims "
-                             f"({len(dims)}), got {len(weights)}")
-        if any(isinstance(w, bool) or not isinstance(w, int | float) or w < 0 for w in weights):
-            raise ValueError(f"train.matryoshka_weights: must be numbers >= 0, got {list(weights)}")
+                             f"({len(self.matryoshka_dims)}), got {len(self.matryoshka_weights)}")

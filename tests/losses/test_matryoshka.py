@@ -25,7 +25,7 @@ from cl_bench.losses.cosent import cosent
 from cl_bench.losses.infonce import info_nce
 from cl_bench.losses.matryoshka import MatryoshkaLoss
 from cl_bench.losses.sbert import sbert_triplet
-from cl_bench.losses.specs import check_dims
+from cl_bench.run_specs import TrainConfig
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:
@@ -74,11 +74,17 @@ def test_one_full_size_is_the_wrapped_loss_of_unit_embeddings() -> None:
         MatryoshkaLoss(as_built(info_nce), [8, 2])(a, p)
 
 
-def test_check_dims() -> None:
+def test_the_loss_built_from_python_runs_the_keys_own_rules() -> None:
+    """MatryoshkaLoss defines no rule: it runs train.matryoshka_dims/_weights' (TrainConfig's), in the same words."""
+    from cl_bench.losses.infonce import info_nce
+
     for dims, weights, key in (([], None, "dims"), ([4, 0], None, "dims"), ([4, 4], None, "dims"),
                                ([4, 2], [1.0], "weights"), ([4, 2], [1.0, -1.0], "weights")):
-        with pytest.raises(ValueError, match=f"^train.matryoshka_{key}: "):
-            check_dims(dims, weights)
+        with pytest.raises(ValueError, match=f"^train.matryoshka_{key}: ") as raised:
+            MatryoshkaLoss(as_built(info_nce), dims, weights)
+        with pytest.raises(ValueError) as from_config:
+            TrainConfig(batch_size=8, matryoshka_dims=dims, matryoshka_weights=weights).check()
+        assert str(raised.value) == str(from_config.value)
 
 
 def _compose(data_dir: Path, overrides: list[str]):
