@@ -149,3 +149,12 @@ def test_fifty_inductor_steps_follow_the_eager_curve(tiny_bert: Path) -> None:
     eager, _ = _losses(tiny_bert, 50, None)
     compiled, _ = _losses(tiny_bert, 50, "inductor")
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=2**-8, atol=1e-3)
+
+
+def test_the_compile_values_are_the_keys_declared_ones() -> None:
+    """train/compile.py keeps its own copy (the GPU image lacks omegaconf, which run_specs imports): it must equal
+    the declaration the preflight checks."""
+    from cl_bench.run_specs import COMPILE_VALUES
+    from cl_bench.train.compile import COMPILE_SETTINGS
+
+    assert COMPILE_SETTINGS == COMPILE_VALUES
