@@ -449,7 +449,7 @@ def _evaluate(cfg: DictConfig, specs: RunSpecs, run_dir: Path, tracker: Any) -> 
     log.info("evaluating %s with pooler=%s", specs.model.name_or_path, encoder.pooler)
     with interrupt.interruptible():
         results = final_names(evaluate_encoder(encoder, specs, run_dir), specs.eval.sample_pairs)
-    provenance = run_provenance(cfg, encoder, str(device))
+    provenance = run_provenance(cfg, specs, encoder, str(device))
     tracker.log_results({**results, "pooler": encoder.pooler}, provenance=provenance)
     _log_mlflow_records(tracker, cfg, run_dir, provenance, None)
     _log_plots(tracker, run_dir)
@@ -488,7 +488,7 @@ def _train_and_evaluate(
     results.update(training)
 
     device = str(encoder.device)  # where the evaluation encoder runs (QuickThoughts' pair of encoders has no parameters)
-    provenance = run_provenance(cfg, encoder, device, state.best_step)
+    provenance = run_provenance(cfg, specs, encoder, device, state.best_step)
     tracker.log_results({**results, "pooler": pooler}, state.step, provenance=provenance)
     remove_checkpoint(run_dir)  # finished: best_model/ is the run's one copy of its weights
     _log_mlflow_records(tracker, cfg, run_dir, provenance, state.step)

@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from cl_bench.config import needed_files, spec_class
 from cl_bench.data.fetch import sha256_file
 from cl_bench.models.inference import resolve_precision
+from cl_bench.run_specs import RunSpecs
 from cl_bench.tracking.environment import git_commit
 from cl_bench.train.precision import autocast_dtype
 from cl_bench.utils import distributed
@@ -99,14 +100,15 @@ def _files_under(path: Path) -> list[Path]:
     return [path] if path.is_file() else []
 
 
-def data_hashes(cfg: DictConfig, hashes: FileHashes | None = None) -> dict[str, str]:
+def data_hashes(run: RunSpecs, hashes: FileHashes | None = None) -> dict[str, str]:
     """The sha256 of every data file the run reads (the training corpus and the evaluation's files, a folder's
-    files one by one): ``{path relative to the data root (absolute outside it): sha256}``."""
+    files one by one): ``{path relative to the data root (absolute outside it): sha256}``. ``run``: the run's specs,
+    as its preflight returned them."""
     hashes = hashes or FileHashes()
-    root = Path(cfg.paths.data_dir).absolute()
-    paths = [root / rel for _, rel in needed_files(cfg)]
-    if cfg.mode == "train" and not Path(cfg.data.train_file).absolute().is_relative_to(root):
-        paths.insert(0, Path(cfg.data.train_file).absolute())
+    root = Path(run.paths.data_dir).absolute()
+    paths = [root / rel for _, rel in needed_files(run)]
+    if run.training and not Path(run.data.train_file).absolute().is_relative_to(root):
+        paths.insert(0, Path(run.data.train_file).absolute())
     found: dict[str, str] = {}
     for path in paths:
         for file in _files_under(path):
@@ -214,12 +216,14 @@ def _gathered(cfg: DictConfig, processes: int) -> str:
     return f"no ({kind} loss: exact on each process's rows)" if kind in LOCAL_LOSS_KINDS else "yes (all processes)"
 
 
-def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | None = None) -> dict[str, Any]:
+def run_provenance(cfg: DictConfig, specs: RunSpecs, encoder: Any, device: str,
+                   best_step: int | None = None) -> dict[str, Any]:
     """The provenance of a run's final figures (see the module docstring): text values, and two mappings
     (``data_sha256``: file -> sha256, ``packages``: distribution -> version).
 
     Args:
         cfg: the run's composed config.
+        specs: its typed specs (the preflight's: the files the run reads are found without building them again).
         encoder: the encoder the final evaluation scored.
         device: the device it ran on (``cuda``, ``cpu``...).
         best_step: the dev-selected step of a training run (None for ``mode=eval``).
@@ -235,7 +239,7 @@ def run_provenance(cfg: DictConfig, encoder: Any, device: str, best_step: int | 
         train_precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
     hashes = FileHashes()
-    data = data_hashes(cfg, hashes)
+    data = data_hashes(specs, hashes)
     return {
         **eval_settings(cfg, device),
         "cl_bench_commit": git_commit(),

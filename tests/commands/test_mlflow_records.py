@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
-from cl_bench.config import knob_params
+from cl_bench.config import knob_params, typed_specs
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.tracking import ui_views
 from cl_bench.tracking.mlflow_logger import (
@@ -75,7 +75,7 @@ def test_datasets_logged_with_provenance_digests(tmp_path: Path, data_dir: Path)
     from cl_bench.commands.provenance import FileHashes, data_hashes
 
     cfg, _ = _composed(["data=wiki1m_head", "eval=quick"], data_dir)
-    hashes = data_hashes(cfg, FileHashes(tmp_path / "hashes.json"))
+    hashes = data_hashes(typed_specs(cfg), FileHashes(tmp_path / "hashes.json"))
     tracker = RunTracker(tmp_path / "run", tracking_uri=_store(tmp_path))
     tracker.start({"seed": 1}, {})
     log_data(tracker, cfg, {"data_sha256": hashes})
@@ -247,7 +247,7 @@ def test_sync_logs_the_datasets_a_run_could_not_send(tmp_path: Path, data_dir: P
     from cl_bench.tracking.sync import sync_run
 
     cfg, _ = _composed(["data=wiki1m_head", "eval=quick"], data_dir)
-    hashes = data_hashes(cfg, FileHashes(tmp_path / "hashes.json"))
+    hashes = data_hashes(typed_specs(cfg), FileHashes(tmp_path / "hashes.json"))
     tracker = RunTracker(tmp_path / "run", enabled=False)
     tracker.start({"seed": 1}, {})
     log_data(tracker, cfg, {"data_sha256": hashes})

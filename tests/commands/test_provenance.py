@@ -14,6 +14,7 @@ from conftest import cli_env
 
 import cl_bench
 from cl_bench.commands.provenance import FileHashes, data_digest, data_hashes, eval_settings, model_revision
+from cl_bench.config import typed_specs
 from cl_bench.tracking.environment import git_commit
 
 
@@ -51,11 +52,11 @@ def test_the_data_files_of_a_run_are_hashed_and_stable_across_runs(data_dir: Pat
     cfg = _compose(["mode=eval", "eval.tasks=[stsb]", "eval.align_uniform=false", "eval.anisotropy=false",
                     f"paths.data_dir={data_dir}"])
     cache = tmp_path / "hashes.json"
-    first = data_hashes(cfg, FileHashes(cache))
+    first = data_hashes(typed_specs(cfg), FileHashes(cache))
     assert first and all(len(sha) == 64 for sha in first.values())
     assert any("sts" in name.lower() for name in first)
     second = FileHashes(cache)
-    assert data_hashes(cfg, second) == first and not second.changed
+    assert data_hashes(typed_specs(cfg), second) == first and not second.changed
     assert data_digest(first) == data_digest(dict(first)) and data_digest(first).endswith(f"({len(first)} files)")
 
 
