@@ -70,7 +70,6 @@ from cl_bench.specs import (
     registered,
     spec_for,
 )
-from cl_bench.tracking.params import flat_params, knob_params  # noqa: F401  (knob_params: re-exported for its tests)
 from cl_bench.utils.cache_dirs import default_data_dir
 from cl_bench.utils.overrides import override_key
 from cl_bench.utils.rundir import ENCODER_META_FILE, process_token
@@ -684,4 +683,3 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
         if key and key.split("/")[0].split(".")[0] not in _ALWAYS_ACTING:
             keys.append(key)
     return keys
-

@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from cl_bench.commands.cli import register_schemas  # noqa: F401 (importing the CLI registers the schema)
-from cl_bench.config import knob_params, typed_specs
+from cl_bench.config import typed_specs
 from cl_bench.config.catalog import CONF_DIR
 from cl_bench.tracking import ui_views
 from cl_bench.tracking.mlflow_logger import (
@@ -28,6 +28,7 @@ from cl_bench.tracking.mlflow_logger import (
     ensure_experiment,
 )
 from cl_bench.tracking.mlflow_objects import DIGEST_CHARS, group_digest
+from cl_bench.tracking.params import knob_params
 from cl_bench.utils.rundir import ENCODER_META_FILE
 
 
